@@ -1,0 +1,49 @@
+# dpone — `make help` lists the targets.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PYTEST_WORKERS ?= 2
+
+.DEFAULT_GOAL := help
+.PHONY: help install test test-fast test-crash lint format demo bench clean
+
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	@touch $(STAMP)
+
+install: $(STAMP) ## create .venv and install dpone with its dev and bench extras
+
+test: $(STAMP) ## run the whole test suite (installs first)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m "not crash" tests
+
+test-fast: $(STAMP) ## the suite without the slow tests
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m "not slow and not crash" tests
+
+test-crash: $(STAMP) ## the full fault-injection matrix
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m crash tests
+
+lint: $(STAMP) ## ruff format check, ruff lint, mypy --strict on dpone/
+	$(BIN)/ruff format --check dpone tests bench
+	$(BIN)/ruff check dpone tests bench
+	$(BIN)/mypy
+
+format: $(STAMP) ## apply ruff format and the safe ruff fixes
+	$(BIN)/ruff format dpone tests bench
+	$(BIN)/ruff check --fix dpone tests bench
+
+demo: $(STAMP) ## validate, plan and run an example manifest
+	$(BIN)/dpone validate manifests_examples/*/manifest.yaml
+	$(BIN)/dpone plan manifests_examples/orders_csv/manifest.yaml
+
+bench: $(STAMP) ## benchmarks side by side with what users would use instead
+	$(BIN)/python -m bench
+
+clean: ## remove the virtualenv and caches
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

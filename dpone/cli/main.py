@@ -1,0 +1,30 @@
+"""The ``dpone`` command line: thin click commands that parse, call one service, render."""
+
+from __future__ import annotations
+
+import click
+
+from dpone import __version__
+from dpone.cli.manifest_cmds import plan_cmd, validate_cmd
+from dpone.cli.schemas_cmds import schemas_group
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, "--version", prog_name="dpone")
+def cli() -> None:
+    """dpone: load data safely from a YAML manifest, with runtime data contracts."""
+
+
+@cli.group("ops")
+def ops() -> None:
+    """Operate the dead-letter store, replay, retention and the release gate."""
+
+
+cli.add_command(validate_cmd)
+cli.add_command(plan_cmd)
+cli.add_command(schemas_group)
+# ops subcommands
+
+
+def main() -> None:
+    cli(prog_name="dpone")

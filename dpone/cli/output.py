@@ -1,0 +1,102 @@
+"""Rendering for the CLI: JSON to stdout, human text to stdout, diagnostics to stderr.
+
+Every command runs its body through :func:`run_command`, which turns a :class:`DponeError`
+into its ``dpone.error.v1`` document (``--format json``) or a short text block, and the
+error's exit code. An unexpected exception is reported as ``DPONE_INTERNAL`` without a
+traceback unless ``DPONE_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+import click
+import orjson
+
+from dpone.errors import EXIT_CONFIG, EXIT_RUN_FAILED, DponeError, ErrorDetail
+
+FORMAT_OPTION = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text for people, json (one document on stdout) for programs.",
+)
+
+
+def dumps(doc: Any) -> str:
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
+
+
+def print_json(doc: Any) -> None:
+    click.echo(dumps(doc))
+
+
+def render_detail(detail: ErrorDetail) -> str:
+    lines = [f"{detail.located()}: {detail.severity}: {detail.code}: {detail.message}"]
+    if detail.pointer is not None:
+        lines.append(f"    at {detail.pointer or '/'}")
+    lines.extend(f"    fix: {fix}" for fix in detail.fixes)
+    return "\n".join(lines)
+
+
+def render_error_text(err: DponeError) -> str:
+    errors = err.errors
+    if len(errors) == 1:
+        return render_detail(errors[0])
+    head = f"{err.code}: {err.message}"
+    return "\n".join([head, *(render_detail(d) for d in errors)])
+
+
+def fail(err: DponeError, fmt: str) -> NoReturn:
+    if fmt == "json":
+        doc = err.to_json()
+        if len(err.errors) > 1:
+            doc["errors"] = [d.to_json() for d in err.errors]
+        print_json(doc)
+    else:
+        click.echo(render_error_text(err), err=True)
+    sys.exit(err.exit_code)
+
+
+def run_command(fmt: str, body: Callable[[], int | None]) -> NoReturn:
+    """Run a command body; map its outcome and any error to an exit code."""
+    try:
+        code = body()
+    except DponeError as err:
+        fail(err, fmt)
+    except click.exceptions.Exit:
+        raise
+    except click.ClickException as exc:
+        fail(DponeError(exc.format_message(), code="DPONE_USAGE", stage="cli"), fmt)
+    except KeyboardInterrupt:
+        from dpone.errors import Interrupted
+
+        fail(Interrupted("interrupted by the user; nothing after the last durable step was kept"), fmt)
+    except Exception as exc:  # an internal bug: say so without dumping a traceback on the user
+        if os.environ.get("DPONE_DEBUG") == "1":
+            traceback.print_exc()
+        internal = DponeError(
+            f"internal error ({type(exc).__name__}); rerun with DPONE_DEBUG=1 for the traceback",
+            code="DPONE_INTERNAL",
+            fixes=("report it with the manifest (without secrets) and the dpone version",),
+        )
+        fail(internal, fmt)
+    sys.exit(code or 0)
+
+
+__all__ = [
+    "EXIT_CONFIG",
+    "EXIT_RUN_FAILED",
+    "FORMAT_OPTION",
+    "dumps",
+    "fail",
+    "print_json",
+    "render_error_text",
+    "run_command",
+]

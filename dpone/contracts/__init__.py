@@ -1,0 +1,1 @@
+"""Logical types, the declared contract, and the vectorized enforcement engine."""

@@ -1,0 +1,56 @@
+"""The published JSON Schemas (``schemas/``, shipped in the wheel as ``dpone/schemas``).
+
+One source of truth: the program validates what it reads and writes against these files,
+and ``dpone schemas export`` copies them out unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from importlib.resources.abc import Traversable
+from typing import Any
+
+import orjson
+from jsonschema import Draft202012Validator
+
+SCHEMA_SUFFIX = ".schema.json"
+
+
+def _root() -> Traversable:
+    return resources.files("dpone").joinpath("schemas")
+
+
+def schema_names() -> list[str]:
+    """Every published schema id, e.g. ``dpone.manifest.v1``, sorted."""
+    return sorted(
+        entry.name[: -len(SCHEMA_SUFFIX)]
+        for entry in _root().iterdir()
+        if entry.name.endswith(SCHEMA_SUFFIX)
+    )
+
+
+def schema_text(name: str) -> bytes:
+    return _root().joinpath(name + SCHEMA_SUFFIX).read_bytes()
+
+
+@functools.cache
+def load_schema(name: str) -> dict[str, Any]:
+    doc: dict[str, Any] = orjson.loads(schema_text(name))
+    return doc
+
+
+@functools.cache
+def validator(name: str) -> Draft202012Validator:
+    schema = load_schema(name)
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def schema_errors(doc: Any, name: str) -> list[str]:
+    """Human-readable problems of ``doc`` against schema ``name`` (empty when valid)."""
+    out = []
+    for err in sorted(validator(name).iter_errors(doc), key=lambda e: list(e.absolute_path)):
+        pointer = "/" + "/".join(str(p) for p in err.absolute_path)
+        out.append(f"{pointer}: {err.message}")
+    return out
