@@ -16,7 +16,7 @@ def main(argv: list[str]) -> int:
     here = Path(__file__).parent
     names = sorted(
         m.name[len("bench_") :]
-        for m in pkgutil.iter_modules([str(here))
+        for m in pkgutil.iter_modules([str(here)])
         if m.name.startswith("bench_")
     )
     wanted = argv or names
