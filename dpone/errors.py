@@ -82,7 +82,7 @@ class ErrorDetail:
 
 
 class DponeError(Exception):
-    """Root of every expected dpone failure. Subclasses fix ``code``, ``stage`` and ``exit_code``."""
+    """Root of every expected dpone failure; subclasses fix ``code``, ``stage``, ``exit_code``."""
 
     code: str = "DPONE_ERROR"
     stage: Stage = "runtime"
@@ -161,7 +161,7 @@ class TransientError(DponeError):
 
 class ConfigError(DponeError):
     code = "DPONE_CONFIG_INVALID"
-    stage = "preflight"
+    stage: Stage = "preflight"
     exit_code = EXIT_CONFIG
 
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import orjson
 from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
 
 SCHEMA_SUFFIX = ".schema.json"
 
@@ -41,10 +43,22 @@ def load_schema(name: str) -> dict[str, Any]:
 
 
 @functools.cache
+def registry() -> Registry:
+    """Every published schema by its ``$id``, so schemas can ``$ref`` one another."""
+    resources_by_id = []
+    for name in schema_names():
+        schema = load_schema(name)
+        resources_by_id.append((schema["$id"], Resource.from_contents(schema, DRAFT202012)))
+    return Registry().with_resources(resources_by_id)
+
+
+@functools.cache
 def validator(name: str) -> Draft202012Validator:
     schema = load_schema(name)
     Draft202012Validator.check_schema(schema)
-    return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+    return Draft202012Validator(
+        schema, registry=registry(), format_checker=Draft202012Validator.FORMAT_CHECKER
+    )
 
 
 def schema_errors(doc: Any, name: str) -> list[str]:

@@ -77,7 +77,10 @@ def run_command(fmt: str, body: Callable[[], int | None]) -> NoReturn:
     except KeyboardInterrupt:
         from dpone.errors import Interrupted
 
-        fail(Interrupted("interrupted by the user; nothing after the last durable step was kept"), fmt)
+        fail(
+            Interrupted("interrupted by the user; nothing after the last durable step was kept"),
+            fmt,
+        )
     except Exception as exc:  # an internal bug: say so without dumping a traceback on the user
         if os.environ.get("DPONE_DEBUG") == "1":
             traceback.print_exc()

@@ -47,5 +47,7 @@ REASONS: dict[ReasonCode, ReasonInfo] = {
     ReasonCode.RULE_FAILED: ReasonInfo("assert", "the row failed a quality assertion"),
     ReasonCode.SINK_ROW_REJECTED: ReasonInfo("sink", "the sink rejected the row"),
     ReasonCode.CDC_POISON: ReasonInfo("read", "a change event could not be applied"),
-    ReasonCode.UNCLASSIFIED: ReasonInfo("runtime", "the row was rejected for an unclassified reason"),
+    ReasonCode.UNCLASSIFIED: ReasonInfo(
+        "runtime", "the row was rejected for an unclassified reason"
+    ),
 }

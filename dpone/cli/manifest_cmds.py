@@ -1,0 +1,126 @@
+"""``dpone validate`` and ``dpone plan``: compile manifests, render the outcome."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from dpone.cli.output import FORMAT_OPTION, print_json, render_detail, run_command
+from dpone.errors import EXIT_CONFIG, DponeError, ManifestError
+
+VALIDATION_SCHEMA_ID = "dpone.validation.v1"
+
+
+@click.command("validate")
+@click.argument("manifests", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@FORMAT_OPTION
+def validate_cmd(manifests: tuple[str, ...], fmt: str) -> None:
+    """Check manifests without reading any data; exit 2 if any has an error."""
+
+    def body() -> int:
+        from dpone.manifest.compiler import compile_manifest
+
+        results: list[dict[str, Any]] = []
+        for path in manifests:
+            try:
+                plan = compile_manifest(path)
+            except ManifestError as err:
+                results.append(
+                    {
+                        "path": path,
+                        "valid": False,
+                        "errors": [d.to_json() for d in err.errors],
+                    }
+                )
+                if fmt == "text":
+                    click.echo(f"invalid  {path}: {len(err.errors)} error(s)", err=True)
+                    for detail in err.errors:
+                        click.echo(render_detail(detail), err=True)
+                continue
+            results.append(
+                {"path": path, "valid": True, "name": plan.name, "fingerprint": plan.fingerprint}
+            )
+            if fmt == "text":
+                click.echo(f"ok       {path}  ({plan.name}, {plan.fingerprint[:19]}…)")
+        valid = all(r["valid"] for r in results)
+        if fmt == "json":
+            print_json({"schema": VALIDATION_SCHEMA_ID, "valid": valid, "manifests": results})
+        return 0 if valid else EXIT_CONFIG
+
+    run_command(fmt, body)
+
+
+@click.command("plan")
+@click.argument("manifest", type=click.Path(dir_okay=False))
+@FORMAT_OPTION
+def plan_cmd(manifest: str, fmt: str) -> None:
+    """Show what a run of MANIFEST would do (secrets shown as their ${VAR} references)."""
+
+    def body() -> int:
+        from dpone.manifest.compiler import compile_manifest
+
+        plan = compile_manifest(manifest)
+        if fmt == "json":
+            print_json(plan.to_json())
+        else:
+            click.echo(render_plan(plan.to_json()))
+        return 0
+
+    run_command(fmt, body)
+
+
+def render_plan(doc: dict[str, Any]) -> str:
+    m = doc["manifest"]
+    source, sink = m["source"], m["sink"]
+    contract = sink["options"]["schema_contract"]
+    dlq = sink["options"]["dlq"]
+    where = (
+        source.get("path")
+        or source.get("table")
+        or source.get("query")
+        or source.get("callable", "")
+    )
+    target = f"{sink['dataset']}.{sink['table']}"
+    if sink["type"] == "duckdb":
+        target = f"{sink['database']} → {target}"
+    elif sink["type"] == "filesystem":
+        target = f"{sink['path']} → {target}"
+    lines = [
+        f"pipeline     {doc['name']}  ({m['environment']})",
+        f"fingerprint  {doc['fingerprint']}",
+        f"source       {source['type']}"
+        + (f" {source['format']}" if "format" in source else "")
+        + f"  {where}",
+        f"sink         {sink['type']}  {target}  ({sink['strategy']['mode']}"
+        + (f" on {', '.join(keys)}" if (keys := sink["strategy"].get("unique_key")) else "")
+        + ")",
+        f"chunks       {m['runtime']['chunk_size']} rows; work_dir {m['runtime']['work_dir']}",
+        f"contract     {contract['enforcement']}; {len(contract['columns'])} declared column(s);"
+        f" evolution {', '.join(f'{k}={v}' for k, v in contract['evolution'].items())}",
+    ]
+    for name, spec in contract["columns"].items():
+        extra = ""
+        if spec["type"] == "decimal":
+            extra = f"({spec['precision']},{spec['scale']})"
+        if spec.get("timezone"):
+            extra = " with time zone"
+        null = "" if spec["nullable"] else " not null"
+        lines.append(f"  - {name}: {spec['type']}{extra}{null}")
+    if "incremental" in source:
+        inc = source["incremental"]
+        lines.append(f"incremental  {inc['cursor_column']} (initial {inc['initial_value']!r})")
+    lines.append(
+        f"dlq          {dlq['directory']}  (pii {dlq['pii_policy']}, "
+        f"retention {dlq['retention_days']} days, enabled {str(dlq['enabled']).lower()})"
+    )
+    lines.append(f"evidence     {sink['options']['runtime_evidence']['output_dir']}")
+    lines.append(f"state        {m['state']['type']}")
+    for assertion in doc["assertions"]:
+        lines.append(f"assertion    {assertion['name']}  on_failure {assertion['on_failure']}")
+    if doc["secrets"]:
+        lines.append(f"secrets      from the environment: {', '.join(doc['secrets'])}")
+    return "\n".join(lines)
+
+
+__all__ = ["DponeError", "plan_cmd", "validate_cmd"]

@@ -1,0 +1,174 @@
+"""Manifest -> Plan: load (the only IO), schema validation, the ordered pure passes, the plan.
+
+``compile_manifest`` is what ``dpone validate``, ``dpone plan`` and ``dpone run`` call.
+Every problem is a :class:`ManifestError` listing all errors at once; nothing else escapes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import rfc8785
+
+from dpone.assertions.catalog import BUILTIN_TYPES, AssertionTypeInfo
+from dpone.contracts.spec import ContractSpec, EvolutionSpec, TypeInferenceSpec
+from dpone.dlq.policy import DlqPolicy
+from dpone.errors import ManifestError
+from dpone.manifest import passes
+from dpone.manifest.loader import LoadedManifest, join_pointer, load_manifest, parse_manifest
+from dpone.manifest.plan import (
+    AssertionSpec,
+    IncrementalPlan,
+    Plan,
+    QualityPlan,
+    RuntimePlan,
+    SinkPlan,
+    SourcePlan,
+    StrategyPlan,
+)
+from dpone.manifest.secrets import SecretRef
+from dpone.manifest.validate import schema_errors
+
+
+def fingerprint_of(document: Mapping[str, Any]) -> str:
+    """``sha256:`` + hex SHA-256 of the RFC 8785 canonical JSON of the normalized document.
+
+    Formatting, comments, key order, anchors and ``x-*`` annotations never reach the
+    normalized document, and defaults are explicit in it, so only semantics change this.
+    """
+    return "sha256:" + hashlib.sha256(rfc8785.dumps(dict(document))).hexdigest()
+
+
+def compile_manifest(
+    path: str | Path,
+    *,
+    assertion_types: Mapping[str, AssertionTypeInfo] | None = None,
+) -> Plan:
+    return compile_loaded(load_manifest(path), assertion_types=assertion_types)
+
+
+def compile_text(
+    text: str,
+    *,
+    path: str | Path = "manifest.yaml",
+    assertion_types: Mapping[str, AssertionTypeInfo] | None = None,
+) -> Plan:
+    """Compile manifest text as if it were the file at ``path`` (which need not exist)."""
+    p = Path(path)
+    loaded = parse_manifest(text, path=p.resolve(), display_path=str(path))
+    return compile_loaded(loaded, assertion_types=assertion_types)
+
+
+def compile_loaded(
+    manifest: LoadedManifest,
+    *,
+    assertion_types: Mapping[str, AssertionTypeInfo] | None = None,
+) -> Plan:
+    errors = schema_errors(manifest)
+    if errors:
+        raise ManifestError.collect(errors, manifest.display_path)
+    ctx = passes.CompileContext(manifest, assertion_types or BUILTIN_TYPES)
+    document: dict[str, Any] = manifest.document
+    for compile_pass in passes.PASSES:
+        result = compile_pass(document, ctx)
+        if isinstance(result, list):
+            raise ManifestError.collect(result, manifest.display_path)
+        document = result
+    return build_plan(document, manifest)
+
+
+def _under(base: Path, text: str) -> Path:
+    """A path as written in the manifest, resolved against the manifest's folder."""
+    return (base / Path(text).expanduser()).resolve(strict=False)
+
+
+def build_plan(doc: dict[str, Any], manifest: LoadedManifest) -> Plan:
+    base = manifest.path.parent
+    runtime = doc["runtime"]
+    source = doc["source"]
+    sink = doc["sink"]
+    options = sink["options"]
+    contract_doc = options["schema_contract"]
+    inference = options["type_inference"]
+    contract = ContractSpec(
+        enforcement=contract_doc["enforcement"],
+        columns=passes.column_specs(doc),
+        evolution=EvolutionSpec(**contract_doc["evolution"]),
+        type_inference=TypeInferenceSpec(**inference),
+    )
+    dlq_doc = dict(options["dlq"])
+    dlq = DlqPolicy(**{**dlq_doc, "directory": str(_under(base, dlq_doc["directory"]))})
+    incremental = source.get("incremental")
+    sink_config = {k: v for k, v in sink.items() if k != "options"}
+    return Plan(
+        name=doc["name"],
+        environment=doc["environment"],
+        description=doc.get("description"),
+        manifest_path=manifest.path,
+        manifest_dir=base,
+        runtime=RuntimePlan(
+            work_dir=_under(base, runtime["work_dir"]), chunk_size=runtime["chunk_size"]
+        ),
+        source=SourcePlan(
+            type=source["type"],
+            config=source,
+            base_dir=base,
+            connection=SecretRef(source["connection"]) if "connection" in source else None,
+            incremental=IncrementalPlan(**incremental) if incremental else None,
+        ),
+        sink=SinkPlan(
+            type=sink["type"],
+            config=sink_config,
+            dataset=sink["dataset"],
+            table=sink["table"],
+            strategy=StrategyPlan(
+                mode=sink["strategy"]["mode"],
+                unique_key=tuple(sink["strategy"].get("unique_key", ())),
+            ),
+            contract=contract,
+            dlq=dlq,
+            evidence_dir=_under(base, options["runtime_evidence"]["output_dir"]),
+            database=_under(base, sink["database"]) if "database" in sink else None,
+            path=_under(base, sink["path"]) if "path" in sink else None,
+            connection=SecretRef(sink["connection"]) if "connection" in sink else None,
+        ),
+        quality=_quality(doc),
+        state_type=doc["state"]["type"],
+        observability=doc["observability"],
+        document=doc,
+        fingerprint=fingerprint_of(doc),
+    )
+
+
+def _quality(doc: dict[str, Any]) -> QualityPlan:
+    assertions = doc["quality"]["assertions"]
+    default = assertions["on_failure"]
+    specs = []
+    for key, value in assertions.items():
+        if key in passes.RESERVED_ASSERTION_KEYS:
+            continue
+        params = {k: v for k, v in value.items() if k != "on_failure"}
+        specs.append(
+            AssertionSpec(
+                type=key,
+                params=params,
+                on_failure=value.get("on_failure", default),
+                pointer=join_pointer(passes.ASSERTIONS, key),
+                name=key,
+            )
+        )
+    for i, entry in enumerate(assertions["custom"]):
+        params = {k: v for k, v in entry.items() if k != "on_failure"}
+        specs.append(
+            AssertionSpec(
+                type="custom",
+                params=params,
+                on_failure=entry.get("on_failure", default),
+                pointer=f"{passes.ASSERTIONS}/custom/{i}",
+                name=entry.get("name") or f"custom:{entry['predicate']}",
+            )
+        )
+    return QualityPlan(on_failure=default, assertions=tuple(specs))

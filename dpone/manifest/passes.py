@@ -1,0 +1,490 @@
+"""The compiler's ordered, pure passes over a schema-valid manifest document.
+
+Each pass takes the document and the compile context and returns a richer document or a
+list of errors (sqlglot's optimizer RULES are the model). The runner in ``compiler.py``
+stops at the first pass that reports errors: later passes may rely on earlier ones.
+No pass touches files or the environment.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dpone.assertions.catalog import AssertionTypeInfo
+from dpone.contracts.spec import ColumnSpec
+from dpone.dlq import policy as dlq_limits
+from dpone.errors import ErrorDetail
+from dpone.manifest.loader import LoadedManifest, join_pointer
+from dpone.manifest.plan import is_production
+from dpone.manifest.secrets import inline_secret, malformed_reference
+from dpone.manifest.validate import locate
+
+Document = dict[str, Any]
+PassResult = Document | list[ErrorDetail]
+
+EVOLUTION_KEYS = ("tables", "columns", "data_type")
+RESERVED_ASSERTION_KEYS = ("on_failure", "custom")
+UNORDERABLE_CURSOR_TYPES = ("boolean", "json", "binary")
+
+
+@dataclass(frozen=True, slots=True)
+class CompileContext:
+    manifest: LoadedManifest
+    assertion_types: Mapping[str, AssertionTypeInfo]
+
+    def error(
+        self,
+        code: str,
+        message: str,
+        pointer: str,
+        *,
+        at_key: bool = False,
+        fixes: tuple[str, ...] = (),
+    ) -> ErrorDetail:
+        line, column = locate(self.manifest, pointer, at_key=at_key)
+        return ErrorDetail(
+            code=code,
+            message=message,
+            stage="compile",
+            pointer=pointer,
+            path=self.manifest.display_path,
+            line=line,
+            column=column,
+            fixes=fixes,
+        )
+
+
+def drop_extensions(doc: Document, ctx: CompileContext) -> PassResult:
+    """``x-*`` keys are the user's annotations: accepted anywhere, ignored everywhere."""
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if not k.startswith("x-")}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+
+    result: Document = strip(doc)
+    return result
+
+
+def normalize_shorthands(doc: Document, ctx: CompileContext) -> PassResult:
+    """One-word ``evolution`` becomes the three-key form; assertion values take table form."""
+    doc = copy.deepcopy(doc)
+    contract = doc.get("sink", {}).get("options", {}).get("schema_contract")
+    if contract is not None and isinstance(contract.get("evolution"), str):
+        word = contract["evolution"]
+        contract["evolution"] = dict.fromkeys(EVOLUTION_KEYS, word)
+    assertions = doc.get("quality", {}).get("assertions")
+    if assertions:
+        for key, value in list(assertions.items()):
+            if key in RESERVED_ASSERTION_KEYS:
+                continue
+            if not (isinstance(value, dict) and "value" in value):
+                assertions[key] = {"value": value}
+    return doc
+
+
+def apply_defaults(doc: Document, ctx: CompileContext) -> PassResult:
+    """Every default of SPEC §2 made explicit, so the plan and its fingerprint are complete."""
+    doc = copy.deepcopy(doc)
+    doc.setdefault("kind", "dpone.manifest.v1")
+    doc.setdefault("environment", "dev")
+    runtime = doc.setdefault("runtime", {})
+    runtime.setdefault("work_dir", ".dpone")
+    runtime.setdefault("chunk_size", 10_000)
+    work_dir = str(runtime["work_dir"]).rstrip("/") or "."
+
+    source = doc["source"]
+    if source.get("type") == "file":
+        options = source.setdefault("options", {})
+        fmt = source["format"]
+        if fmt == "csv":
+            csv = options.setdefault("csv", {})
+            csv.setdefault("delimiter", ",")
+            csv.setdefault("header", True)
+            csv.setdefault("encoding", "utf-8")
+            csv.setdefault("quote_char", '"')
+            csv.setdefault("null_values", [])
+        elif fmt == "jsonl":
+            options.setdefault("jsonl", {}).setdefault("encoding", "utf-8")
+        else:
+            options.setdefault(fmt, {})
+    if "incremental" in source:
+        source["incremental"].setdefault("initial_value", None)
+
+    sink = doc["sink"]
+    sink.setdefault("dataset", "dpone")
+    if sink["type"] == "duckdb":
+        sink.setdefault("database", f"{work_dir}/{doc['name']}.duckdb")
+    strategy = sink.setdefault("strategy", {})
+    strategy.setdefault("mode", "append")
+    options = sink.setdefault("options", {})
+    contract = options.setdefault("schema_contract", {})
+    contract.setdefault("enforcement", "strict")
+    columns = contract.setdefault("columns", {})
+    for spec in columns.values():
+        spec.setdefault("nullable", True)
+        if spec["type"] == "decimal":
+            spec.setdefault("scale", 0)
+        if spec["type"] in ("timestamp", "time"):
+            spec.setdefault("timezone", False)
+    evolution = contract.setdefault("evolution", {})
+    for key in EVOLUTION_KEYS:
+        evolution.setdefault(key, "evolve")
+    inference = options.setdefault("type_inference", {})
+    inference.setdefault("enabled", True)
+    inference.setdefault("sample_rows", 10_000)
+    inference.setdefault("empty_string_is_null", False)
+    inference.setdefault("conflict_policy", "fail")
+    dlq = options.setdefault("dlq", {})
+    dlq.setdefault("enabled", True)
+    dlq.setdefault("directory", f"{work_dir}/{dlq_limits.DEFAULT_DIRECTORY}")
+    dlq.setdefault("pii_policy", "reference_only")
+    for name, (default, _, _) in dlq_limits.LIMITS.items():
+        dlq.setdefault(name, default)
+    options.setdefault("runtime_evidence", {}).setdefault("output_dir", f"{work_dir}/evidence")
+
+    quality = doc.setdefault("quality", {})
+    assertions = quality.setdefault("assertions", {})
+    assertions.setdefault("on_failure", "fail")
+    assertions.setdefault("custom", [])
+    for entry in assertions["custom"]:
+        entry.setdefault("vectorized", False)
+    doc.setdefault("state", {}).setdefault("type", "file")
+    doc.setdefault("observability", {})
+    return doc
+
+
+def check_static(doc: Document, ctx: CompileContext) -> PassResult:
+    """The checks of SPEC §2 that the schema cannot express; every one reported at once."""
+    errors: list[ErrorDetail] = []
+    for check in STATIC_CHECKS:
+        errors.extend(check(doc, ctx))
+    errors.sort(key=lambda e: (e.line or 0, e.column or 0, e.code))
+    return errors or doc
+
+
+# --- static checks --------------------------------------------------------------------------
+
+Check = Callable[[Document, CompileContext], list[ErrorDetail]]
+SINK = "/sink"
+CONTRACT = "/sink/options/schema_contract"
+DLQ = "/sink/options/dlq"
+ASSERTIONS = "/quality/assertions"
+
+
+def _contract_columns(doc: Document) -> dict[str, Any]:
+    columns: dict[str, Any] = doc["sink"]["options"]["schema_contract"]["columns"]
+    return columns
+
+
+def check_strategy(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
+    strategy = doc["sink"]["strategy"]
+    errors = []
+    unique_key = strategy.get("unique_key", [])
+    if strategy["mode"] == "merge" and not unique_key:
+        errors.append(
+            ctx.error(
+                "DPONE_MANIFEST_MERGE_WITHOUT_KEY",
+                "strategy mode merge needs a unique_key to match rows on",
+                f"{SINK}/strategy/mode",
+                fixes=("add `unique_key: [id]` (the columns that identify a row)",),
+            )
+        )
+    columns = _contract_columns(doc)
+    if columns:
+        for i, column in enumerate(unique_key):
+            if column not in columns:
+                errors.append(
+                    ctx.error(
+                        "DPONE_MANIFEST_UNIQUE_KEY_COLUMN",
+                        f"unique_key column '{column}' is not declared in the contract",
+                        f"{SINK}/strategy/unique_key/{i}",
+                        fixes=(f"declare '{column}' under schema_contract.columns",),
+                    )
+                )
+    return errors
+
+
+def check_contract(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
+    errors = []
+    for name, spec in _contract_columns(doc).items():
+        pointer = join_pointer(f"{CONTRACT}/columns", name)
+        if spec["type"] == "decimal" and spec.get("scale", 0) > spec["precision"]:
+            errors.append(
+                ctx.error(
+                    "DPONE_MANIFEST_DECIMAL_SCALE",
+                    f"column '{name}': scale {spec['scale']} exceeds precision {spec['precision']}",
+                    f"{pointer}/scale",
+                    fixes=("use a scale between 0 and the precision",),
+                )
+            )
+    return errors
+
+
+def check_dlq(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
+    dlq = doc["sink"]["options"]["dlq"]
+    enforcement = doc["sink"]["options"]["schema_contract"]["enforcement"]
+    errors = []
+    if enforcement == "quarantine" and not dlq["enabled"]:
+        errors.append(
+            ctx.error(
+                "DPONE_MANIFEST_DLQ_DISABLED",
+                "the DLQ cannot be disabled while enforcement is quarantine",
+                f"{DLQ}/enabled",
+                fixes=("remove `enabled: false`, or choose another enforcement mode",),
+            )
+        )
+    if dlq["pii_policy"] == "preserve" and is_production(doc["environment"]):
+        errors.append(
+            ctx.error(
+                "DPONE_MANIFEST_PII_PRESERVE_IN_PRODUCTION",
+                "pii_policy preserve keeps row values and is refused in production",
+                f"{DLQ}/pii_policy",
+                fixes=("use reference_only (the default) or masked",),
+            )
+        )
+    for name, (_, low, high) in dlq_limits.LIMITS.items():
+        value = dlq[name]
+        if not low <= value <= high:
+            errors.append(
+                ctx.error(
+                    "DPONE_MANIFEST_DLQ_LIMIT",
+                    f"dlq.{name} must be between {low} and {high}",
+                    f"{DLQ}/{name}",
+                    fixes=(f"use a value in {low}..{high}",),
+                )
+            )
+    if dlq["max_diagnostic_bytes"] > dlq["max_record_bytes"]:
+        errors.append(
+            ctx.error(
+                "DPONE_MANIFEST_DLQ_LIMIT",
+                "dlq.max_diagnostic_bytes must not exceed dlq.max_record_bytes",
+                f"{DLQ}/max_diagnostic_bytes",
+                fixes=("lower max_diagnostic_bytes or raise max_record_bytes",),
+            )
+        )
+    return errors
+
+
+def check_incremental(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
+    incremental = doc["source"].get("incremental")
+    columns = _contract_columns(doc)
+    if not incremental or not columns:
+        return []
+    name = incremental["cursor_column"]
+    pointer = "/source/incremental/cursor_column"
+    if name not in columns:
+        return [
+            ctx.error(
+                "DPONE_MANIFEST_INCREMENTAL_COLUMN",
+                f"cursor column '{name}' is not declared in the contract",
+                pointer,
+                fixes=(f"declare '{name}' under schema_contract.columns with an orderable type",),
+            )
+        ]
+    if columns[name]["type"] in UNORDERABLE_CURSOR_TYPES:
+        return [
+            ctx.error(
+                "DPONE_MANIFEST_INCREMENTAL_COLUMN",
+                f"cursor column '{name}' has type {columns[name]['type']}, which has no order",
+                pointer,
+                fixes=("use a timestamp, date, integer, decimal or string cursor",),
+            )
+        ]
+    return []
+
+
+_CONNECTION_POINTERS = ("/source/connection", "/sink/connection")
+
+
+def check_secrets(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
+    errors = []
+    sections = {"/source": doc["source"], "/sink": doc["sink"]}
+    for pointer in _CONNECTION_POINTERS:
+        section = sections[pointer.rsplit("/", 1)[0]]
+        value = section.get("connection")
+        if not isinstance(value, str):
+            continue
+        if malformed_reference(value):
+            errors.append(
+                ctx.error(
+                    "DPONE_MANIFEST_SECRET_REFERENCE",
+                    "malformed ${ENV_VAR} reference in the connection string",
+                    pointer,
+                    fixes=("write references as ${NAME} with letters, digits and underscores",),
+                )
+            )
+        elif inline_secret(value):
+            errors.append(
+                ctx.error(
+                    "DPONE_MANIFEST_INLINE_SECRET",
+                    "the connection string holds a credential; secrets never live in a manifest",
+                    pointer,
+                    fixes=(
+                        "move the credential to an environment variable and write ${NAME}",
+                        'e.g. connection: "${DPONE_PG_URL}"',
+                    ),
+                )
+            )
+    errors.extend(_stray_references(doc, "", ctx))
+    return errors
+
+
+def _stray_references(value: Any, pointer: str, ctx: CompileContext) -> list[ErrorDetail]:
+    """``${...}`` outside a connection string would silently stay literal: say so instead."""
+    if pointer in _CONNECTION_POINTERS:
+        return []
+    if isinstance(value, dict):
+        return [
+            e for k, v in value.items() for e in _stray_references(v, join_pointer(pointer, k), ctx)
+        ]
+    if isinstance(value, list):
+        return [
+            e
+            for i, v in enumerate(value)
+            for e in _stray_references(v, join_pointer(pointer, i), ctx)
+        ]
+    if isinstance(value, str) and "${" in value:
+        return [
+            ctx.error(
+                "DPONE_MANIFEST_SECRET_REFERENCE",
+                "${...} references are resolved only in connection strings",
+                pointer,
+                fixes=("write the value itself here, or move it into a connection string",),
+            )
+        ]
+    return []
+
+
+def check_assertions(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
+    assertions = doc["quality"]["assertions"]
+    columns = _contract_columns(doc)
+    errors = []
+    for key, value in assertions.items():
+        if key in RESERVED_ASSERTION_KEYS:
+            continue
+        pointer = join_pointer(ASSERTIONS, key)
+        info = ctx.assertion_types.get(key)
+        if info is None:
+            registered = ", ".join(sorted(ctx.assertion_types)) or "none"
+            errors.append(
+                ctx.error(
+                    "DPONE_ASSERTION_UNKNOWN_TYPE",
+                    f"unknown assertion type '{key}'; registered: {registered}",
+                    pointer,
+                    at_key=True,
+                    fixes=(
+                        "use a registered type, or install one under the 'dpone.assertion' "
+                        "entry-point group (see `dpone plugins list`)",
+                    ),
+                )
+            )
+            continue
+        policy = value.get("on_failure")
+        if info.scope == "batch" and policy == "quarantine":
+            errors.append(
+                ctx.error(
+                    "DPONE_ASSERTION_QUARANTINE_BATCH",
+                    f"assertion '{key}' is batch-scoped: there are no rows to quarantine when "
+                    "it fails",
+                    f"{pointer}/on_failure",
+                    fixes=("use fail or warn for a batch-scoped assertion",),
+                )
+            )
+        elif info.scope == "batch" and policy is None and assertions["on_failure"] == "quarantine":
+            errors.append(
+                ctx.error(
+                    "DPONE_ASSERTION_QUARANTINE_BATCH",
+                    f"assertion '{key}' is batch-scoped and would inherit on_failure: "
+                    "quarantine from the pipeline",
+                    pointer,
+                    at_key=True,
+                    fixes=(f"give '{key}' its own on_failure: fail or warn",),
+                )
+            )
+        if info.value == "columns":
+            errors.extend(_assertion_value(key, value["value"], pointer, columns, ctx))
+        elif info.value == "count" and not _is_count(value["value"]):
+            errors.append(
+                ctx.error(
+                    "DPONE_ASSERTION_CONFIG",
+                    f"assertion '{key}' takes a non-negative integer",
+                    _value_pointer(ctx, pointer),
+                    fixes=(f"e.g. {key}: 1",),
+                )
+            )
+    return errors
+
+
+def _value_pointer(ctx: CompileContext, pointer: str) -> str:
+    return f"{pointer}/value" if ctx.manifest.mark(f"{pointer}/value") else pointer
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _assertion_value(
+    key: str, value: Any, pointer: str, columns: Mapping[str, Any], ctx: CompileContext
+) -> list[ErrorDetail]:
+    base = _value_pointer(ctx, pointer)
+    if not (isinstance(value, list) and value and all(isinstance(c, str) for c in value)):
+        return [
+            ctx.error(
+                "DPONE_ASSERTION_CONFIG",
+                f"assertion '{key}' takes a non-empty list of column names",
+                base,
+                fixes=(f"e.g. {key}: [id]",),
+            )
+        ]
+    if not columns:
+        return []
+    return [
+        ctx.error(
+            "DPONE_ASSERTION_UNKNOWN_COLUMN",
+            f"assertion '{key}' names column '{column}', which the contract does not declare",
+            f"{base}/{i}",
+            fixes=(f"declare '{column}' under schema_contract.columns, or fix the name",),
+        )
+        for i, column in enumerate(value)
+        if column not in columns
+    ]
+
+
+STATIC_CHECKS: tuple[Check, ...] = (
+    check_strategy,
+    check_contract,
+    check_dlq,
+    check_incremental,
+    check_secrets,
+    check_assertions,
+)
+
+Pass = Callable[[Document, CompileContext], PassResult]
+
+#: The compiler, in order. Each pass is pure; ``compiler.compile_loaded`` runs them.
+PASSES: tuple[Pass, ...] = (
+    drop_extensions,
+    normalize_shorthands,
+    apply_defaults,
+    check_static,
+)
+
+
+def column_specs(doc: Document) -> tuple[ColumnSpec, ...]:
+    return tuple(
+        ColumnSpec(
+            name=name,
+            type=spec["type"],
+            nullable=spec["nullable"],
+            precision=spec.get("precision"),
+            scale=spec.get("scale"),
+            timezone=spec.get("timezone"),
+        )
+        for name, spec in _contract_columns(doc).items()
+    )

@@ -1,0 +1,277 @@
+"""JSON Schema validation of a loaded manifest, every error at once, as :class:`ErrorDetail`.
+
+jsonschema's own messages quote the offending value; a manifest value can be a credential
+typed into the wrong key, so messages here are rebuilt from the schema keyword and never
+echo a value.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from jsonschema.exceptions import ValidationError, best_match
+
+from dpone.errors import ErrorDetail
+from dpone.manifest.loader import LoadedManifest, Mark, join_pointer
+from dpone.published import validator
+
+MANIFEST_SCHEMA = "dpone.manifest.v1"
+
+_RANGE_KEYWORDS = {
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "minLength",
+    "maxLength",
+    "minItems",
+    "maxItems",
+    "minProperties",
+    "maxProperties",
+    "multipleOf",
+}
+_JSON_TYPE_NAMES = {
+    dict: "a mapping",
+    list: "a list",
+    str: "a string",
+    bool: "a boolean",
+    int: "an integer",
+    float: "a number",
+    type(None): "null",
+}
+_EXTRAS = re.compile(r"\((.*) (?:was|were) unexpected\)\s*$", re.S)
+
+
+def pointer_of(path: Iterable[Any]) -> str:
+    pointer = ""
+    for token in path:
+        pointer = join_pointer(pointer, token)
+    return pointer
+
+
+def locate(
+    manifest: LoadedManifest, pointer: str, *, at_key: bool
+) -> tuple[int | None, int | None]:
+    """Line and column for a pointer: the key's position when asked and known, else the value's.
+
+    A pointer with no mark of its own (a key that is missing) falls back to its nearest parent.
+    """
+    probe = pointer
+    while True:
+        mark: Mark | None = manifest.mark(probe)
+        if mark is not None:
+            if at_key and mark.key_line is not None:
+                return mark.key_line, mark.key_column
+            return mark.line, mark.column
+        if not probe:
+            return None, None
+        probe = probe.rsplit("/", 1)[0]
+
+
+def _describe(value: Any) -> str:
+    return _JSON_TYPE_NAMES.get(type(value), type(value).__name__)
+
+
+def _expected_types(schema_type: Any) -> str:
+    names = {
+        "object": "a mapping",
+        "array": "a list",
+        "string": "a string",
+        "boolean": "a boolean (true or false)",
+        "integer": "an integer",
+        "number": "a number",
+        "null": "null",
+    }
+    types = schema_type if isinstance(schema_type, list) else [schema_type]
+    return " or ".join(names.get(str(t), str(t)) for t in types)
+
+
+def _unexpected_keys(error: ValidationError) -> list[str]:
+    match = _EXTRAS.search(error.message)
+    if match is not None:
+        try:
+            parsed = ast.literal_eval(f"[{match.group(1)}]")
+        except (ValueError, SyntaxError):
+            parsed = None
+        if isinstance(parsed, list) and all(isinstance(k, str) for k in parsed):
+            return parsed
+    # Fallback: every key the object schema does not name.
+    instance = error.instance if isinstance(error.instance, dict) else {}
+    known = _known_properties(error.schema)
+    return [k for k in instance if k not in known and not k.startswith("x-")]
+
+
+def _known_properties(schema: Any) -> set[str]:
+    """Property names an object schema declares, including if/then and allOf branches."""
+    found: set[str] = set()
+    if not isinstance(schema, dict):
+        return found
+    found.update(schema.get("properties", {}))
+    for key in ("allOf", "anyOf", "oneOf"):
+        for sub in schema.get(key, []):
+            found |= _known_properties(sub)
+    for key in ("then", "else"):
+        found |= _known_properties(schema.get(key))
+    return found
+
+
+def _leaf(error: ValidationError) -> ValidationError:
+    """For oneOf/anyOf failures, the most relevant branch error."""
+    if error.validator in ("oneOf", "anyOf") and error.context:
+        best = best_match(error.context)
+        if best is not None:
+            return _leaf(best)
+    return error
+
+
+def _details(manifest: LoadedManifest, error: ValidationError) -> Iterator[ErrorDetail]:
+    path = manifest.display_path
+    error = _leaf(error)
+    pointer = pointer_of(error.absolute_path)
+    keyword = str(error.validator)
+
+    def detail(
+        code: str, message: str, ptr: str, *, at_key: bool, fixes: tuple[str, ...]
+    ) -> ErrorDetail:
+        line, column = locate(manifest, ptr, at_key=at_key)
+        return ErrorDetail(
+            code=code,
+            message=message,
+            stage="validate",
+            pointer=ptr,
+            path=path,
+            line=line,
+            column=column,
+            fixes=fixes,
+        )
+
+    where = pointer or "the top level"
+    if keyword in ("additionalProperties", "unevaluatedProperties"):
+        known = sorted(_known_properties(error.schema))
+        for key in _unexpected_keys(error):
+            close = difflib.get_close_matches(key, known, n=1)
+            fixes = [f"did you mean '{close[0]}'?"] if close else []
+            if known:
+                fixes.append(f"keys allowed here: {', '.join(known)}")
+            fixes.append("custom annotations are allowed under keys starting with 'x-'")
+            yield detail(
+                "DPONE_MANIFEST_UNKNOWN_KEY",
+                f"unknown key '{key}' in {where}",
+                join_pointer(pointer, key),
+                at_key=True,
+                fixes=tuple(fixes),
+            )
+        return
+    if keyword == "required":
+        missing = [k for k in error.validator_value if k not in (error.instance or {})]
+        for key in missing:
+            yield detail(
+                "DPONE_MANIFEST_MISSING_KEY",
+                f"the required key '{key}' is missing in {where}",
+                pointer,
+                at_key=True,
+                fixes=(f"add '{key}:' to {where}",),
+            )
+        return
+    if keyword == "type":
+        yield detail(
+            "DPONE_MANIFEST_TYPE",
+            f"{where} must be {_expected_types(error.validator_value)}, "
+            f"not {_describe(error.instance)}",
+            pointer,
+            at_key=False,
+            fixes=(f"write {_expected_types(error.validator_value)} here",),
+        )
+        return
+    if keyword in ("enum", "const"):
+        allowed = error.validator_value if keyword == "enum" else [error.validator_value]
+        shown = ", ".join(str(a) for a in allowed)
+        close = (
+            difflib.get_close_matches(error.instance, [str(a) for a in allowed], n=1)
+            if isinstance(error.instance, str)
+            else []
+        )
+        hint: tuple[str, ...] = (f"did you mean '{close[0]}'?",) if close else ()
+        yield detail(
+            "DPONE_MANIFEST_ENUM",
+            f"{where} must be one of: {shown}",
+            pointer,
+            at_key=False,
+            fixes=(*hint, f"use one of: {shown}"),
+        )
+        return
+    if keyword == "pattern":
+        yield detail(
+            "DPONE_MANIFEST_PATTERN",
+            f"{where} does not match the required pattern {error.validator_value}",
+            pointer,
+            at_key=False,
+            fixes=(_pattern_hint(pointer, str(error.validator_value)),),
+        )
+        return
+    if keyword in _RANGE_KEYWORDS:
+        yield detail(
+            "DPONE_MANIFEST_RANGE",
+            f"{where} is out of range ({keyword} {error.validator_value})",
+            pointer,
+            at_key=False,
+            fixes=(f"use a value that satisfies {keyword} {error.validator_value}",),
+        )
+        return
+    if keyword == "propertyNames":
+        for key in error.instance if isinstance(error.instance, dict) else []:
+            if not _valid_against(error.validator_value, key):
+                yield detail(
+                    "DPONE_MANIFEST_PATTERN",
+                    f"the key '{key}' is not an allowed name in {where}",
+                    join_pointer(pointer, key),
+                    at_key=True,
+                    fixes=("rename the key; names starting with __dpone__ are reserved",),
+                )
+        return
+    message = {
+        "oneOf": f"{where} must match exactly one of its allowed forms",
+        "anyOf": f"{where} does not match any of its allowed forms",
+        "not": f"{where} uses a form that is not allowed",
+        "uniqueItems": f"{where} lists the same item more than once",
+        "dependentRequired": f"{where} lacks a key that another key requires",
+    }.get(keyword, f"{where} breaks the schema rule '{keyword}'")
+    yield detail(
+        "DPONE_MANIFEST_SCHEMA",
+        message,
+        pointer,
+        at_key=False,
+        fixes=("see docs/manifest.md or the schema description of this key",),
+    )
+
+
+def _valid_against(schema: Any, value: Any) -> bool:
+    from jsonschema import Draft202012Validator
+
+    return bool(Draft202012Validator(schema).is_valid(value))
+
+
+def _pattern_hint(pointer: str, pattern: str) -> str:
+    if pointer == "/name":
+        return "use 3 to 64 lowercase letters, digits or underscores, e.g. orders_daily"
+    if pointer.endswith("/callable") or pointer.endswith("/predicate"):
+        return "write module:attr (or module.attr), e.g. quality:known_kind"
+    return f"write a value matching {pattern}"
+
+
+def schema_errors(manifest: LoadedManifest) -> list[ErrorDetail]:
+    """Every schema problem of the manifest, sorted by position."""
+    found: list[ErrorDetail] = []
+    seen: set[tuple[str, str | None, str]] = set()
+    for error in validator(MANIFEST_SCHEMA).iter_errors(manifest.document):
+        for d in _details(manifest, error):
+            key = (d.code, d.pointer, d.message)
+            if key not in seen:
+                seen.add(key)
+                found.append(d)
+    found.sort(key=lambda d: (d.line or 0, d.column or 0, d.code))
+    return found

@@ -1,0 +1,122 @@
+"""The CLI shell: exit codes, JSON on stdout, no tracebacks, schemas out."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from dpone import __version__
+from dpone.cli.main import cli
+from dpone.published import schema_errors, schema_names
+from tests.conftest import EXAMPLES, example_manifests
+
+ORDERS = str(EXAMPLES / "orders_csv" / "manifest.yaml")
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_version() -> None:
+    code, out, _ = run("--version")
+    assert code == 0
+    assert __version__ in out
+
+
+def test_validate_examples_exit_0_and_json_is_schema_valid() -> None:
+    paths = [str(p) for p in example_manifests()]
+    code, out, _ = run("validate", *paths, "--format", "json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["valid"] is True
+    assert len(doc["manifests"]) == len(paths)
+    assert schema_errors(doc, "dpone.validation.v1") == []
+
+
+def test_validate_mixed_reports_each_and_exits_2() -> None:
+    bad = str(next((EXAMPLES / "invalid").glob("*.yaml")))
+    code, out, _ = run("validate", ORDERS, bad, "--format", "json")
+    assert code == 2
+    doc = json.loads(out)
+    assert [m["valid"] for m in doc["manifests"]] == [True, False]
+    assert schema_errors(doc, "dpone.validation.v1") == []
+
+
+def test_plan_text_and_json() -> None:
+    code, out, _ = run("plan", ORDERS)
+    assert code == 0
+    assert "orders_csv" in out
+    assert "quarantine" in out
+    code, out, _ = run("plan", ORDERS, "--format", "json")
+    assert code == 0
+    doc = json.loads(out)
+    assert schema_errors(doc, "dpone.plan.v1") == []
+    assert doc["fingerprint"].startswith("sha256:")
+
+
+def test_plan_redacts_secrets(tmp_path: Path, monkeypatch: object) -> None:
+    manifest = EXAMPLES / "orders_postgres" / "manifest.yaml"
+    code, out, _ = run("plan", str(manifest), "--format", "json")
+    assert code == 0
+    doc = json.loads(out)
+    assert "DPONE_PG_URL" in doc["secrets"]
+    assert doc["manifest"]["sink"]["connection"] == "${DPONE_PG_URL}"
+
+
+def test_plan_of_missing_file_is_exit_2_error_json(tmp_path: Path) -> None:
+    code, out, _ = run("plan", str(tmp_path / "missing.yaml"), "--format", "json")
+    assert code == 2
+    doc = json.loads(out)
+    assert doc["code"] == "DPONE_MANIFEST_NOT_FOUND"
+    assert schema_errors(doc, "dpone.error.v1") == []
+
+
+def test_multi_error_json_lists_every_error(tmp_path: Path) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text("name: X\nsource: {type: file}\nsink: {type: nope, table: t}\n")
+    code, out, _ = run("plan", str(path), "--format", "json")
+    assert code == 2
+    doc = json.loads(out)
+    assert doc["code"] == "DPONE_MANIFEST_INVALID"
+    assert len(doc["errors"]) >= 3
+    assert schema_errors(doc, "dpone.error.v1") == []
+
+
+def test_usage_error_exit_2() -> None:
+    code, _, err = run("validate")
+    assert code == 2
+    assert "Traceback" not in err
+
+
+def test_schemas_list_and_export(tmp_path: Path) -> None:
+    code, out, _ = run("schemas", "list", "--format", "json")
+    assert code == 0
+    listed = [s["name"] for s in json.loads(out)["schemas"]]
+    assert listed == schema_names()
+    assert {"dpone.manifest.v1", "dpone.error.v1", "dpone.plan.v1"} <= set(listed)
+    code, _, _ = run("schemas", "export", str(tmp_path / "out"))
+    assert code == 0
+    repo = Path(__file__).resolve().parents[2] / "schemas"
+    for name in listed:
+        exported = tmp_path / "out" / f"{name}.schema.json"
+        assert exported.read_bytes() == (repo / exported.name).read_bytes()
+
+
+def test_real_process_bad_manifest_has_no_traceback(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: ok_name\nsource: !!python/object:os.system {}\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "dpone", "validate", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert "DPONE_MANIFEST_YAML_TAG" in proc.stderr
+    assert f"{path}:2:9" in proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout

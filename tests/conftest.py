@@ -1,0 +1,19 @@
+"""Shared fixtures: the repository root and the example manifests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "manifests_examples"
+
+
+@pytest.fixture
+def examples() -> Path:
+    return EXAMPLES
+
+
+def example_manifests() -> list[Path]:
+    return sorted(EXAMPLES.glob("*/manifest.yaml"))
