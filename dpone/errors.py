@@ -73,7 +73,7 @@ class ErrorDetail:
 
     def located(self) -> str:
         """``file:line:column`` (as much of it as is known)."""
-        parts = [self.path or "<manifest>"]
+        parts = [self.path or "-"]
         if self.line is not None:
             parts.append(str(self.line))
             if self.column is not None:

@@ -6,6 +6,7 @@ import click
 
 from dpone import __version__
 from dpone.cli.manifest_cmds import plan_cmd, validate_cmd
+from dpone.cli.run_cmd import run_cmd
 from dpone.cli.schemas_cmds import schemas_group
 
 
@@ -22,8 +23,12 @@ def ops() -> None:
 
 cli.add_command(validate_cmd)
 cli.add_command(plan_cmd)
+cli.add_command(run_cmd)
 cli.add_command(schemas_group)
 # ops subcommands
+from dpone.cli.ops_dlq import dlq_group  # noqa: E402
+
+ops.add_command(dlq_group)
 
 
 def main() -> None:

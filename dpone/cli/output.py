@@ -38,7 +38,8 @@ def print_json(doc: Any) -> None:
 
 
 def render_detail(detail: ErrorDetail) -> str:
-    lines = [f"{detail.located()}: {detail.severity}: {detail.code}: {detail.message}"]
+    where = f"{detail.located()}: " if detail.path is not None else ""
+    lines = [f"{where}{detail.severity}: {detail.code}: {detail.message}"]
     if detail.pointer is not None:
         lines.append(f"    at {detail.pointer or '/'}")
     lines.extend(f"    fix: {fix}" for fix in detail.fixes)

@@ -29,6 +29,11 @@ LIMITS: dict[str, tuple[int, int, int]] = {
 DEFAULT_DIRECTORY = "dlq"  # relative to runtime.work_dir
 
 
+def is_production(environment: str) -> bool:
+    """SPEC §2: ``production`` or any ``prod*`` environment forbids ``pii_policy: preserve``."""
+    return environment.strip().lower().startswith("prod")
+
+
 @dataclass(frozen=True, slots=True)
 class DlqPolicy:
     """How rejected rows are kept. ``directory`` is absolute once the plan is compiled."""
@@ -54,6 +59,10 @@ class DlqPolicy:
                 ("max_diagnostic_bytes", self.max_diagnostic_bytes, 1_024, self.max_record_bytes)
             )
         return bad
+
+    def preserve_allowed(self, environment: str) -> bool:
+        """Whether this policy may run in ``environment`` (preserve never in production)."""
+        return self.pii_policy != "preserve" or not is_production(environment)
 
     def to_json(self) -> dict[str, Any]:
         return {

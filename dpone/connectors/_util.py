@@ -1,0 +1,116 @@
+"""Small helpers the sources and sinks share: re-chunking, conforming, hashing, quoting."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dpone.clock import Clock as Clock  # re-exported for the sinks
+from dpone.clock import iso_utc as iso_utc
+from dpone.clock import utc_now as utc_now
+from dpone.connectors.errors import SinkError, SinkSchemaError
+
+_HASH_BLOCK = 1 << 20
+
+
+def sha256_file(path: Path) -> str:
+    """Hex SHA-256 of a file, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while block := fh.read(_HASH_BLOCK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def short_hash(*parts: str, length: int = 16) -> str:
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:length]
+
+
+def rechunk(batches: Iterable[pa.RecordBatch], size: int) -> Iterator[pa.RecordBatch]:
+    """Re-slice batches to exactly ``size`` rows; a shorter batch only at the end or before a
+    schema change. Holds at most ``size`` rows plus one input batch."""
+    if size < 1:
+        raise ValueError("chunk size must be positive")
+    pending: list[pa.RecordBatch] = []
+    pending_rows = 0
+    schema: pa.Schema | None = None
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        if schema is not None and not batch.schema.equals(schema):
+            if pending:
+                yield _concat(pending)
+            pending, pending_rows = [], 0
+        schema = batch.schema
+        offset = 0
+        while offset < batch.num_rows:
+            take = min(size - pending_rows, batch.num_rows - offset)
+            pending.append(batch.slice(offset, take))
+            pending_rows += take
+            offset += take
+            if pending_rows == size:
+                yield _concat(pending)
+                pending, pending_rows = [], 0
+    if pending:
+        yield _concat(pending)
+
+
+def _concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    if len(batches) == 1:
+        return batches[0]
+    return pa.concat_batches(batches)
+
+
+def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """Reorder, cast and fill ``batch`` to exactly ``schema``.
+
+    A column absent from the batch becomes NULL; a column absent from the schema, a cast that
+    would lose data, or a NULL in a non-nullable field is a :class:`SinkSchemaError` naming the
+    column, never a value.
+    """
+    extra = [name for name in batch.schema.names if schema.get_field_index(name) < 0]
+    if extra:
+        raise SinkSchemaError(f"column {extra[0]!r} is not in the load schema")
+    arrays: list[pa.Array] = []
+    for field in schema:
+        idx = batch.schema.get_field_index(field.name)
+        if idx < 0:
+            column: pa.Array = pa.nulls(batch.num_rows, type=field.type)
+        else:
+            column = batch.column(idx)
+            if not column.type.equals(field.type):
+                try:
+                    column = pc.cast(column, field.type, safe=True)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+                    raise SinkSchemaError(
+                        f"column {field.name!r} of type {column.type} does not cast to {field.type}"
+                    ) from exc
+        if not field.nullable and column.null_count:
+            raise SinkSchemaError(f"column {field.name!r} is not nullable but holds NULL")
+        arrays.append(column)
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def check_keys_not_null(batch: pa.RecordBatch, keys: tuple[str, ...]) -> None:
+    for key in keys:
+        if batch.column(key).null_count:
+            raise SinkError(
+                f"merge key column {key!r} holds NULL; unique_key columns must be non-null",
+                code="DPONE_SINK_MERGE_NULL_KEY",
+            )
+
+
+def quote_ident(name: str) -> str:
+    """A SQL identifier, double-quoted (DuckDB and PostgreSQL)."""
+    if "\x00" in name:
+        raise SinkSchemaError("an identifier contains a NUL character")
+    return '"' + name.replace('"', '""') + '"'
+
+
+def quote_qualified(name: str) -> str:
+    """``schema.table`` or ``table``, each part quoted."""
+    return ".".join(quote_ident(part) for part in name.split("."))

@@ -1,0 +1,203 @@
+"""The two small Protocols the lifecycle talks to, and the data that crosses them.
+
+A :class:`Source` yields :class:`SourceChunk` s (Arrow RecordBatches plus where they came from).
+A :class:`Sink` stages a load's rows invisibly (:class:`SinkLoad`) and commits them together
+with a :class:`LoadMarker` in one atomic step, so "committed" means exactly "marker present"
+(SPEC §6). Nothing here does IO; the implementations live in ``sources/`` and ``sinks/``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, get_args, runtime_checkable
+
+import pyarrow as pa
+
+from dpone.connectors.errors import SinkConfigError
+
+LoadMode = Literal["append", "replace", "merge"]
+LOAD_MODES: tuple[str, ...] = get_args(LoadMode)
+
+#: load ids and run ids end up in table names, file names and markers.
+ID_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+
+
+@dataclass(frozen=True, slots=True)
+class SourceChunk:
+    """One bounded piece of the source.
+
+    ``first_row`` is the 1-based row number, within ``partition``, of ``batch`` row 0: for
+    CSV the data row (the header is not counted, a quoted multi-line field is one row), for
+    JSONL the non-blank line, for Parquet the row index + 1, for database and Python sources
+    the position in the result. ``partition`` is a file path relative to the manifest's folder
+    (posix), or the table / query / callable name. ``file_sha256`` (hex) is computed before the
+    file is read, and is None when the source cannot be re-read (``rereadable`` False).
+    """
+
+    batch: pa.RecordBatch
+    partition: str
+    file_sha256: str | None
+    first_row: int
+    rereadable: bool
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.batch.num_rows)
+
+
+@runtime_checkable
+class Source(Protocol):
+    """Where rows come from.
+
+    ``identity`` is stable across runs and holds no secret and no absolute path.
+    ``cursor_pushdown`` tells whether :meth:`chunks` filters on the incremental cursor itself.
+    """
+
+    identity: str
+    cursor_pushdown: bool
+
+    def chunks(self, chunk_size: int, after: object | None = None) -> Iterator[SourceChunk]:
+        """Yield rows in chunks of exactly ``chunk_size`` rows (fewer only at a partition's end).
+
+        ``after`` is the committed incremental cursor (a typed Python value or ISO-8601 text).
+        Database sources (``cursor_pushdown`` True) push it down as
+        ``WHERE cursor_column > after ORDER BY cursor_column`` (``> initial_value`` when
+        ``after`` is None and the manifest gives one). File and Python sources ignore it: the
+        lifecycle filters after enforcement, on the typed column. Every call starts afresh.
+        """
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSpec:
+    """What one load is: who, which rows' schema, how to apply them, how far the cursor goes."""
+
+    pipeline: str
+    run_id: str
+    load_id: str
+    schema: pa.Schema
+    mode: LoadMode = "append"
+    unique_key: tuple[str, ...] = ()
+    cursor_to: str | None = None
+
+    def __post_init__(self) -> None:
+        for name, value in (("load_id", self.load_id), ("run_id", self.run_id)):
+            if not ID_PATTERN.match(value):
+                raise SinkConfigError(f"{name} must match [A-Za-z0-9._-]{{1,128}}")
+        if not self.pipeline or len(self.pipeline) > 128:
+            raise SinkConfigError("pipeline name must be 1..128 characters")
+        if self.mode not in LOAD_MODES:
+            raise SinkConfigError(f"unknown load mode; expected one of {', '.join(LOAD_MODES)}")
+        names = list(self.schema.names)
+        if len(set(names)) != len(names):
+            raise SinkConfigError("the load schema repeats a column name")
+        if any(n.startswith("_dpone") for n in names):
+            raise SinkConfigError("column names starting with _dpone are reserved")
+        if self.mode == "merge" and not self.unique_key:
+            raise SinkConfigError(
+                "merge needs a unique_key", code="DPONE_MANIFEST_MERGE_WITHOUT_KEY"
+            )
+        missing = [k for k in self.unique_key if k not in names]
+        if missing:
+            raise SinkConfigError(
+                f"unique_key column(s) {', '.join(missing)} are not in the load schema"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class LoadMarker:
+    """The proof a load committed, written in the same transaction as its rows.
+
+    ``rows`` counts the rows handed to :meth:`SinkLoad.write` (before merge de-duplication).
+    ``committed_at`` is ISO-8601 UTC text. ``target`` is ``dataset.table``.
+    """
+
+    load_id: str
+    pipeline: str
+    run_id: str
+    rows: int
+    cursor_to: str | None
+    committed_at: str
+    target: str
+    mode: LoadMode
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "load_id": self.load_id,
+            "pipeline": self.pipeline,
+            "run_id": self.run_id,
+            "rows": self.rows,
+            "cursor_to": self.cursor_to,
+            "committed_at": self.committed_at,
+            "target": self.target,
+            "mode": self.mode,
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> LoadMarker:
+        mode = str(doc["mode"])
+        if mode not in LOAD_MODES:
+            raise ValueError("unknown load mode in marker")
+        cursor = doc.get("cursor_to")
+        return cls(
+            load_id=str(doc["load_id"]),
+            pipeline=str(doc["pipeline"]),
+            run_id=str(doc["run_id"]),
+            rows=int(doc["rows"]),
+            cursor_to=None if cursor is None else str(cursor),
+            committed_at=str(doc["committed_at"]),
+            target=str(doc["target"]),
+            mode=mode,  # type: ignore[arg-type]
+        )
+
+
+@runtime_checkable
+class SinkLoad(Protocol):
+    """One load in progress: staged rows no reader can see until :meth:`commit`."""
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        """Stage rows (to disk or the database, never kept in Python memory)."""
+        ...
+
+    def commit(self, *, cursor_to: str | None = None) -> LoadMarker:
+        """Apply every staged row per the strategy and record the marker, atomically.
+
+        ``cursor_to`` (known only once every chunk was read) overrides ``LoadSpec.cursor_to``.
+        Committing a load id whose marker already exists applies nothing and returns that
+        marker; calling it twice returns the same marker. If it raises, the load may or may
+        not have committed: :meth:`Sink.committed_load` is the truth.
+        """
+        ...
+
+    def abort(self) -> None:
+        """Drop what was staged; the target stays exactly as it was. A no-op after commit."""
+        ...
+
+
+@runtime_checkable
+class Sink(Protocol):
+    """Where good rows go; ``identity`` holds no secret and no absolute path."""
+
+    identity: str
+
+    def existing_schema(self) -> pa.Schema | None:
+        """The target table's Arrow schema, or None when it does not exist yet."""
+        ...
+
+    def committed_load(self, load_id: str) -> LoadMarker | None:
+        """The marker of ``load_id`` if that load committed."""
+        ...
+
+    def last_load(self, pipeline: str) -> LoadMarker | None:
+        """The most recently committed marker of ``pipeline`` into this sink's table."""
+        ...
+
+    def begin(self, load: LoadSpec) -> SinkLoad:
+        """Start staging ``load`` (discarding anything staged earlier under its load id)."""
+        ...
+
+    def cleanup_abandoned(self, pipeline: str, keep_load_id: str | None = None) -> list[str]:
+        """Finish or drop what killed runs of ``pipeline`` left; return the load ids dropped."""
+        ...

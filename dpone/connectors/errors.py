@@ -1,0 +1,118 @@
+"""Connector failures as data: stable ``DPONE_SOURCE_*`` / ``DPONE_SINK_*`` codes.
+
+Messages name files (relative), columns, row numbers, SQLSTATEs and exception class names,
+never a row value, a driver's own message (it may quote a value or a host) or a credential.
+A driver exception is never chained (``from None``): its text may quote a row value.
+"""
+
+from __future__ import annotations
+
+from dpone.errors import ConfigError, DponeError, TransientError
+
+# --- sources --------------------------------------------------------------------------------------
+
+
+class SourceError(DponeError):
+    """A source that cannot be read as configured; terminal (retrying reads the same thing)."""
+
+    code = "DPONE_SOURCE_FAILED"
+    stage = "read"
+
+
+class SourceDecodeError(SourceError):
+    """Bytes that are not rows of the declared format (bad CSV row, invalid JSON line)."""
+
+    code = "DPONE_SOURCE_DECODE_FAILED"
+
+
+class SourceUnavailable(TransientError):
+    """The source's server or file system failed underneath us; may work on retry."""
+
+    code = "DPONE_SOURCE_UNAVAILABLE"
+    stage = "read"
+
+
+class SourceConfigError(ConfigError):
+    """The source section cannot become a reader (exit 2)."""
+
+    code = "DPONE_SOURCE_CONFIG"
+    stage = "preflight"
+
+
+class SourceNoFiles(SourceConfigError):
+    """A file glob that matched no file."""
+
+    code = "DPONE_SOURCE_NO_FILES"
+
+
+# --- sinks ----------------------------------------------------------------------------------------
+
+
+class SinkError(DponeError):
+    """The sink refused the load for a reason a retry will not fix."""
+
+    code = "DPONE_SINK_FAILED"
+    stage = "sink"
+
+
+class SinkSchemaError(SinkError):
+    """Rows whose shape does not fit the load schema or the target table."""
+
+    code = "DPONE_SINK_SCHEMA_MISMATCH"
+
+
+class SinkConfigError(ConfigError):
+    """The sink section or the load spec cannot work (exit 2)."""
+
+    code = "DPONE_SINK_CONFIG"
+    stage = "preflight"
+
+
+class SinkUnavailable(TransientError):
+    """Connection refused or dropped, server shutting down, out of memory."""
+
+    code = "DPONE_SINK_UNAVAILABLE"
+    stage = "sink"
+
+
+class SinkReadOnly(TransientError):
+    """The database or directory is read-only (or the transaction is)."""
+
+    code = "DPONE_SINK_READ_ONLY"
+    stage = "sink"
+
+
+class SinkDiskFull(TransientError):
+    code = "DPONE_SINK_DISK_FULL"
+    stage = "sink"
+
+
+class SinkLocked(TransientError):
+    """Another writer holds the database (DuckDB file lock, serialization failure, deadlock)."""
+
+    code = "DPONE_SINK_LOCKED"
+    stage = "sink"
+
+
+# Every code this package raises; tests check each class's code is listed and unique.
+CONNECTOR_CODES: dict[str, str] = {
+    "DPONE_SOURCE_FAILED": "the source cannot be read as configured",
+    "DPONE_SOURCE_DECODE_FAILED": "the source's bytes are not rows of the declared format",
+    "DPONE_SOURCE_UNAVAILABLE": "the source's server or file system failed; may work on retry",
+    "DPONE_SOURCE_CONFIG": "the source section cannot become a reader",
+    "DPONE_SOURCE_NO_FILES": "the source path matched no file",
+    "DPONE_SOURCE_QUERY_INVALID": "the source table or query is missing, invalid or writes",
+    "DPONE_SOURCE_CALLABLE_IMPORT": "a python source's callable does not import",
+    "DPONE_SOURCE_CALLABLE_NOT_CALLABLE": "a python source's callable is not callable",
+    "DPONE_SOURCE_CALLABLE_FAILED": "a python source's callable raised",
+    "DPONE_SINK_FAILED": "the sink refused the load",
+    "DPONE_SINK_SCHEMA_MISMATCH": "rows do not fit the load schema or the target table",
+    "DPONE_SINK_MERGE_NULL_KEY": "a merge row has NULL in a unique_key column",
+    "DPONE_SINK_LOAD_CLOSED": "the load was already committed or aborted",
+    "DPONE_SINK_RECOVERY_FAILED": "a committed load's files are missing; the sink needs attention",
+    "DPONE_SINK_CONFIG": "the sink section or the load spec cannot work",
+    "DPONE_SINK_UNAVAILABLE": "the sink's server is unreachable or failed; may work on retry",
+    "DPONE_SINK_READ_ONLY": "the sink is read-only",
+    "DPONE_SINK_DISK_FULL": "the sink's disk is full",
+    "DPONE_SINK_LOCKED": "another writer holds the sink; may work on retry",
+}

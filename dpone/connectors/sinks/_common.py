@@ -1,0 +1,134 @@
+"""The state machine every :class:`SinkLoad` shares: open -> committed | aborted."""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any
+
+import pyarrow as pa
+
+from dpone.connectors._util import check_keys_not_null, conform
+from dpone.connectors.base import LOAD_MODES, LoadMarker, LoadSpec
+from dpone.connectors.errors import (
+    SinkDiskFull,
+    SinkError,
+    SinkReadOnly,
+    SinkUnavailable,
+)
+from dpone.errors import DponeError
+
+
+class LoadState:
+    """Open until committed or aborted. Subclasses implement ``_write``, ``_commit``,
+    ``_abort`` and ``_close``; usable as a context manager (aborts unless committed)."""
+
+    def __init__(self, spec: LoadSpec) -> None:
+        self.spec = spec
+        self.rows = 0
+        self.state = "open"
+        #: what the marker records; ``commit(cursor_to=...)`` overrides ``spec.cursor_to``
+        self.cursor_to = spec.cursor_to
+        self.marker: LoadMarker | None = None
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        """Conform and check the batch (a failure here leaves the load open), then stage it
+        (a failure here aborts the load: the staging may be half-written)."""
+        self._require_open()
+        if batch.num_rows == 0:
+            return
+        prepared = conform(batch, self.spec.schema)
+        if self.spec.mode == "merge":
+            check_keys_not_null(prepared, self.spec.unique_key)
+        try:
+            self._stage(prepared)
+        except BaseException:
+            self.abort()
+            raise
+        self.rows += batch.num_rows
+
+    def commit(self, *, cursor_to: str | None = None) -> LoadMarker:
+        if self.marker is not None:
+            return self.marker
+        self._require_open()
+        if cursor_to is not None:
+            self.cursor_to = cursor_to
+        try:
+            self.marker = self._commit()
+        except BaseException:
+            self.abort()
+            raise
+        self.state = "committed"
+        self._close()
+        return self.marker
+
+    def abort(self) -> None:
+        if self.state != "open":
+            return
+        self.state = "aborted"
+        try:
+            self._abort()
+        finally:
+            self._close()
+
+    def __enter__(self) -> LoadState:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.abort()
+
+    def _require_open(self) -> None:
+        if self.state != "open":
+            raise SinkError(
+                f"load {self.spec.load_id} is already {self.state}",
+                code="DPONE_SINK_LOAD_CLOSED",
+            )
+
+    # --- for subclasses ---------------------------------------------------------------------------
+
+    def _stage(self, batch: pa.RecordBatch) -> None:
+        """Stage a batch already conformed to ``spec.schema``."""
+        raise NotImplementedError
+
+    def _commit(self) -> LoadMarker:
+        raise NotImplementedError
+
+    def _abort(self) -> None:
+        raise NotImplementedError
+
+    def _close(self) -> None:
+        raise NotImplementedError
+
+
+def marker_from_row(row: Sequence[Any]) -> LoadMarker:
+    """A marker from ``load_id, pipeline, run_id, row_count, cursor_to, committed_at, target,
+    load_mode`` (the column order of the SQL marker tables)."""
+    load_id, pipeline, run_id, rows, cursor_to, committed_at, target, mode = row
+    if mode not in LOAD_MODES:
+        raise SinkError("a load marker holds an unknown mode", code="DPONE_SINK_RECOVERY_FAILED")
+    return LoadMarker(
+        load_id=str(load_id),
+        pipeline=str(pipeline),
+        run_id=str(run_id),
+        rows=int(rows),
+        cursor_to=None if cursor_to is None else str(cursor_to),
+        committed_at=str(committed_at),
+        target=str(target),
+        mode=mode,
+    )
+
+
+def os_error(exc: OSError, what: str) -> DponeError:
+    """A typed, transient error for a failed file-system call (no path in the message)."""
+    message = f"{what} failed ({errno.errorcode.get(exc.errno or 0, type(exc).__name__)})"
+    if exc.errno == errno.ENOSPC:
+        return SinkDiskFull(message)
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return SinkReadOnly(message)
+    return SinkUnavailable(message)

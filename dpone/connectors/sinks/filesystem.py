@@ -1,0 +1,477 @@
+"""Filesystem sink: Parquet files under ``<root>/<dataset>/<table>/``.
+
+A file system has no transactions, so the marker file is the commit point:
+
+1. ``write`` streams batches into ``<root>/_dpone_staging/<load_id>/part-NNNNN.parquet``.
+2. ``commit`` prepares everything in staging (merge: de-duplicated staged rows and rewrites
+   of the live files that hold a staged key), fsyncs it, then creates
+   ``<root>/_dpone_loads/<load_id>.json`` atomically (temp file, fsync, ``link``). The marker
+   lists every file the load adds (staging path -> final path) and removes.
+3. Only then are files moved (``os.replace``) and removed, and the staging folder deleted.
+
+A crash before step 2 leaves staging without a marker: rolled back. A crash after it leaves a
+marker whose staging folder still exists: :meth:`FilesystemSink.recover` (run by ``begin``,
+``commit`` and ``cleanup_abandoned``) finishes the moves, which are idempotent. Readers read
+the files :meth:`FilesystemSink.committed_files` lists, or the table folder once recovered.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from dpone.connectors._util import Clock, iso_utc, utc_now
+from dpone.connectors.base import ID_PATTERN, LoadMarker, LoadSpec
+from dpone.connectors.errors import SinkConfigError, SinkError, SinkSchemaError
+from dpone.connectors.sinks._common import LoadState, os_error
+from dpone.errors import DponeError
+
+MARKER_SCHEMA = "dpone.sink-load-marker.v1"
+STAGING = "_dpone_staging"
+LOADS = "_dpone_loads"
+_READ_BATCH = 65_536
+
+
+class FilesystemSink:
+    """Parquet files of ``dataset/table`` under the directory ``root``."""
+
+    def __init__(
+        self,
+        root: Path,
+        display_path: str,
+        dataset: str,
+        table: str,
+        *,
+        clock: Clock = utc_now,
+        max_rows_per_file: int = 1_000_000,
+    ) -> None:
+        for part in (dataset, table):
+            if not ID_PATTERN.match(part) or part.startswith((".", "_dpone")):
+                raise SinkConfigError("filesystem dataset and table must be plain folder names")
+        self.root = Path(root)
+        self.dataset = dataset
+        self.table = table
+        self.target = f"{dataset}.{table}"
+        self.identity = f"filesystem:{display_path}:{self.target}"
+        self.table_dir = self.root / dataset / table
+        self._clock = clock
+        self.max_rows_per_file = max_rows_per_file
+
+    # --- paths and markers ------------------------------------------------------------------------
+
+    def staging_dir(self, load_id: str) -> Path:
+        return self.root / STAGING / load_id
+
+    def marker_path(self, load_id: str) -> Path:
+        return self.root / LOADS / f"{load_id}.json"
+
+    def _rel(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    def _marker_docs(self) -> list[dict[str, Any]]:
+        """Every marker document in this root, in commit order."""
+        folder = self.root / LOADS
+        if not folder.is_dir():
+            return []
+        docs = []
+        for path in folder.glob("*.json"):
+            docs.append(_read_json(path))
+        return sorted(docs, key=lambda d: (int(d["seq"]), d["load_id"]))
+
+    def _marker_doc(self, load_id: str) -> dict[str, Any] | None:
+        if not ID_PATTERN.match(load_id):
+            return None
+        path = self.marker_path(load_id)
+        return _read_json(path) if path.is_file() else None
+
+    # --- Sink -------------------------------------------------------------------------------------
+
+    def committed_load(self, load_id: str) -> LoadMarker | None:
+        doc = self._marker_doc(load_id)
+        return None if doc is None else LoadMarker.from_json(doc)
+
+    def last_load(self, pipeline: str) -> LoadMarker | None:
+        mine = [
+            d
+            for d in self._marker_docs()
+            if d["pipeline"] == pipeline and d["target"] == self.target
+        ]
+        return LoadMarker.from_json(mine[-1]) if mine else None
+
+    def committed_files(self) -> list[Path]:
+        """The table's live files, replayed from the committed markers (adds minus removes)."""
+        live: dict[str, None] = {}
+        for doc in self._marker_docs():
+            if doc["target"] != self.target:
+                continue
+            for rel in doc["removes"]:
+                live.pop(rel, None)
+            for _, final in doc["adds"]:
+                live[final] = None
+        return [self.root / rel for rel in sorted(live)]
+
+    def existing_schema(self) -> pa.Schema | None:
+        schemas = [pq.read_schema(path) for path in self.committed_files() if path.is_file()]
+        if schemas:
+            return pa.unify_schemas(schemas)
+        mine = [d for d in self._marker_docs() if d["target"] == self.target]
+        if not mine:
+            return None
+        return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(mine[-1]["arrow_schema"])))
+
+    def begin(self, load: LoadSpec) -> FilesystemLoad:
+        self.recover_all()
+        return FilesystemLoad(self, load)
+
+    def recover(self, load_id: str) -> str:
+        """Finish a commit whose marker exists, or roll back staging without one.
+
+        Returns ``completed``, ``rolled_back`` or ``nothing``.
+        """
+        staging = self.staging_dir(load_id)
+        if not staging.is_dir():
+            return "nothing"
+        doc = self._marker_doc(load_id)
+        if doc is not None:
+            info = _read_json(staging / "_load.json") if (staging / "_load.json").is_file() else {}
+            if info.get("token") == doc.get("staging_token"):
+                self._apply(doc)
+            _rmtree(staging)
+            return "completed"
+        _rmtree(staging)
+        return "rolled_back"
+
+    def recover_all(self) -> list[str]:
+        """Complete every pending commit of this root (any pipeline); returns their load ids."""
+        done = []
+        for doc in self._marker_docs():
+            if self.staging_dir(doc["load_id"]).is_dir():
+                self.recover(doc["load_id"])
+                done.append(str(doc["load_id"]))
+        return done
+
+    def cleanup_abandoned(self, pipeline: str, keep_load_id: str | None = None) -> list[str]:
+        """Complete pending commits, then drop ``pipeline``'s staging that has no marker."""
+        self.recover_all()
+        removed: list[str] = []
+        folder = self.root / STAGING
+        for staging in sorted(folder.iterdir()) if folder.is_dir() else ():
+            if staging.name == keep_load_id:
+                continue
+            info_path = staging / "_load.json"
+            try:
+                owner = _read_json(info_path).get("pipeline") if info_path.is_file() else None
+            except (OSError, ValueError, SinkError):
+                owner = None
+            # A folder without a readable _load.json died inside begin(): nobody owns it.
+            if owner is not None and owner != pipeline:
+                continue
+            if self.recover(staging.name) == "rolled_back":
+                removed.append(staging.name)
+        return removed
+
+    # --- commit machinery -------------------------------------------------------------------------
+
+    def _apply(self, doc: dict[str, Any]) -> None:
+        """Move the added files in and delete the removed ones; idempotent."""
+        touched: set[Path] = set()
+        try:
+            for staged_rel, final_rel in doc["adds"]:
+                src, dst = self.root / staged_rel, self.root / final_rel
+                if src.is_file():
+                    dst.parent.mkdir(parents=True, exist_ok=True)
+                    os.replace(src, dst)
+                    touched.add(dst.parent)
+                elif not dst.is_file():
+                    raise SinkError(
+                        f"load {doc['load_id']}: a committed file is missing",
+                        code="DPONE_SINK_RECOVERY_FAILED",
+                    )
+            for rel in doc["removes"]:
+                path = self.root / rel
+                path.unlink(missing_ok=True)
+                touched.add(path.parent)
+            for folder in touched:
+                _fsync_dir(folder)
+        except OSError as exc:
+            raise os_error(exc, "filesystem sink: applying a commit") from None
+
+
+class FilesystemLoad(LoadState):
+    """Staged Parquet files of one load."""
+
+    def __init__(self, sink: FilesystemSink, spec: LoadSpec) -> None:
+        super().__init__(spec)
+        self._sink = sink
+        self._staging = sink.staging_dir(spec.load_id)
+        self._token = uuid.uuid4().hex
+        self._writer: pq.ParquetWriter | None = None
+        self._parts: list[Path] = []
+        self._rows_in_part = 0
+        # A load id that already committed stages nothing; commit() returns its marker.
+        self._noop = sink.marker_path(spec.load_id).exists()
+        if self._noop:
+            return
+        try:
+            _rmtree(self._staging)
+            self._staging.mkdir(parents=True)
+            _write_json(
+                self._staging / "_load.json",
+                {
+                    "load_id": spec.load_id,
+                    "pipeline": spec.pipeline,
+                    "target": sink.target,
+                    "token": self._token,
+                },
+            )
+        except OSError as exc:
+            raise os_error(exc, "filesystem sink: creating staging") from None
+
+    def _stage(self, batch: pa.RecordBatch) -> None:
+        if self._noop:
+            return
+        try:
+            if self._writer is None or self._rows_in_part >= self._sink.max_rows_per_file:
+                self._close_writer()
+                part = self._staging / f"part-{len(self._parts):05d}.parquet"
+                self._writer = pq.ParquetWriter(str(part), self.spec.schema)
+                self._parts.append(part)
+                self._rows_in_part = 0
+            self._writer.write_batch(batch)
+            self._rows_in_part += batch.num_rows
+        except OSError as exc:
+            raise os_error(exc, "filesystem sink: staging rows") from None
+
+    def _close_writer(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def _commit(self) -> LoadMarker:
+        sink, spec = self._sink, self.spec
+        existing = sink._marker_doc(spec.load_id)
+        if existing is not None:
+            if not self._noop:
+                _rmtree(self._staging)
+            return LoadMarker.from_json(existing)
+        if self._noop:  # the marker seen at begin() vanished: refuse to commit nothing
+            raise SinkError(
+                f"load {spec.load_id}: its marker disappeared during the load",
+                code="DPONE_SINK_RECOVERY_FAILED",
+            )
+        try:
+            self._close_writer()
+            sink.recover_all()
+            adds, removes = self._plan()
+            for staged, _ in adds:
+                _fsync_file(sink.root / staged)
+            _fsync_dir(self._staging)
+            doc: dict[str, Any] = {
+                "schema": MARKER_SCHEMA,
+                **LoadMarker(
+                    load_id=spec.load_id,
+                    pipeline=spec.pipeline,
+                    run_id=spec.run_id,
+                    rows=self.rows,
+                    cursor_to=self.cursor_to,
+                    committed_at=iso_utc(sink._clock()),
+                    target=sink.target,
+                    mode=spec.mode,
+                ).to_json(),
+                "seq": 1 + max((int(d["seq"]) for d in sink._marker_docs()), default=0),
+                "staging_token": self._token,
+                "arrow_schema": base64.b64encode(spec.schema.serialize().to_pybytes()).decode(),
+                "adds": adds,
+                "removes": removes,
+            }
+            created = _create_json(sink.marker_path(spec.load_id), doc)
+        except OSError as exc:
+            raise os_error(exc, "filesystem sink: committing the load") from None
+        if not created:  # a concurrent commit of the same load id won
+            _rmtree(self._staging)
+            return LoadMarker.from_json(_read_json(sink.marker_path(spec.load_id)))
+        sink.recover(spec.load_id)
+        return LoadMarker.from_json(doc)
+
+    def _plan(self) -> tuple[list[list[str]], list[str]]:
+        """(adds as [staging, final] pairs, removes) relative to the root."""
+        sink, spec = self._sink, self.spec
+        staged = list(self._parts)
+        removes: list[str] = []
+        rewrites: list[Path] = []
+        live = sorted(p for p in sink.table_dir.glob("*.parquet") if p.is_file())
+        if spec.mode == "replace":
+            removes = [sink._rel(p) for p in live]
+        elif spec.mode == "merge" and staged:
+            staged, keys = _dedup(staged, spec.unique_key, self._staging, spec.schema)
+            for i, path in enumerate(live):
+                out = self._staging / f"rewrite-{i:05d}.parquet"
+                kept = _rewrite_without(path, keys, spec.unique_key, out)
+                if kept is None:
+                    continue
+                removes.append(sink._rel(path))
+                if kept:
+                    rewrites.append(out)
+        adds = [
+            [sink._rel(p), sink._rel(sink.table_dir / f"{spec.load_id}-{i:05d}.parquet")]
+            for i, p in enumerate(staged)
+        ]
+        adds += [
+            [sink._rel(p), sink._rel(sink.table_dir / f"{spec.load_id}-r{i:05d}.parquet")]
+            for i, p in enumerate(rewrites)
+        ]
+        return adds, removes
+
+    def _abort(self) -> None:
+        try:
+            self._close_writer()
+        finally:
+            if not self._noop:
+                # A marker means the commit point passed: finish it instead of undoing it.
+                # If that fails too, the next begin/commit/cleanup_abandoned finishes it.
+                with contextlib.suppress(OSError, DponeError):
+                    self._sink.recover(self.spec.load_id)
+
+    def _close(self) -> None:
+        self._close_writer()
+
+
+# --- merge helpers ---------------------------------------------------------------------------
+
+
+def _dedup(
+    staged: list[Path], keys: tuple[str, ...], folder: Path, schema: pa.Schema
+) -> tuple[list[Path], pa.Table]:
+    """Keep the last staged row per key; returns the staged files to add and the key table.
+
+    Memory: the staged rows' key columns (not the rows) plus one read batch.
+    """
+    parts = []
+    offset = 0
+    for path in staged:
+        table = pq.read_table(path, columns=list(keys))
+        idx = pa.array(range(offset, offset + table.num_rows), pa.int64())
+        parts.append(table.append_column("_dpone_idx", idx))
+        offset += table.num_rows
+    all_keys = pa.concat_tables(parts)
+    winners = all_keys.group_by(list(keys), use_threads=False).aggregate([("_dpone_idx", "max")])
+    key_table = winners.select(list(keys))
+    if winners.num_rows == all_keys.num_rows:
+        return staged, key_table
+    keep = winners.column("_dpone_idx_max").combine_chunks()
+    out = folder / "merged-00000.parquet"
+    offset = 0
+    with pq.ParquetWriter(str(out), schema) as writer:
+        for batch in _iter_file(staged):
+            idx = pa.array(range(offset, offset + batch.num_rows), pa.int64())
+            offset += batch.num_rows
+            writer.write_batch(batch.filter(pc.is_in(idx, value_set=keep)))
+    return [out], key_table
+
+
+def _iter_file(paths: list[Path]) -> Iterator[pa.RecordBatch]:
+    for path in paths:
+        with pq.ParquetFile(str(path)) as pf:
+            yield from pf.iter_batches(batch_size=_READ_BATCH)
+
+
+def _rewrite_without(
+    path: Path, key_table: pa.Table, keys: tuple[str, ...], out: Path
+) -> int | None:
+    """Rewrite ``path`` without the rows whose key is in ``key_table``.
+
+    Returns None when no row matches (the file stays), else the number of rows kept in ``out``.
+    """
+    file_schema = pq.read_schema(path)
+    try:
+        probe = key_table.cast(pa.schema([file_schema.field(k) for k in keys]))
+    except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        raise SinkSchemaError(
+            "a merge key column is missing from, or does not cast to, an existing file"
+        ) from None
+    existing = pq.read_table(path, columns=list(keys))
+    if existing.join(probe, keys=list(keys), join_type="left semi").num_rows == 0:
+        return None
+    kept = 0
+    with pq.ParquetWriter(str(out), file_schema) as writer:
+        for batch in _iter_file([path]):
+            rest = pa.Table.from_batches([batch]).join(
+                probe, keys=list(keys), join_type="left anti"
+            )
+            rest = rest.select(file_schema.names).cast(file_schema)
+            if rest.num_rows:
+                writer.write_table(rest)
+                kept += rest.num_rows
+    if not kept:
+        out.unlink()
+    return kept
+
+
+# --- durable file helpers --------------------------------------------------------------------
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(doc, dict):
+        raise SinkError("a load marker is not a JSON object", code="DPONE_SINK_RECOVERY_FAILED")
+    return doc
+
+
+def _write_json(path: Path, doc: dict[str, Any]) -> None:
+    tmp = path.with_name(f".tmp-{path.name}-{uuid.uuid4().hex}")
+    _write_synced(tmp, doc)
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _create_json(path: Path, doc: dict[str, Any]) -> bool:
+    """Create ``path`` atomically and only if absent; False when it already existed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".tmp-{path.name}-{uuid.uuid4().hex}")
+    _write_synced(tmp, doc)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    finally:
+        tmp.unlink(missing_ok=True)
+    _fsync_dir(path.parent)
+    return True
+
+
+def _write_synced(path: Path, doc: dict[str, Any]) -> None:
+    data = json.dumps(doc, sort_keys=True, indent=1).encode()
+    with path.open("wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    if path.is_dir():
+        _fsync_file(path)
+
+
+def _rmtree(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+        _fsync_dir(path.parent)

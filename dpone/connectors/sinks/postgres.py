@@ -1,0 +1,285 @@
+"""PostgreSQL sink through ADBC: Arrow batches go by ``COPY ... FROM STDIN (FORMAT binary)``
+(``adbc_ingest``) into a temporary (so unlogged) staging table.
+
+The whole load is one transaction, from :meth:`PostgresSink.begin` to
+:meth:`PostgresLoad.commit`: the staging table is invisible to every other session by
+construction, a killed process's transaction is rolled back by the server (nothing to clean
+up), and the commit applies the strategy, creates or evolves the target and inserts the
+marker into ``<dataset>._dpone_loads`` atomically. A commit whose acknowledgement was lost
+(the connection dropped during COMMIT) is settled by reading the marker back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import pyarrow as pa
+
+from dpone.connectors import _pg
+from dpone.connectors._util import (
+    Clock,
+    iso_utc,
+    quote_ident,
+    short_hash,
+    utc_now,
+)
+from dpone.connectors.base import LoadMarker, LoadSpec
+from dpone.connectors.sinks._common import LoadState, marker_from_row
+from dpone.errors import DponeError
+
+_LOADS = "_dpone_loads"
+_SEQ = "_dpone_seq"
+_LOADS_DDL = (
+    "CREATE TABLE IF NOT EXISTS {t} (load_id text PRIMARY KEY, pipeline text NOT NULL, "
+    "run_id text NOT NULL, target text NOT NULL, load_mode text NOT NULL, "
+    "row_count bigint NOT NULL, cursor_to text, committed_at text NOT NULL, "
+    "load_seq bigint NOT NULL)"
+)
+MARKER_COLUMNS = "load_id, pipeline, run_id, row_count, cursor_to, committed_at, target, load_mode"
+_COLUMNS_SQL = (
+    "SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull "
+    "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+    "JOIN pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped "
+    "ORDER BY a.attnum"
+)
+
+
+class PostgresSink:
+    """``dataset.table`` (schema.table) on the server of ``connection`` (already resolved)."""
+
+    def __init__(
+        self, connection: str, dataset: str, table: str, *, clock: Clock = utc_now
+    ) -> None:
+        self._connection = connection
+        self.dataset = dataset
+        self.table = table
+        self.target = f"{dataset}.{table}"
+        self.identity = f"postgres:{self.target}"
+        self._clock = clock
+
+    def __repr__(self) -> str:  # the connection string must not leak through a repr
+        return f"PostgresSink({self.identity!r})"
+
+    def _q(self, name: str) -> str:
+        return f"{quote_ident(self.dataset)}.{quote_ident(name)}"
+
+    def connect(self) -> Any:
+        try:
+            return _pg.connect(self._connection)
+        except _pg.DRIVER_ERRORS as exc:
+            raise _pg.sink_error(exc, "connecting") from None
+
+    def columns(self, cur: Any, name: str) -> list[tuple[str, str, bool]]:
+        """(name, formatted type, not null) of ``dataset.name``; empty if it does not exist."""
+        cur.execute(_COLUMNS_SQL, parameters=(self.dataset, name))
+        return [(str(a), str(b), bool(c)) for a, b, c in cur.fetchall()]
+
+    def _read_markers(self, where: str, params: tuple[object, ...]) -> LoadMarker | None:
+        conn = self.connect()
+        try:
+            with conn.cursor() as cur:
+                if not self.columns(cur, _LOADS):
+                    return None
+                cur.execute(
+                    f"SELECT {MARKER_COLUMNS} FROM {self._q(_LOADS)} WHERE {where}",
+                    parameters=params,
+                )
+                row = cur.fetchone()
+            return None if row is None else marker_from_row(row)
+        except _pg.DRIVER_ERRORS as exc:
+            raise _pg.sink_error(exc, "reading load markers") from None
+        finally:
+            _close(conn)
+
+    # --- Sink -------------------------------------------------------------------------------------
+
+    def existing_schema(self) -> pa.Schema | None:
+        conn = self.connect()
+        try:
+            with conn.cursor() as cur:
+                columns = self.columns(cur, self.table)
+        except _pg.DRIVER_ERRORS as exc:
+            raise _pg.sink_error(exc, "reading the target schema") from None
+        finally:
+            _close(conn)
+        if not columns:
+            return None
+        return pa.schema(
+            [pa.field(name, _pg.arrow_type(dtype), not notnull) for name, dtype, notnull in columns]
+        )
+
+    def committed_load(self, load_id: str) -> LoadMarker | None:
+        return self._read_markers("load_id = $1", (load_id,))
+
+    def last_load(self, pipeline: str) -> LoadMarker | None:
+        return self._read_markers(
+            "pipeline = $1 AND target = $2 ORDER BY load_seq DESC LIMIT 1",
+            (pipeline, self.target),
+        )
+
+    def begin(self, load: LoadSpec) -> PostgresLoad:
+        conn = self.connect()
+        stage = "_dpone_stage_" + short_hash(load.pipeline, load.load_id, self.target)
+        columns = [
+            f"{quote_ident(f.name)} {_pg.pg_type(f.type, staging=True)}" for f in load.schema
+        ]
+        if load.mode == "merge":
+            columns.append(f"{_SEQ} bigint NOT NULL")
+        try:
+            with conn.cursor() as cur:
+                cur.execute(
+                    f"CREATE TEMPORARY TABLE {quote_ident(stage)} ({', '.join(columns)}) "
+                    "ON COMMIT DROP"
+                )
+        except DponeError:
+            _close(conn)
+            raise
+        except _pg.DRIVER_ERRORS as exc:
+            _close(conn)
+            raise _pg.sink_error(exc, "creating the staging table") from None
+        return PostgresLoad(self, conn, load, stage)
+
+    def cleanup_abandoned(self, pipeline: str, keep_load_id: str | None = None) -> list[str]:
+        """Nothing to do: staging lives and dies with the load's own transaction."""
+        del pipeline, keep_load_id
+        return []
+
+
+class PostgresLoad(LoadState):
+    """One load: an open transaction holding a temporary staging table."""
+
+    def __init__(self, sink: PostgresSink, conn: Any, spec: LoadSpec, stage: str) -> None:
+        super().__init__(spec)
+        self._sink = sink
+        self._conn = conn
+        self._stage_table = stage
+
+    def _stage(self, batch: pa.RecordBatch) -> None:
+        arrays = [_pg.staging_array(column) for column in batch.columns]
+        names = list(batch.schema.names)
+        if self.spec.mode == "merge":
+            arrays.append(pa.array(range(self.rows, self.rows + batch.num_rows), pa.int64()))
+            names.append(_SEQ)
+        staged = pa.RecordBatch.from_arrays(arrays, names=names)
+        try:
+            with self._conn.cursor() as cur:
+                cur.adbc_ingest(self._stage_table, staged, mode="append", temporary=True)
+        except _pg.DRIVER_ERRORS as exc:
+            raise _pg.sink_error(exc, "staging rows") from None
+
+    def _commit(self) -> LoadMarker:
+        try:
+            return self._apply()
+        except _pg.DRIVER_ERRORS as exc:
+            error = _pg.sink_error(exc, "committing the load")
+            _rollback(self._conn)
+        # The COMMIT may have landed before the connection dropped: the marker settles it.
+        try:
+            marker = self._sink.committed_load(self.spec.load_id)
+        except DponeError:
+            marker = None
+        if marker is not None:
+            return marker
+        raise error
+
+    def _apply(self) -> LoadMarker:
+        with self._conn.cursor() as cur:
+            return self._apply_with(cur)
+
+    def _apply_with(self, cur: Any) -> LoadMarker:
+        sink, spec = self._sink, self.spec
+        q = sink._q
+        cur.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(sink.dataset)}")
+        cur.execute(_LOADS_DDL.format(t=q(_LOADS)))
+        cur.execute(
+            f"SELECT {MARKER_COLUMNS} FROM {q(_LOADS)} WHERE load_id = $1",
+            parameters=(spec.load_id,),
+        )
+        row = cur.fetchone()
+        if row is not None:
+            self._conn.rollback()  # also drops the staging table
+            return marker_from_row(row)
+        self._prepare_target(cur)
+        target, stage = q(sink.table), quote_ident(self._stage_table)
+        names = [quote_ident(n) for n in spec.schema.names]
+        select = ", ".join(
+            f"{n}::jsonb" if isinstance(f.type, pa.JsonType) else n
+            for n, f in zip(names, spec.schema, strict=True)
+        )
+        if spec.mode == "replace":
+            cur.execute(f"TRUNCATE {target}")
+        if spec.mode == "merge":
+            keys = [quote_ident(k) for k in spec.unique_key]
+            on = " AND ".join(f"t.{k} = s.{k}" for k in keys)
+            cur.execute(
+                f"DELETE FROM {target} AS t USING (SELECT DISTINCT {', '.join(keys)} "
+                f"FROM {stage}) AS s WHERE {on}"
+            )
+            source = (
+                f"SELECT DISTINCT ON ({', '.join(keys)}) {select} FROM {stage} "
+                f"ORDER BY {', '.join(keys)}, {_SEQ} DESC"
+            )
+        else:
+            source = f"SELECT {select} FROM {stage}"
+        cur.execute(f"INSERT INTO {target} ({', '.join(names)}) {source}")
+        marker = LoadMarker(
+            load_id=spec.load_id,
+            pipeline=spec.pipeline,
+            run_id=spec.run_id,
+            rows=self.rows,
+            cursor_to=self.cursor_to,
+            committed_at=iso_utc(sink._clock()),
+            target=sink.target,
+            mode=spec.mode,
+        )
+        cur.execute(
+            f"INSERT INTO {q(_LOADS)} ({MARKER_COLUMNS}, load_seq) SELECT $1, $2, $3, $4, $5, "
+            f"$6, $7, $8, coalesce(max(load_seq), 0) + 1 FROM {q(_LOADS)}",
+            parameters=(
+                marker.load_id,
+                marker.pipeline,
+                marker.run_id,
+                marker.rows,
+                marker.cursor_to,
+                marker.committed_at,
+                marker.target,
+                marker.mode,
+            ),
+        )
+        self._conn.commit()  # ON COMMIT DROP removes the staging table
+        return marker
+
+    def _prepare_target(self, cur: Any) -> None:
+        sink, spec = self._sink, self.spec
+        present = {name for name, _, _ in sink.columns(cur, sink.table)}
+        if not present:
+            columns = ", ".join(
+                f"{quote_ident(f.name)} {_pg.pg_type(f.type)}{'' if f.nullable else ' NOT NULL'}"
+                for f in spec.schema
+            )
+            cur.execute(f"CREATE TABLE {sink._q(sink.table)} ({columns})")
+            return
+        for field in spec.schema:
+            if field.name not in present:
+                cur.execute(
+                    f"ALTER TABLE {sink._q(sink.table)} ADD COLUMN {quote_ident(field.name)} "
+                    f"{_pg.pg_type(field.type)}"
+                )
+
+    def _abort(self) -> None:
+        _rollback(self._conn)
+
+    def _close(self) -> None:
+        _close(self._conn)
+
+
+def _rollback(conn: Any) -> None:
+    with contextlib.suppress(*_pg.DRIVER_ERRORS):
+        conn.rollback()
+
+
+def _close(conn: Any) -> None:
+    with contextlib.suppress(*_pg.DRIVER_ERRORS):
+        conn.close()

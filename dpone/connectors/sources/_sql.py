@@ -1,0 +1,88 @@
+"""What database sources share: the incremental spec and the SELECT with cursor pushdown."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dpone.connectors._util import quote_ident, quote_qualified, short_hash
+from dpone.connectors.errors import SourceConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class Incremental:
+    """``source.incremental``: rows with ``cursor_column`` beyond the committed cursor."""
+
+    cursor_column: str
+    initial_value: object | None = None
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any] | None) -> Incremental | None:
+        if not config:
+            return None
+        column = config.get("cursor_column")
+        if not isinstance(column, str) or not column:
+            raise SourceConfigError("incremental.cursor_column must be a column name")
+        return cls(column, config.get("initial_value"))
+
+
+@dataclass(frozen=True, slots=True)
+class Relation:
+    """A table or a read-only query, and how it names itself."""
+
+    table: str | None
+    query: str | None
+
+    def __post_init__(self) -> None:
+        if (self.table is None) == (self.query is None):
+            raise SourceConfigError("a database source needs exactly one of table or query")
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> Relation:
+        table, query = config.get("table"), config.get("query")
+        return cls(
+            None if table is None else str(table),
+            None if query is None else str(query).strip().rstrip(";").strip(),
+        )
+
+    @property
+    def partition(self) -> str:
+        return self.table if self.table is not None else "query"
+
+    @property
+    def label(self) -> str:
+        """Stable, secret-free: the table name, or a hash of the query text."""
+        if self.table is not None:
+            return f"table:{self.table}"
+        return f"query:{short_hash(self.query or '', length=12)}"
+
+    def base_sql(self) -> str:
+        if self.table is not None:
+            return f"SELECT * FROM {quote_qualified(self.table)}"
+        return f"SELECT * FROM ({self.query}) AS _dpone_q"
+
+
+def select_sql(
+    relation: Relation,
+    incremental: Incremental | None,
+    after: object | None,
+    bind: Callable[[object], str],
+) -> str:
+    """The SELECT to run; ``bind`` turns the cursor value into a placeholder or a literal.
+
+    Rows strictly above the committed cursor (``after``), or above ``initial_value`` on the
+    first run (rows at or below it are skipped), ordered by the cursor. A NULL cursor never
+    matches a bound, so such rows load only on a run without one.
+    """
+    sql = relation.base_sql()
+    if incremental is None:
+        return sql
+    column = quote_ident(incremental.cursor_column)
+    if after is not None:
+        where = f" WHERE {column} > {bind(after)}"
+    elif incremental.initial_value is not None:
+        where = f" WHERE {column} > {bind(incremental.initial_value)}"
+    else:
+        where = ""
+    return f"SELECT * FROM ({sql}) AS _dpone_src{where} ORDER BY {column}"

@@ -1,0 +1,107 @@
+"""A table or query of a DuckDB database file, opened read-only, streamed as Arrow."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from dpone.connectors._util import rechunk
+from dpone.connectors.base import SourceChunk
+from dpone.connectors.errors import (
+    SourceConfigError,
+    SourceError,
+    SourceUnavailable,
+)
+from dpone.connectors.sources._sql import Incremental, Relation, select_sql
+
+
+class DuckDbSource:
+    """Rows of ``relation`` in ``database``; the incremental cursor is pushed down as a parameter.
+
+    The file is opened ``read_only``, so a query that writes fails. In one process DuckDB
+    refuses a read-only and a read-write connection to the same file at once: do not read
+    from the file a DuckDB sink of the same run writes to.
+    """
+
+    cursor_pushdown = True
+
+    def __init__(
+        self,
+        database: Path,
+        display_path: str,
+        relation: Relation,
+        incremental: Incremental | None = None,
+    ) -> None:
+        self.database = Path(database)
+        self.relation = relation
+        self.incremental = incremental
+        self.identity = f"duckdb:{display_path}:{relation.label}"
+
+    def chunks(self, chunk_size: int, after: object | None = None) -> Iterator[SourceChunk]:
+        """Chunks in cursor order; ``WHERE cursor > after`` runs inside DuckDB."""
+        if chunk_size < 1:
+            raise ValueError("chunk_size must be positive")
+        if not self.database.is_file():
+            raise SourceConfigError("the DuckDB source database file does not exist")
+        params: list[object] = []
+
+        def bind(value: object) -> str:
+            params.append(value)
+            return "?"
+
+        sql = select_sql(self.relation, self.incremental, after, bind)
+        try:
+            con = duckdb.connect(str(self.database), read_only=True)
+        except duckdb.Error as exc:
+            raise _source_error(exc) from None
+        try:
+            reader = con.sql(sql, params=params or None).to_arrow_reader(chunk_size)
+            row = 1
+            for batch in rechunk(_batches(reader), chunk_size):
+                yield SourceChunk(batch, self.relation.partition, None, row, False)
+                row += batch.num_rows
+        except duckdb.Error as exc:
+            raise _source_error(exc) from None
+        finally:
+            con.close()
+
+
+def _batches(reader: pa.RecordBatchReader) -> Iterator[pa.RecordBatch]:
+    # DuckDB labels TIMESTAMPTZ with its TimeZone setting; the instants are UTC either way.
+    schema = utc_labels(reader.schema)
+    for batch in reader:
+        yield batch if schema is reader.schema else batch.cast(schema)
+
+
+def utc_labels(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with every zoned timestamp labelled UTC (the same schema if none is)."""
+    if not any(pa.types.is_timestamp(f.type) and f.type.tz not in (None, "UTC") for f in schema):
+        return schema
+    return pa.schema(
+        [
+            f.with_type(pa.timestamp(f.type.unit, tz="UTC"))
+            if pa.types.is_timestamp(f.type) and f.type.tz is not None
+            else f
+            for f in schema
+        ]
+    )
+
+
+def _source_error(exc: duckdb.Error) -> SourceError | SourceConfigError | SourceUnavailable:
+    kind = type(exc).__name__
+    if isinstance(exc, (duckdb.CatalogException, duckdb.BinderException, duckdb.ParserException)):
+        return SourceConfigError(
+            f"the DuckDB source table or query is invalid ({kind})",
+            code="DPONE_SOURCE_QUERY_INVALID",
+        )
+    if isinstance(exc, (duckdb.IOException, duckdb.OutOfMemoryException)):
+        return SourceUnavailable(f"the DuckDB source database cannot be read ({kind})")
+    if isinstance(exc, duckdb.InvalidInputException) and "read-only" in str(exc):
+        return SourceConfigError(
+            "the DuckDB source query writes; sources are read-only",
+            code="DPONE_SOURCE_QUERY_INVALID",
+        )
+    return SourceError(f"the DuckDB source failed ({kind})")

@@ -1,0 +1,122 @@
+"""A table or query of a SQLite database file, opened read-only (``mode=ro``).
+
+SQLite values are dynamically typed, so each chunk's columns are typed by Arrow from the
+values fetched (``fetchmany``); a column mixing kinds in one chunk (integers and text, say)
+arrives as text for that chunk and the contract engine decides.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from datetime import date, datetime, time
+from decimal import Decimal
+from pathlib import Path
+from urllib.parse import quote
+
+import pyarrow as pa
+
+from dpone.connectors.base import SourceChunk
+from dpone.connectors.errors import (
+    SourceConfigError,
+    SourceError,
+    SourceUnavailable,
+)
+from dpone.connectors.sources._sql import Incremental, Relation, select_sql
+
+
+class SqliteSource:
+    """Rows of ``relation``; the cursor is bound as a ``?`` parameter (text compares as text)."""
+
+    cursor_pushdown = True
+
+    def __init__(
+        self,
+        database: Path,
+        display_path: str,
+        relation: Relation,
+        incremental: Incremental | None = None,
+    ) -> None:
+        self.database = Path(database)
+        self.relation = relation
+        self.incremental = incremental
+        self.identity = f"sqlite:{display_path}:{relation.label}"
+
+    def chunks(self, chunk_size: int, after: object | None = None) -> Iterator[SourceChunk]:
+        """Chunks in cursor order; ``WHERE cursor > ?`` runs inside SQLite."""
+        if chunk_size < 1:
+            raise ValueError("chunk_size must be positive")
+        if not self.database.is_file():
+            raise SourceConfigError("the SQLite source database file does not exist")
+        params: list[object] = []
+
+        def bind(value: object) -> str:
+            params.append(_sqlite_param(value))
+            return "?"
+
+        sql = select_sql(self.relation, self.incremental, after, bind)
+        uri = f"file:{quote(str(self.database.resolve()))}?mode=ro"
+        try:
+            con = sqlite3.connect(uri, uri=True)
+        except sqlite3.Error as exc:
+            raise _source_error(exc) from None
+        try:
+            cur = con.execute(sql, params)
+            names = [d[0] for d in cur.description]
+            row = 1
+            while rows := cur.fetchmany(chunk_size):
+                batch = _to_batch(names, rows)
+                yield SourceChunk(batch, self.relation.partition, None, row, False)
+                row += batch.num_rows
+        except sqlite3.Error as exc:
+            raise _source_error(exc) from None
+        finally:
+            con.close()
+
+
+def _sqlite_param(value: object) -> object:
+    # sqlite3's datetime adapters are deprecated; ISO text compares correctly with ISO text.
+    if isinstance(value, (datetime, date, time)):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    return value
+
+
+def _to_batch(names: list[str], rows: list[Sequence[object]]) -> pa.RecordBatch:
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in names]
+    arrays = [_column(values) for values in columns]
+    return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def _column(values: Sequence[object]) -> pa.Array:
+    try:
+        return pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return pa.array([_text(v) for v in values], pa.string())
+
+
+def _text(value: object) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value.hex()
+    return str(value)
+
+
+def _source_error(exc: sqlite3.Error) -> SourceError | SourceConfigError | SourceUnavailable:
+    kind = type(exc).__name__
+    text = str(exc)
+    if "locked" in text or "busy" in text or "disk I/O" in text:
+        return SourceUnavailable(f"the SQLite source database is busy or unreadable ({kind})")
+    if isinstance(exc, sqlite3.OperationalError) and ("no such" in text or "syntax" in text):
+        return SourceConfigError(
+            f"the SQLite source table or query is invalid ({kind})",
+            code="DPONE_SOURCE_QUERY_INVALID",
+        )
+    if "readonly" in text or "read-only" in text:
+        return SourceConfigError(
+            "the SQLite source query writes; sources are read-only",
+            code="DPONE_SOURCE_QUERY_INVALID",
+        )
+    return SourceError(f"the SQLite source failed ({kind})")

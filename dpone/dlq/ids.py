@@ -1,0 +1,131 @@
+"""Identifiers: the safe-name rule for every path component, and ULID record ids.
+
+Run, load and record ids become directory and file names, so they are restricted to
+``[A-Za-z0-9._-]`` (SPEC §5). dpone also refuses a leading dot: that keeps ``.`` and ``..``
+out and leaves dot-names to the store's own temporary files.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from base64 import b32decode, b32encode
+from datetime import datetime
+
+from dpone.dlq.errors import DlqInvalidIdentifier, DlqPathEscape
+
+IDENTIFIER_PATTERN = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$"
+ULID_PATTERN = r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$"
+
+_IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
+_ULID = re.compile(ULID_PATTERN)
+
+# Crockford's base32 alphabet, and a table from the RFC 4648 alphabet that b32encode speaks.
+_CROCKFORD = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_RFC4648 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+_TO_CROCKFORD = bytes.maketrans(_RFC4648, _CROCKFORD)
+_FROM_CROCKFORD = bytes.maketrans(_CROCKFORD, _RFC4648)
+_RANDOM_BITS = 80
+_TIME_MAX = 2**48 - 1
+
+
+def check_identifier(value: object, kind: str) -> str:
+    """Return ``value`` if it is a safe identifier; refuse it otherwise.
+
+    A value that could move a path (a separator, ``..``, an absolute path) is a
+    ``DPONE_DLQ_PATH_ESCAPE``; any other unsafe value is ``DPONE_DLQ_INVALID_ID``. The message
+    never repeats the value.
+    """
+    if isinstance(value, str) and _IDENTIFIER.match(value):
+        return value
+    if isinstance(value, str) and (
+        "/" in value or "\\" in value or value.startswith(".") or "\x00" in value
+    ):
+        raise DlqPathEscape(
+            f"the {kind} would leave its folder in the DLQ store; identifiers are "
+            "[A-Za-z0-9._-], 1 to 128 characters, not starting with '.'"
+        )
+    raise DlqInvalidIdentifier(
+        f"the {kind} is not a safe identifier: [A-Za-z0-9._-], 1 to 128 characters, "
+        "not starting with '.'"
+    )
+
+
+def is_identifier(value: object) -> bool:
+    return isinstance(value, str) and _IDENTIFIER.match(value) is not None
+
+
+def is_ulid(value: object) -> bool:
+    return isinstance(value, str) and _ULID.match(value) is not None
+
+
+def _encode_time(ms: int) -> str:
+    chars = []
+    for _ in range(10):
+        chars.append(_CROCKFORD[ms & 31])
+        ms >>= 5
+    return bytes(reversed(chars)).decode("ascii")
+
+
+def ulid_time_ms(value: str) -> int:
+    """The millisecond timestamp a ULID carries."""
+    ms = 0
+    for char in value[:10].encode("ascii"):
+        ms = (ms << 5) | _CROCKFORD.index(char)
+    return ms
+
+
+class UlidSequence:
+    """Monotonic ULIDs: ids of one run sort in the order they were made.
+
+    A batch shares one timestamp and takes consecutive random parts, as the ULID spec's
+    monotonic mode does; a clock that stands still or steps back keeps the last timestamp.
+    Encoding a batch costs one ``b32encode`` (80 random bits are exactly 16 base32 digits).
+    """
+
+    def __init__(self, after: str | None = None) -> None:
+        """Start a sequence; ``after`` (the largest existing id) keeps a resumed run monotonic."""
+        self._ms = -1
+        self._next = 0
+        if after is not None:
+            self._ms = ulid_time_ms(after)
+            tail = after[10:].encode("ascii").translate(_FROM_CROCKFORD)
+            self._next = int.from_bytes(b32decode(tail), "big") + 1
+
+    def batch(self, count: int, now: datetime) -> list[str]:
+        """``count`` new ids, all greater than every id this sequence made before."""
+        ms = min(int(now.timestamp() * 1000), _TIME_MAX)
+        if ms > self._ms:
+            self._ms = ms
+            self._next = self._random_start()
+        elif self._next + count >= 2**_RANDOM_BITS:
+            self._ms += 1  # the random part would overflow: borrow the next millisecond
+            self._next = self._random_start()
+        start = self._next
+        self._next = start + count
+        prefix = _encode_time(self._ms)
+        raw = b"".join((start + i).to_bytes(10, "big") for i in range(count))
+        digits = b32encode(raw).translate(_TO_CROCKFORD).decode("ascii")
+        return [prefix + digits[16 * i : 16 * i + 16] for i in range(count)]
+
+    @staticmethod
+    def _random_start() -> int:
+        # The top bit clear leaves room for 2**79 increments within one millisecond.
+        return int.from_bytes(os.urandom(10), "big") >> 1
+
+
+def new_ulid(now: datetime) -> str:
+    """One fresh ULID carrying ``now`` (run and load ids; records use :class:`UlidSequence`)."""
+    return UlidSequence().batch(1, now)[0]
+
+
+__all__ = [
+    "IDENTIFIER_PATTERN",
+    "ULID_PATTERN",
+    "UlidSequence",
+    "check_identifier",
+    "is_identifier",
+    "is_ulid",
+    "new_ulid",
+    "ulid_time_ms",
+]

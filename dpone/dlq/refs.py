@@ -1,0 +1,179 @@
+"""``record_ref``: how a resolver finds a rejected row again without the DLQ holding its values.
+
+Two forms (SPEC §5):
+
+* ``dpone://file/<path>?sha256=<hex>&row=<n>`` — a file source. ``path`` is relative to the
+  manifest's folder, POSIX separators, percent-encoded; ``sha256`` is the file's digest (a
+  resolver refuses a file that changed); ``row`` is the 1-based data row number in the file.
+* ``dpone://runs/<run_id>/loads/<load_id>/rows/<n>`` — a source that cannot be re-read
+  (a Python generator, a stream); ``n`` is the 1-based row number within the load.
+
+The bulk builders format a whole chunk at the cost of one f-string per row.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from urllib.parse import quote, unquote
+
+from dpone.dlq.errors import DlqInvalidRef
+from dpone.dlq.ids import IDENTIFIER_PATTERN, check_identifier
+
+REF_PREFIX = "dpone://"
+MAX_REF_LENGTH = 4096
+
+_SHA_HEX = re.compile(r"^[0-9a-f]{64}$")
+_ID = IDENTIFIER_PATTERN[1:-1]  # the identifier pattern without its anchors
+_FILE_REF = re.compile(
+    r"^dpone://file/(?P<path>[A-Za-z0-9/._~%-]+)\?sha256=(?P<sha>[0-9a-f]{64})"
+    r"&row=(?P<row>[1-9][0-9]{0,17})$"
+)
+_RUN_REF = re.compile(
+    rf"^dpone://runs/(?P<run>{_ID})/loads/(?P<load>{_ID})/rows/(?P<row>[1-9][0-9]{{0,17}})$"
+)
+# Characters left unescaped in the path: the RFC 3986 unreserved set and the separator.
+_PATH_SAFE = "/-._~"
+
+
+@dataclass(frozen=True, slots=True)
+class FileRef:
+    """A row of a file source: ``path`` relative to the manifest, the file's SHA-256, its row."""
+
+    path: str
+    sha256: str
+    row: int
+
+    def to_uri(self) -> str:
+        return file_ref(self.path, self.sha256, self.row)
+
+
+@dataclass(frozen=True, slots=True)
+class RunRowRef:
+    """A row of a source that cannot be re-read: the run and load that saw it, its row."""
+
+    run_id: str
+    load_id: str
+    row: int
+
+    def to_uri(self) -> str:
+        return run_row_ref(self.run_id, self.load_id, self.row)
+
+
+def _check_relative_path(path: str) -> str:
+    if not path or path.startswith("/") or "\\" in path or "\x00" in path:
+        raise DlqInvalidRef("a file record_ref needs a relative POSIX path")
+    parts = path.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        raise DlqInvalidRef("a file record_ref path may not contain empty, '.' or '..' segments")
+    return path
+
+
+def _check_row(row: int) -> int:
+    if type(row) is not int or row < 1:
+        raise DlqInvalidRef("a record_ref row number is a 1-based integer")
+    return row
+
+
+def _file_prefix(path: str, sha256: str) -> str:
+    _check_relative_path(path)
+    if not _SHA_HEX.match(sha256):
+        raise DlqInvalidRef("a file record_ref needs the file's SHA-256 as 64 lowercase hex digits")
+    return f"{REF_PREFIX}file/{quote(path, safe=_PATH_SAFE)}?sha256={sha256}&row="
+
+
+def file_ref(path: str, sha256: str, row: int) -> str:
+    """The ``record_ref`` of data row ``row`` (1-based) of the file at ``path``."""
+    return _file_prefix(path, sha256) + str(_check_row(row))
+
+
+def file_refs(path: str, sha256: str, rows: Iterable[int]) -> list[str]:
+    """``file_ref`` for many rows of one file (one prefix, one f-string per row)."""
+    prefix = _file_prefix(path, sha256)
+    return [prefix + str(_check_row(row)) for row in rows]
+
+
+def _run_prefix(run_id: str, load_id: str) -> str:
+    check_identifier(run_id, "run id")
+    check_identifier(load_id, "load id")
+    return f"{REF_PREFIX}runs/{run_id}/loads/{load_id}/rows/"
+
+
+def run_row_ref(run_id: str, load_id: str, row: int) -> str:
+    """The ``record_ref`` of row ``row`` (1-based) of a load that cannot be re-read."""
+    return _run_prefix(run_id, load_id) + str(_check_row(row))
+
+
+def run_row_refs(run_id: str, load_id: str, rows: Iterable[int]) -> list[str]:
+    prefix = _run_prefix(run_id, load_id)
+    return [prefix + str(_check_row(row)) for row in rows]
+
+
+def parse_ref(ref: str) -> FileRef | RunRowRef:
+    """Parse a ``record_ref``; raise ``DPONE_DLQ_INVALID_REF`` unless it is in canonical form."""
+    if not isinstance(ref, str) or len(ref) > MAX_REF_LENGTH:
+        raise DlqInvalidRef("a record_ref is a string of at most 4096 characters")
+    match = _FILE_REF.match(ref)
+    if match:
+        try:
+            path = unquote(match["path"], errors="strict")
+        except UnicodeDecodeError:
+            raise DlqInvalidRef("the record_ref path is not percent-encoded UTF-8") from None
+        parsed: FileRef | RunRowRef = FileRef(path, match["sha"], int(match["row"]))
+    else:
+        match = _RUN_REF.match(ref)
+        if not match:
+            raise DlqInvalidRef("not a dpone record_ref (dpone://file/... or dpone://runs/...)")
+        parsed = RunRowRef(match["run"], match["load"], int(match["row"]))
+    try:
+        canonical = parsed.to_uri()
+    except DlqInvalidRef:
+        raise DlqInvalidRef("the record_ref names an unsafe path") from None
+    if canonical != ref:
+        raise DlqInvalidRef("the record_ref is not in canonical form")
+    return parsed
+
+
+def is_valid_ref(ref: object) -> bool:
+    """Whether ``ref`` is a canonical ``record_ref`` of either form."""
+    if not isinstance(ref, str):
+        return False
+    try:
+        parse_ref(ref)
+    except DlqInvalidRef:
+        return False
+    return True
+
+
+def has_ref_shape(ref: object) -> bool:
+    """The write path's cheap check (one regex): the shape of either form, bounded length.
+
+    The builders above always produce canonical refs; a resolver parses strictly.
+    """
+    return (
+        isinstance(ref, str)
+        and len(ref) <= MAX_REF_LENGTH
+        and (_FILE_REF.match(ref) is not None or _RUN_REF.match(ref) is not None)
+    )
+
+
+def is_replayable(ref: str) -> bool:
+    """Only file refs can be resolved again by re-reading the source."""
+    return ref.startswith(REF_PREFIX + "file/")
+
+
+__all__ = [
+    "MAX_REF_LENGTH",
+    "REF_PREFIX",
+    "FileRef",
+    "RunRowRef",
+    "file_ref",
+    "file_refs",
+    "has_ref_shape",
+    "is_replayable",
+    "is_valid_ref",
+    "parse_ref",
+    "run_row_ref",
+    "run_row_refs",
+]

@@ -1,0 +1,144 @@
+"""Counts per reason code and column, per run (``dpone ops dlq summary``).
+
+A run that has ended is counted from its verified index; an open run from its verified
+records. Only codes, column names and counts appear: never a value.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from dpone.dlq.ids import check_identifier
+
+if TYPE_CHECKING:
+    from dpone.dlq.store import DlqStore
+
+
+@dataclass(frozen=True, slots=True)
+class ReasonCount:
+    code: str
+    column: str | None
+    count: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"code": self.code, "column": self.column, "count": self.count}
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    run_id: str
+    load_id: str
+    pipeline: str | None
+    status: str
+    record_count: int
+    by_reason: Mapping[str, int]
+    by_reason_column: tuple[ReasonCount, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "load_id": self.load_id,
+            "pipeline": self.pipeline,
+            "status": self.status,
+            "record_count": self.record_count,
+            "by_reason": dict(self.by_reason),
+            "by_reason_column": [c.to_json() for c in self.by_reason_column],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class DlqSummary:
+    runs: tuple[RunSummary, ...]
+
+    @property
+    def record_count(self) -> int:
+        return sum(run.record_count for run in self.runs)
+
+    @property
+    def by_reason(self) -> dict[str, int]:
+        total: Counter[str] = Counter()
+        for run in self.runs:
+            total.update(run.by_reason)
+        return dict(sorted(total.items()))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "record_count": self.record_count,
+            "by_reason": self.by_reason,
+            "runs": [run.to_json() for run in self.runs],
+        }
+
+    def to_markdown(self) -> str:
+        lines = ["# DLQ summary", ""]
+        if not self.runs:
+            return "\n".join([*lines, "No runs.", ""])
+        lines += [
+            f"{len(self.runs)} run(s), {self.record_count} record(s).",
+            "",
+            "| run | pipeline | status | records |",
+            "| --- | --- | --- | ---: |",
+        ]
+        for run in self.runs:
+            pipeline = _cell(run.pipeline) if run.pipeline else "-"
+            lines.append(f"| {run.run_id} | {pipeline} | {run.status} | {run.record_count} |")
+        for run in self.runs:
+            lines += ["", f"## Run {run.run_id} ({run.status})", ""]
+            if not run.by_reason_column:
+                lines.append("No records.")
+                continue
+            lines += ["| reason | column | records |", "| --- | --- | ---: |"]
+            for item in run.by_reason_column:
+                column = _cell(item.column) if item.column is not None else "-"
+                lines.append(f"| {item.code} | {column} | {item.count} |")
+        lines.append("")
+        return "\n".join(lines)
+
+
+def _cell(text: str) -> str:
+    """A column name made safe for one Markdown table cell."""
+    return (
+        "`"
+        + text.replace("\\", "\\\\")
+        .replace("|", "\\|")
+        .replace("`", "'")
+        .replace("\n", " ")
+        .replace("\r", " ")
+        + "`"
+    )
+
+
+def summarize(store: DlqStore, run_id: str | None = None) -> DlqSummary:
+    if run_id is not None:
+        check_identifier(run_id, "run id")
+    run_ids = [run_id] if run_id is not None else store.run_ids()
+    return DlqSummary(tuple(_summarize_run(store, rid) for rid in run_ids))
+
+
+def _summarize_run(store: DlqStore, run_id: str) -> RunSummary:
+    index = store.read_index(run_id)
+    pairs: Counter[tuple[str, str | None]] = Counter()
+    if index.status == "open":
+        for record in store.iter_records(run_id):
+            pairs[(record.reason.code.value, record.reason.column)] += 1
+    else:
+        for item in index.entries:
+            pairs[(item.code.value, item.column)] += 1
+    by_reason: Counter[str] = Counter()
+    for (code, _), count in pairs.items():
+        by_reason[code] += count
+    ordered = sorted(pairs.items(), key=lambda kv: (kv[0][0], kv[0][1] is None, kv[0][1] or ""))
+    return RunSummary(
+        run_id=run_id,
+        load_id=index.load_id,
+        pipeline=index.pipeline,
+        status=index.status,
+        record_count=sum(pairs.values()),
+        by_reason=dict(sorted(by_reason.items())),
+        by_reason_column=tuple(ReasonCount(code, col, n) for (code, col), n in ordered),
+    )
+
+
+__all__ = ["DlqSummary", "ReasonCount", "RunSummary", "summarize"]

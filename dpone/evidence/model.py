@@ -1,0 +1,138 @@
+"""``dpone.data_contract_evidence.v1``: one run's outcome, without a single row value (SPEC §7).
+
+Pure data. ``execution_status`` and ``data_outcome`` are computed from the counts and
+verdicts, never passed in, so a bundle cannot claim more than it shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+EVIDENCE_SCHEMA_ID = "dpone.data_contract_evidence.v1"
+ExecutionStatus = Literal["succeeded", "failed"]
+DataOutcome = Literal[
+    "passed", "passed_with_quarantine", "passed_with_warnings", "failed_quality_gate"
+]
+Verdict = Literal["passed", "failed", "warned", "quarantined"]
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    rows_read: int = 0
+    rows_loaded: int = 0
+    rows_quarantined: int = 0
+    rows_warned: int = 0
+    rows_skipped: int = 0
+    chunks: int = 0
+
+    def to_json(self) -> dict[str, int]:
+        return {
+            "rows_read": self.rows_read,
+            "rows_loaded": self.rows_loaded,
+            "rows_quarantined": self.rows_quarantined,
+            "rows_warned": self.rows_warned,
+            "rows_skipped": self.rows_skipped,
+            "chunks": self.chunks,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class AssertionVerdict:
+    name: str
+    type: str
+    scope: Literal["row", "batch"]
+    on_failure: Literal["fail", "quarantine", "warn"]
+    verdict: Verdict
+    failed_rows: int = 0
+    observed_rows: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "type": self.type,
+            "scope": self.scope,
+            "on_failure": self.on_failure,
+            "verdict": self.verdict,
+            "failed_rows": self.failed_rows,
+            "observed_rows": self.observed_rows,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class DlqEvidence:
+    record_count: int
+    reasons: Mapping[str, int]
+    index_ref: str | None
+    index_fingerprint: str | None
+    run_status: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "record_count": self.record_count,
+            "reasons": dict(sorted(self.reasons.items())),
+            "index_ref": self.index_ref,
+            "index_fingerprint": self.index_fingerprint,
+            "run_status": self.run_status,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    run_id: str
+    pipeline: str
+    manifest_fingerprint: str
+    enforcement: str
+    failure_code: str | None
+    """The code of the error that failed the run, or None when it succeeded."""
+    quality_failure: bool
+    """Whether that failure was the data's (contract, assertion, frozen schema), not the infra's."""
+    summary: Summary
+    violations: Mapping[tuple[str, str], int]
+    assertions: tuple[AssertionVerdict, ...]
+    dlq: DlqEvidence
+    sink: Mapping[str, Any]
+    state: Mapping[str, Any]
+    started_at: str
+    finished_at: str
+    facets: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def execution_status(self) -> ExecutionStatus:
+        return "failed" if self.failure_code else "succeeded"
+
+    @property
+    def data_outcome(self) -> DataOutcome:
+        """Independent of execution: a run that lost its sink can still hold clean data."""
+        if self.quality_failure or any(a.verdict == "failed" for a in self.assertions):
+            return "failed_quality_gate"
+        if self.summary.rows_quarantined or self.dlq.record_count:
+            return "passed_with_quarantine"
+        if self.summary.rows_warned or any(a.verdict == "warned" for a in self.assertions):
+            return "passed_with_warnings"
+        return "passed"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": EVIDENCE_SCHEMA_ID,
+            "run_id": self.run_id,
+            "pipeline": self.pipeline,
+            "manifest_fingerprint": self.manifest_fingerprint,
+            "execution_status": self.execution_status,
+            "data_outcome": self.data_outcome,
+            "failure_code": self.failure_code,
+            "enforcement": self.enforcement,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "summary": self.summary.to_json(),
+            "violations": [
+                {"column": column, "reason": reason, "count": count}
+                for (column, reason), count in sorted(self.violations.items())
+            ],
+            "assertions": [a.to_json() for a in self.assertions],
+            "dlq": self.dlq.to_json(),
+            "sink": dict(self.sink),
+            "state": dict(self.state),
+            "openlineage_facets": dict(self.facets),
+        }

@@ -1,0 +1,707 @@
+"""One run of a pipeline, in the order of SPEC §6.
+
+    compile + preflight (exit 2, nothing read)
+    -> lock the pipeline, recover an interrupted earlier run
+    -> per chunk: read, enforce, assert, write the chunk's DLQ records durably, stage valid rows
+    -> batch verdicts -> DLQ index closed -> sink commit -> evidence -> state advance -> report
+
+A failure before the sink commit drops the staged rows, aborts the DLQ run and leaves the
+sink and the state exactly as they were. The run journal (``runtime/journal.py``) holds what
+a run intends to publish, so a run killed after its sink commit is finished by the next one.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import structlog
+from ulid import ULID
+
+from dpone.assertions.engine import AssertionEngine
+from dpone.clock import Clock, iso_utc, utc_now
+from dpone.connectors.base import LoadSpec, SinkLoad, SourceChunk
+from dpone.connectors.sinks import make_sink
+from dpone.connectors.sources import make_source
+from dpone.contracts.enforcer import ContractEnforcementService
+from dpone.contracts.errors import ContractError
+from dpone.contracts.reasons import ReasonCode
+from dpone.contracts.result import EnforcementResult
+from dpone.contracts.spec import ColumnSpec, ContractSpec, EvolutionSpec, TypeInferenceSpec
+from dpone.contracts.types import sink_schema
+from dpone.dlq.errors import DlqRunNotFound
+from dpone.dlq.model import rejected_rows
+from dpone.dlq.refs import file_refs, run_row_refs
+from dpone.dlq.store import DlqStore
+from dpone.dlq.writer import RunResult, RunWriter
+from dpone.errors import EXIT_OK, ConfigError, DponeError, ErrorDetail, Interrupted
+from dpone.evidence.model import DlqEvidence, Evidence, Summary
+from dpone.evidence.writer import EVIDENCE_FILE, bundle_dir, publish_evidence_doc
+from dpone.faults import checkpoint
+from dpone.manifest.plan import Plan
+from dpone.runtime import cursor as cursors
+from dpone.runtime.journal import JournalEntry, RunJournal
+from dpone.runtime.report import Recovery, RowCounts, RunReport
+from dpone.state.model import Cursor, PipelineState
+from dpone.state.store import StateStore
+
+log = structlog.get_logger("dpone.run")
+
+#: Failures that say the data broke the contract, not that the machinery broke.
+QUALITY_CODES_PREFIXES = ("DPONE_CONTRACT", "DPONE_SCHEMA", "DPONE_ASSERTION")
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    run_id: str | None = None
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    clock: Clock = utc_now
+    progress: Callable[[RowCounts], None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Paths:
+    work_dir: Path
+    runs_dir: Path
+    state_dir: Path
+    dlq_dir: Path
+    evidence_dir: Path
+
+    @classmethod
+    def of(cls, plan: Plan) -> Paths:
+        work = plan.runtime.work_dir
+        return cls(
+            work_dir=work,
+            runs_dir=work / "runs",
+            state_dir=work / "state",
+            dlq_dir=Path(plan.sink.dlq.directory),
+            evidence_dir=plan.sink.evidence_dir,
+        )
+
+
+def relative(path: Path, base: Path) -> str:
+    """For reports and evidence: never an absolute path when the manifest's folder will do."""
+    try:
+        return os.path.relpath(path, base)
+    except ValueError:
+        return path.name
+
+
+class _Run:
+    """The mutable bookkeeping of one run; the control flow lives in :func:`run_pipeline`."""
+
+    def __init__(self, plan: Plan, options: RunOptions) -> None:
+        self.plan = plan
+        self.options = options
+        self.clock = options.clock
+        self.started = time.perf_counter()
+        self.run_id = options.run_id or str(ULID.from_datetime(self.clock()))
+        self.load_id = str(ULID.from_datetime(self.clock()))
+        self.paths = Paths.of(plan)
+        self.report = RunReport(
+            run_id=self.run_id,
+            load_id=self.load_id,
+            pipeline=plan.name,
+            started_at=iso_utc(self.clock()),
+        )
+        self.counts = self.report.rows
+        self.violations: dict[tuple[str, str], int] = {}
+        self.dlq_writer: RunWriter | None = None
+        self.dlq_result: RunResult | None = None
+        self.sink_load: SinkLoad | None = None
+        self.cursor_max: pa.Scalar | None = None
+        self.cursor_type: pa.DataType | None = None
+        self.global_row = 0
+
+
+def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
+    """Run ``plan`` once. Returns the report; failures are in it (``exit_code`` != 0)."""
+    options = options or RunOptions()
+    run = _Run(plan, options)
+    log.info("run.start", pipeline=plan.name, run_id=run.run_id)
+
+    # Preflight: secrets, connectors, stores. A problem here is exit 2 and nothing is read.
+    source_conn = plan.source.connection.resolve(options.env) if plan.source.connection else None
+    sink_conn = plan.sink.connection.resolve(options.env) if plan.sink.connection else None
+    source = make_source(
+        plan.source.config,
+        plan.manifest_dir,
+        read_all_as_text=True,
+        connection=source_conn,
+    )
+    sink = make_sink(
+        plan.sink.config,
+        plan.manifest_dir,
+        plan.runtime.work_dir,
+        plan.name,
+        sink_conn,
+        clock=options.clock,
+    )
+    dlq = DlqStore(
+        run.paths.dlq_dir, plan.sink.dlq, clock=options.clock, environment=plan.environment
+    )
+    states = StateStore(run.paths.state_dir)
+    engine = AssertionEngine(plan.quality.assertions, plan.manifest_dir)
+    journal = RunJournal(run.paths.runs_dir, plan.name)
+    run.report.sink = {
+        "type": plan.sink.type,
+        "table": f"{plan.sink.dataset}.{plan.sink.table}",
+        "load_id": run.load_id,
+        "committed": False,
+    }
+    run.report.dlq = {
+        "directory": relative(run.paths.dlq_dir, plan.manifest_dir),
+        "run_id": None,
+        "records": 0,
+    }
+
+    journal.lock()
+    try:
+        run.report.recovered = recover(plan, journal, sink, dlq, states, options.clock)
+        checkpoint("after_recover")
+        state = states.read(plan.name)
+        journal.write(
+            JournalEntry(plan.name, run.run_id, run.load_id, "running", run.report.started_at)
+        )
+        try:
+            evidence_doc, cursor_to = _load(run, source, sink, dlq, engine, state)
+            # What this run will publish is durable before the sink commits, so a process
+            # killed right after the commit is finished, identically, by the next run.
+            journal.write(
+                JournalEntry(
+                    plan.name,
+                    run.run_id,
+                    run.load_id,
+                    "running",
+                    run.report.started_at,
+                    evidence=evidence_doc,
+                )
+            )
+            checkpoint("before_sink_commit")
+            assert run.sink_load is not None
+            run.sink_load.commit(cursor_to=cursor_to)
+            run.report.sink["committed"] = True
+            checkpoint("after_sink_commit")
+        except (DponeError, KeyboardInterrupt) as exc:
+            err = exc if isinstance(exc, DponeError) else Interrupted("the run was interrupted")
+            _fail(run, err, dlq, engine, state)
+            journal.write(
+                JournalEntry(plan.name, run.run_id, run.load_id, "failed", run.report.started_at)
+            )
+            return run.report
+
+        # The sink committed: from here on the run is finished even if this process dies.
+        _publish_evidence(run, evidence_doc)
+        checkpoint("after_evidence")
+        _advance_state(run, states, state, evidence_doc)
+        checkpoint("after_state")
+        journal.write(
+            JournalEntry(plan.name, run.run_id, run.load_id, "finished", run.report.started_at)
+        )
+        _finish(run, evidence_doc["data_outcome"])
+        return run.report
+    finally:
+        journal.unlock()
+
+
+# --- the stream ------------------------------------------------------------------------------
+
+
+def _load(
+    run: _Run,
+    source: Any,
+    sink: Any,
+    dlq: DlqStore,
+    engine: AssertionEngine,
+    state: PipelineState,
+) -> tuple[dict[str, Any], str | None]:
+    """Read, enforce, assert, quarantine, stage; close the DLQ run. Returns the evidence the
+    run will publish and the cursor it will commit. The sink has not committed yet."""
+    plan = run.plan
+    enforcer = ContractEnforcementService(plan.sink.contract)
+    tracker = CursorTracker.create(plan, state)
+    existing = sink.existing_schema()
+    after = state.cursor.value if (state.cursor and source.cursor_pushdown) else None
+
+    for chunk in source.chunks(plan.runtime.chunk_size, after=after):
+        run.counts.read += chunk.num_rows
+        run.counts.chunks += 1
+        batch, positions = tracker.keep(chunk.batch, run)
+        result = enforcer.enforce(batch, existing_schema=existing)
+        if result.failed:
+            _count_violations(run, result)
+            result.raise_for_failure()
+        _count_violations(run, result)
+        valid, quarantine_mask, rules = engine.observe(result.valid)
+        _quarantine(run, dlq, chunk, positions, batch, result, quarantine_mask, rules)
+        checkpoint("after_chunk_dlq")
+        if quarantine_mask is not None:
+            valid = valid.filter(pc.invert(quarantine_mask))
+        if valid.num_rows:
+            if run.sink_load is None:
+                run.sink_load = sink.begin(_load_spec(run, valid.schema))
+            run.sink_load.write(valid)
+        run.counts.loaded += valid.num_rows
+        run.counts.warned += _warned_rows(result)
+        tracker.observe(batch, result)
+        checkpoint("after_chunk_staged")
+        if run.options.progress is not None:
+            run.options.progress(run.counts)
+
+    engine.finalize()
+    if run.dlq_writer is not None:
+        run.dlq_result = run.dlq_writer.close()
+        run.dlq_writer = None
+    checkpoint("after_dlq_close")
+    if run.sink_load is None:
+        # Nothing valid to load still commits an empty load: its marker is the run's proof.
+        run.sink_load = sink.begin(_load_spec(run, sink_schema(plan.sink.contract)))
+    cursor_to = tracker.committed_text()
+    return _evidence(run, engine, failure=None, state=state, cursor_to=cursor_to), cursor_to
+
+
+def _load_spec(run: _Run, schema: pa.Schema, cursor_to: str | None = None) -> LoadSpec:
+    strategy = run.plan.sink.strategy
+    return LoadSpec(
+        pipeline=run.plan.name,
+        run_id=run.run_id,
+        load_id=run.load_id,
+        schema=schema,
+        mode=strategy.mode,
+        unique_key=strategy.unique_key,
+        cursor_to=cursor_to,
+    )
+
+
+def _count_violations(run: _Run, result: EnforcementResult) -> None:
+    for (column, code), count in result.counts.items():
+        key = (column, str(code))
+        run.violations[key] = run.violations.get(key, 0) + count
+
+
+def _warned_rows(result: EnforcementResult) -> int:
+    if not result.warnings:
+        return 0
+    positions: set[int] = set()
+    total = 0
+    for diag in result.warnings:
+        total += diag.count
+        positions.update(diag.positions)
+    return min(total, result.valid_rows)
+
+
+def _quarantine(
+    run: _Run,
+    dlq: DlqStore,
+    chunk: SourceChunk,
+    positions: pa.Int64Array | None,
+    batch: pa.RecordBatch,
+    result: EnforcementResult,
+    quarantine_mask: pa.BooleanArray | None,
+    rules: list[str | None] | None,
+) -> None:
+    """Write this chunk's rejected rows to the DLQ, durably, before anything else happens."""
+    rejects = result.rejects
+    contract_rows = len(rejects)
+    rule_rows = 0 if quarantine_mask is None else int(pc.sum(quarantine_mask).as_py() or 0)
+    if not contract_rows and not rule_rows:
+        run.global_row += chunk.num_rows
+        return
+    if run.plan.sink.contract.enforcement in ("strict", "coerce") and contract_rows:
+        raise ContractError("rows broke the contract", code="DPONE_CONTRACT_VIOLATION")
+    in_batch = rejects.positions.to_pylist()
+    reasons: list[str] = [str(r) for r in rejects.reasons.to_pylist()]
+    columns: list[str | None] = list(rejects.columns.to_pylist())
+    rule_ids: list[str | None] = [None] * contract_rows
+    if rule_rows and quarantine_mask is not None and rules is not None:
+        valid_positions = result.valid_positions.to_pylist()
+        for i, flagged in enumerate(quarantine_mask.to_pylist()):
+            if flagged:
+                in_batch.append(valid_positions[i])
+                reasons.append(ReasonCode.RULE_FAILED.value)
+                columns.append(None)
+                rule_ids.append(rules[i])
+    chunk_rows = (
+        [positions[p].as_py() for p in in_batch] if positions is not None else list(in_batch)
+    )
+    row_numbers = [chunk.first_row + p for p in chunk_rows]
+    if chunk.rereadable and chunk.file_sha256:
+        refs = file_refs(chunk.partition, chunk.file_sha256, row_numbers)
+    else:
+        refs = run_row_refs(run.run_id, run.load_id, [run.global_row + p + 1 for p in chunk_rows])
+    values = None
+    if run.plan.sink.dlq.pii_policy != "reference_only":
+        values = batch.take(pa.array(in_batch, pa.int64())).to_pylist()
+    expected = [result.expected_types.get(c) if c else None for c in columns]
+    actual = [result.actual_types.get(c) if c else None for c in columns]
+    rows = rejected_rows(
+        refs,
+        reasons,
+        columns=columns,
+        actual_types=actual,
+        expected_types=expected,
+        rule_ids=rule_ids,
+        source_offsets=row_numbers,
+        source_partitions=chunk.partition,
+        rows=values,
+    )
+    if run.dlq_writer is None:
+        run.dlq_writer = dlq.open_run(run.run_id, run.load_id, pipeline=run.plan.name)
+        run.report.dlq["run_id"] = run.run_id
+    run.dlq_writer.write_chunk(rows)
+    run.counts.quarantined += len(rows)
+    run.report.dlq["records"] = run.counts.quarantined
+    run.global_row += chunk.num_rows
+
+
+# --- incremental cursor ------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class CursorTracker:
+    """Skips rows at or below the committed cursor and tracks the highest value processed.
+
+    The cursor column is parsed on its own (the contract's type, warn mode, so a bad value
+    is NULL rather than an error) before the whole row is enforced: rows of an earlier
+    window are skipped before they could be quarantined a second time. A row whose cursor
+    cannot be parsed is kept (it belongs to no window).
+    """
+
+    column: str | None
+    spec: ColumnSpec | None
+    committed: str | int | None
+    initial: str | int | float | None
+    parser: ContractEnforcementService | None
+    highest: Any = None
+    dtype: pa.DataType | None = None
+    _typed: pa.Array | None = None
+
+    @classmethod
+    def create(cls, plan: Plan, state: PipelineState) -> CursorTracker:
+        inc = plan.source.incremental
+        if inc is None:
+            return cls(None, None, None, None, None)
+        declared = plan.sink.contract.column(inc.cursor_column)
+        spec = ColumnSpec(
+            name=inc.cursor_column,
+            type=declared.type if declared else "string",
+            nullable=True,
+            precision=declared.precision if declared else None,
+            scale=declared.scale if declared else None,
+            timezone=declared.timezone if declared else None,
+        )
+        parser = ContractEnforcementService(
+            ContractSpec(
+                enforcement="warn",
+                columns=(spec,),
+                evolution=EvolutionSpec(),
+                type_inference=TypeInferenceSpec(enabled=False),
+            )
+        )
+        committed = state.cursor.value if state.cursor else None
+        return cls(inc.cursor_column, spec, committed, inc.initial_value, parser)
+
+    def _parse(self, batch: pa.RecordBatch) -> pa.Array | None:
+        if self.column is None or self.parser is None:
+            return None
+        if self.column not in batch.schema.names:
+            return None
+        one = batch.select([self.column])
+        typed = self.parser.enforce(one).valid.column(0)
+        return typed
+
+    def keep(self, batch: pa.RecordBatch, run: _Run) -> tuple[pa.RecordBatch, pa.Int64Array | None]:
+        """The rows past the committed cursor, and their positions in the chunk (None: all)."""
+        typed = self._parse(batch)
+        self._typed = typed
+        if typed is None:
+            return batch, None
+        mask = cursors.after_mask(typed, self.committed, self.initial)
+        if mask is None:
+            return batch, None
+        kept = int(pc.sum(mask).as_py() or 0)
+        if kept == batch.num_rows:
+            return batch, None
+        run.counts.skipped += batch.num_rows - kept
+        positions = pc.indices_nonzero(mask)
+        self._typed = typed.filter(mask)
+        return batch.filter(mask), positions
+
+    def observe(self, batch: pa.RecordBatch, result: EnforcementResult) -> None:
+        """Every kept row is accounted for (loaded or quarantined): the cursor covers them."""
+        if self._typed is None or len(self._typed) == 0:
+            return
+        top = cursors.max_value(self._typed)
+        if top is None:
+            return
+        self.dtype = self._typed.type
+        if self.highest is None or top > self.highest:
+            self.highest = top
+
+    def committed_text(self) -> str | None:
+        value = cursors.to_text(self.highest) if self.highest is not None else self.committed
+        return None if value is None else str(value)
+
+    def state_cursor(self) -> Cursor | None:
+        if self.column is None or self.spec is None:
+            return None
+        value = cursors.to_text(self.highest) if self.highest is not None else self.committed
+        if value is None:
+            return None
+        return Cursor(self.column, self.spec.type, value)
+
+
+# --- evidence, state, failure -----------------------------------------------------------------
+
+
+def _evidence(
+    run: _Run,
+    engine: AssertionEngine,
+    *,
+    failure: DponeError | None,
+    state: PipelineState,
+    cursor_to: str | None,
+) -> dict[str, Any]:
+    plan = run.plan
+    dlq_result = run.dlq_result
+    folder = bundle_dir(run.paths.evidence_dir, plan.name, run.run_id)
+    index_ref = None
+    if dlq_result is not None:
+        index_ref = relative(run.paths.dlq_dir / dlq_result.index_ref, folder)
+    failure_code = failure.code if failure is not None else None
+    committed_from = state.cursor.value if state.cursor else None
+    evidence = Evidence(
+        run_id=run.run_id,
+        pipeline=plan.name,
+        manifest_fingerprint=plan.fingerprint,
+        enforcement=plan.sink.contract.enforcement,
+        failure_code=failure_code,
+        quality_failure=bool(failure_code and failure_code.startswith(QUALITY_CODES_PREFIXES)),
+        summary=Summary(
+            rows_read=run.counts.read,
+            rows_loaded=run.counts.loaded if failure is None else 0,
+            rows_quarantined=run.counts.quarantined,
+            rows_warned=run.counts.warned,
+            rows_skipped=run.counts.skipped,
+            chunks=run.counts.chunks,
+        ),
+        violations=run.violations,
+        assertions=engine.verdicts(),
+        dlq=DlqEvidence(
+            record_count=dlq_result.record_count if dlq_result else 0,
+            reasons=dict(dlq_result.reason_counts) if dlq_result else {},
+            index_ref=index_ref,
+            index_fingerprint=dlq_result.fingerprint if dlq_result else None,
+            run_status=dlq_result.status if dlq_result else None,
+        ),
+        sink={
+            "type": plan.sink.type,
+            "table": f"{plan.sink.dataset}.{plan.sink.table}",
+            "load_id": run.load_id if failure is None else None,
+            "mode": plan.sink.strategy.mode,
+        },
+        state={
+            "advanced": failure is None and plan.state_type == "file",
+            "from": committed_from,
+            "to": cursor_to if failure is None else committed_from,
+            "revision": state.revision + 1 if failure is None else state.revision,
+        },
+        started_at=run.report.started_at,
+        finished_at=iso_utc(run.clock()),
+        facets=engine.openlineage_facets(),
+    )
+    return evidence.to_json()
+
+
+def _publish_evidence(run: _Run, doc: dict[str, Any]) -> None:
+    path = publish_evidence_doc(run.paths.evidence_dir, doc)
+    run.report.evidence = relative(path, run.plan.manifest_dir)
+    log.info("evidence.written", run_id=run.run_id)
+
+
+def _advance_state(
+    run: _Run, states: StateStore, state: PipelineState, evidence: dict[str, Any]
+) -> None:
+    to = evidence["state"]["to"]
+    if run.plan.state_type == "disabled":
+        run.report.state = {"advanced": False, "from": None, "to": None, "revision": None}
+        return
+    inc = run.plan.source.incremental
+    cursor = None
+    if inc is not None and to is not None:
+        declared = run.plan.sink.contract.column(inc.cursor_column)
+        cursor = Cursor(inc.cursor_column, declared.type if declared else "string", to)
+    with states.commit(run.plan.name, expected_revision=state.revision) as txn:
+        txn.set(
+            txn.current.advanced(
+                run_id=run.run_id,
+                load_id=run.load_id,
+                cursor=cursor,
+                manifest_fingerprint=run.plan.fingerprint,
+                updated_at=iso_utc(run.clock()),
+            )
+        )
+        txn.before_publish = lambda: checkpoint("during_state_replace")
+    run.report.state = {
+        "advanced": True,
+        "from": evidence["state"]["from"],
+        "to": to,
+        "revision": state.revision + 1,
+    }
+    log.info("state.advanced", pipeline=run.plan.name, revision=state.revision + 1)
+
+
+def _finish(run: _Run, outcome: str) -> None:
+    run.report.status = "succeeded"
+    run.report.data_outcome = outcome
+    run.report.exit_code = EXIT_OK
+    run.report.finished_at = iso_utc(run.clock())
+    run.report.duration_s = time.perf_counter() - run.started
+    log.info(
+        "run.finished",
+        pipeline=run.plan.name,
+        run_id=run.run_id,
+        rows_read=run.counts.read,
+        rows_loaded=run.counts.loaded,
+        rows_quarantined=run.counts.quarantined,
+    )
+
+
+def _fail(
+    run: _Run, err: DponeError, dlq: DlqStore, engine: AssertionEngine, state: PipelineState
+) -> None:
+    """Before the sink commit: drop staging, abort the DLQ run, record the failure."""
+    if run.sink_load is not None:
+        run.sink_load.abort()
+    if run.dlq_writer is not None:
+        run.dlq_result = run.dlq_writer.abort("run_failed")
+        run.dlq_writer = None
+    elif run.dlq_result is not None:
+        # Closed before the failure (the sink commit failed): it must not count.
+        index = dlq.abort_run(run.run_id, "run_failed")
+        run.dlq_result = RunResult(
+            run_id=run.run_id,
+            load_id=run.load_id,
+            status="aborted",
+            record_count=run.dlq_result.record_count,
+            reason_counts=run.dlq_result.reason_counts,
+            record_ids=run.dlq_result.record_ids,
+            fingerprint=index.fingerprint,
+            index_sha256=run.dlq_result.index_sha256,
+            index_ref=run.dlq_result.index_ref,
+        )
+    run.report.sink["committed"] = False
+    run.report.status = "failed"
+    run.report.exit_code = err.exit_code
+    run.report.error = _error_doc(err)
+    run.report.finished_at = iso_utc(run.clock())
+    run.report.duration_s = time.perf_counter() - run.started
+    try:
+        doc = _evidence(run, engine, failure=err, state=state, cursor_to=None)
+        run.report.data_outcome = doc["data_outcome"]
+        _publish_evidence(run, doc)
+    except DponeError as evidence_err:
+        log.error("evidence.failed", run_id=run.run_id, code=evidence_err.code)
+    run.report.state = {
+        "advanced": False,
+        "from": state.cursor.value if state.cursor else None,
+        "to": state.cursor.value if state.cursor else None,
+        "revision": state.revision,
+    }
+    log.error("run.failed", pipeline=run.plan.name, run_id=run.run_id, code=err.code)
+
+
+def _error_doc(err: DponeError) -> dict[str, Any]:
+    detail: ErrorDetail = err.errors[0]
+    return detail.to_json() | {"code": err.code, "message": err.message}
+
+
+# --- recovery ----------------------------------------------------------------------------------
+
+
+def recover(
+    plan: Plan,
+    journal: RunJournal,
+    sink: Any,
+    dlq: DlqStore,
+    states: StateStore,
+    clock: Clock,
+) -> list[Recovery]:
+    """Finish or roll back the previous run of this pipeline if it died midway."""
+    recovered: list[Recovery] = []
+    entry = journal.read()
+    if entry is not None and entry.phase == "running":
+        marker = sink.committed_load(entry.load_id)
+        if marker is not None:
+            recovered.append(_finish_committed(plan, entry, marker, states, clock))
+        else:
+            aborted: list[str] = []
+            try:
+                index = dlq.abort_run(entry.run_id, "writer_gone")
+                aborted.append(index.run_id)
+            except DlqRunNotFound:
+                pass
+            dropped = sink.cleanup_abandoned(plan.name, keep_load_id=None)
+            recovered.append(
+                Recovery(
+                    run_id=entry.run_id,
+                    action="rolled_back",
+                    reason="the run died before its sink commit; nothing of it was loaded",
+                    dlq_runs_aborted=tuple(aborted),
+                    staging_dropped=tuple(dropped),
+                )
+            )
+        journal.write(
+            JournalEntry(plan.name, entry.run_id, entry.load_id, "recovered", entry.started_at)
+        )
+    # Staging of killed runs goes; a committed load whose files were still moving (filesystem
+    # sink) is completed. Open DLQ runs whose writer died are closed as aborted.
+    sink.cleanup_abandoned(plan.name)
+    dlq.recover_abandoned(pipeline=plan.name)
+    for rec in recovered:
+        log.warning("run.recovered", run_id=rec.run_id, action=rec.action, reason=rec.reason)
+    return recovered
+
+
+def _finish_committed(
+    plan: Plan, entry: JournalEntry, marker: Any, states: StateStore, clock: Clock
+) -> Recovery:
+    state = states.read(plan.name)
+    if state.last_load_id != entry.load_id and plan.state_type == "file":
+        inc = plan.source.incremental
+        cursor = None
+        if inc is not None and marker.cursor_to is not None:
+            declared = plan.sink.contract.column(inc.cursor_column)
+            cursor = Cursor(
+                inc.cursor_column, declared.type if declared else "string", marker.cursor_to
+            )
+        with states.commit(plan.name, expected_revision=state.revision) as txn:
+            txn.set(
+                txn.current.advanced(
+                    run_id=entry.run_id,
+                    load_id=entry.load_id,
+                    cursor=cursor,
+                    manifest_fingerprint=plan.fingerprint,
+                    updated_at=iso_utc(clock()),
+                )
+            )
+    note = "its evidence was already published"
+    if entry.evidence is not None:
+        publish_evidence_doc(plan.sink.evidence_dir, entry.evidence, exist_ok=True)
+        note = "its evidence was published"
+    elif not (bundle_dir(plan.sink.evidence_dir, plan.name, entry.run_id) / EVIDENCE_FILE).exists():
+        note = "its evidence could not be rebuilt"
+    return Recovery(
+        run_id=entry.run_id,
+        action="finished",
+        reason=f"the run died after its sink commit; its state was advanced and {note}",
+    )
+
+
+__all__ = ["ConfigError", "RunOptions", "run_pipeline"]

@@ -1,0 +1,156 @@
+"""One harness over the three real sinks: build one, read its target back independently."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import psycopg2
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dpone.connectors import LoadSpec, make_sink
+from dpone.connectors.base import Sink
+from dpone.connectors.sinks.filesystem import FilesystemSink
+
+PIPELINE = "orders_daily"
+SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("name", pa.string()),
+        pa.field("amount", pa.decimal128(18, 2)),
+    ]
+)
+
+
+def batch(
+    rows: list[tuple[int, str | None, str | None]], schema: pa.Schema = SCHEMA
+) -> pa.RecordBatch:
+    from decimal import Decimal
+
+    return pa.record_batch(
+        [
+            pa.array([r[0] for r in rows], pa.int64()),
+            pa.array([r[1] for r in rows], pa.string()),
+            pa.array([None if r[2] is None else Decimal(r[2]) for r in rows], pa.decimal128(18, 2)),
+        ],
+        schema=schema,
+    )
+
+
+def spec(
+    load_id: str, mode: str = "append", *, schema: pa.Schema = SCHEMA, cursor: str | None = None
+) -> LoadSpec:
+    return LoadSpec(
+        pipeline=PIPELINE,
+        run_id=f"run-{load_id}",
+        load_id=load_id,
+        schema=schema,
+        mode=mode,  # type: ignore[arg-type]
+        unique_key=("id",) if mode == "merge" else (),
+        cursor_to=cursor,
+    )
+
+
+@dataclass
+class Target:
+    """A sink kind plus an independent reader of its target table."""
+
+    kind: str
+    base: Path
+    config: dict[str, Any]
+    url: str | None = None
+
+    def sink(self, **kwargs: Any) -> Sink:
+        return make_sink(self.config, self.base, self.base / ".dpone", PIPELINE, self.url, **kwargs)
+
+    @property
+    def dataset(self) -> str:
+        return str(self.config["dataset"])
+
+    def rows(self) -> list[dict[str, Any]] | None:
+        """The target's rows sorted by id, or None when the table does not exist."""
+        table = self.read()
+        if table is None:
+            return None
+        return sorted(table.to_pylist(), key=lambda r: (r["id"], str(r)))
+
+    def read(self) -> pa.Table | None:
+        if self.kind == "duckdb":
+            path = self.base / self.config["database"]
+            if not path.exists():
+                return None
+            con = duckdb.connect(str(path))
+            try:
+                found = con.execute(
+                    "SELECT count(*) FROM information_schema.tables "
+                    "WHERE table_schema = ? AND table_name = 'orders'",
+                    [self.dataset],
+                ).fetchall()
+                if not found[0][0]:
+                    return None
+                return con.sql(f'SELECT * FROM "{self.dataset}".orders').to_arrow_table()
+            finally:
+                con.close()
+        if self.kind == "postgres":
+            assert self.url is not None
+            conn = psycopg2.connect(self.url)
+            try:
+                cur = conn.cursor()
+                cur.execute("SELECT to_regclass(%s)", (f'"{self.dataset}".orders',))
+                if cur.fetchone()[0] is None:  # type: ignore[index]
+                    return None
+                cur.execute(f'SELECT * FROM "{self.dataset}".orders')
+                names = [d[0] for d in cur.description]
+                return pa.Table.from_pylist(
+                    [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+                )
+            finally:
+                conn.close()
+        sink = self.sink()
+        assert isinstance(sink, FilesystemSink)
+        files = sink.committed_files()
+        if not files:
+            return (
+                None if not sink.last_load(PIPELINE) else pa.table({"id": pa.array([], pa.int64())})
+            )
+        return pa.concat_tables([pq.read_table(f) for f in files], promote_options="default")
+
+    def leftovers(self) -> list[str]:
+        """Staging that is still around (tables or folders)."""
+        if self.kind == "duckdb":
+            path = self.base / self.config["database"]
+            if not path.exists():
+                return []
+            con = duckdb.connect(str(path))
+            try:
+                return [
+                    r[0]
+                    for r in con.execute(
+                        "SELECT table_name FROM information_schema.tables "
+                        "WHERE table_name LIKE '\\_dpone\\_stage\\_%' ESCAPE '\\'"
+                    ).fetchall()
+                ]
+            finally:
+                con.close()
+        if self.kind == "postgres":
+            assert self.url is not None
+            conn = psycopg2.connect(self.url)
+            try:
+                cur = conn.cursor()
+                cur.execute(
+                    "SELECT relname FROM pg_class WHERE relname LIKE '\\_dpone\\_stage\\_%%'"
+                    " AND relpersistence <> 't'"
+                )
+                return [r[0] for r in cur.fetchall()]
+            finally:
+                conn.close()
+        staging = self.base / self.config["path"] / "_dpone_staging"
+        return sorted(p.name for p in staging.iterdir()) if staging.is_dir() else []
+
+    def final_files(self) -> list[str]:
+        """Filesystem only: the table folder's files (valid once recovery ran)."""
+        folder = self.base / self.config["path"] / self.dataset / "orders"
+        return sorted(p.name for p in folder.glob("*.parquet"))

@@ -1,0 +1,276 @@
+"""File sources against real files: chunk boundaries, order, row numbers, hashes, memory."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tracemalloc
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dpone.connectors import SourceChunk, make_source
+from dpone.connectors.errors import SourceConfigError, SourceDecodeError, SourceNoFiles
+from dpone.connectors.sources.file import CsvOptions, FileSource
+
+
+def write_csv(path: Path, rows: list[tuple[int, str]], header: str = "id,name") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [header] + [f"{i},{name}" for i, name in rows]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def csv_source(base: Path, pattern: str, **options: object) -> FileSource:
+    config = {"type": "file", "format": "csv", "path": pattern, "options": {"csv": options}}
+    source = make_source(config, base, read_all_as_text=True)
+    assert isinstance(source, FileSource)
+    return source
+
+
+def test_csv_chunks_are_exact_sorted_and_numbered(tmp_path: Path) -> None:
+    write_csv(tmp_path / "data" / "b.csv", [(i, f"b{i}") for i in range(1, 8)])
+    write_csv(tmp_path / "data" / "a.csv", [(i, f"a{i}") for i in range(1, 11)])
+    (tmp_path / "data" / "notes.txt").write_text("not matched")
+    source = csv_source(tmp_path, "data/*.csv")
+
+    chunks = list(source.chunks(4))
+
+    assert [(c.partition, c.first_row, c.num_rows) for c in chunks] == [
+        ("data/a.csv", 1, 4),
+        ("data/a.csv", 5, 4),
+        ("data/a.csv", 9, 2),
+        ("data/b.csv", 1, 4),
+        ("data/b.csv", 5, 3),
+    ]
+    for chunk in chunks:
+        expected = hashlib.sha256((tmp_path / chunk.partition).read_bytes()).hexdigest()
+        assert chunk.file_sha256 == expected
+        assert chunk.rereadable
+        assert chunk.batch.schema == pa.schema([("id", pa.string()), ("name", pa.string())])
+    # Row numbers point at the row itself: the 9th data row of a.csv has id 9.
+    assert chunks[2].batch.column("id").to_pylist() == ["9", "10"]
+    assert source.identity == "file:csv:data/*.csv"
+    assert source.cursor_pushdown is False
+
+
+def test_csv_chunks_across_many_arrow_blocks(tmp_path: Path) -> None:
+    write_csv(tmp_path / "big.csv", [(i, "x" * 20) for i in range(1, 5001)])
+    source = FileSource(tmp_path, "big.csv", "csv", block_size=4096)
+
+    chunks = list(source.chunks(777))
+
+    assert all(c.num_rows == 777 for c in chunks[:-1])
+    assert sum(c.num_rows for c in chunks) == 5000
+    ids = [int(v) for c in chunks for v in c.batch.column("id").to_pylist()]
+    assert ids == list(range(1, 5001))
+    assert [c.first_row for c in chunks] == [1 + 777 * k for k in range(len(chunks))]
+
+
+def test_csv_options_delimiter_quote_nulls_encoding_and_no_header(tmp_path: Path) -> None:
+    text = "1;'a;b';NULL\n2;'';x\n"
+    (tmp_path / "x.csv").write_bytes(text.encode("latin-1"))
+    source = csv_source(
+        tmp_path,
+        "x.csv",
+        delimiter=";",
+        quote_char="'",
+        header=False,
+        encoding="latin-1",
+        null_values=["NULL"],
+    )
+
+    (chunk,) = list(source.chunks(10))
+
+    assert chunk.batch.to_pylist() == [
+        {"f0": "1", "f1": "a;b", "f2": None},
+        {"f0": "2", "f1": "", "f2": "x"},
+    ]
+
+
+def test_csv_keeps_empty_strings_and_text_by_default(tmp_path: Path) -> None:
+    (tmp_path / "x.csv").write_text('id,amount,note\n007,12.30,\n8,1e2,"multi\nline"\n')
+    (chunk,) = list(csv_source(tmp_path, "x.csv").chunks(10))
+    assert chunk.batch.to_pylist() == [
+        {"id": "007", "amount": "12.30", "note": ""},
+        {"id": "8", "amount": "1e2", "note": "multi\nline"},
+    ]
+
+
+def test_csv_typed_mode_lets_arrow_infer(tmp_path: Path) -> None:
+    write_csv(tmp_path / "x.csv", [(1, "a"), (2, "b")])
+    config = {"type": "file", "format": "csv", "path": "x.csv"}
+    (chunk,) = list(make_source(config, tmp_path, read_all_as_text=False).chunks(10))
+    assert chunk.batch.schema.field("id").type == pa.int64()
+
+
+def test_csv_bad_row_is_a_decode_error_without_values(tmp_path: Path) -> None:
+    (tmp_path / "x.csv").write_text("id,name\n1,a\n2,secret-value,extra\n")
+    with pytest.raises(SourceDecodeError) as info:
+        list(csv_source(tmp_path, "x.csv").chunks(10))
+    assert info.value.code == "DPONE_SOURCE_DECODE_FAILED"
+    assert "secret-value" not in str(info.value)
+    assert "3 fields, expected 2" in str(info.value)
+
+
+def test_csv_invalid_utf8_is_a_decode_error(tmp_path: Path) -> None:
+    (tmp_path / "x.csv").write_bytes(b"id,name\n1,\xff\xfe\n")
+    with pytest.raises(SourceDecodeError):
+        list(csv_source(tmp_path, "x.csv").chunks(10))
+
+
+def test_empty_and_header_only_files_yield_nothing(tmp_path: Path) -> None:
+    (tmp_path / "a.csv").write_text("")
+    (tmp_path / "b.csv").write_text("id,name\n")
+    assert list(csv_source(tmp_path, "*.csv").chunks(10)) == []
+
+
+def test_glob_matching_nothing_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(SourceNoFiles) as info:
+        list(csv_source(tmp_path, "data/*.csv").chunks(10))
+    assert info.value.code == "DPONE_SOURCE_NO_FILES"
+    assert str(tmp_path) not in str(info.value)
+
+
+def test_absolute_path_and_bad_options_are_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(SourceConfigError):
+        FileSource(tmp_path, str(tmp_path / "x.csv"), "csv")
+    with pytest.raises(SourceConfigError):
+        CsvOptions.from_config({"delimiter": ";;"})
+    with pytest.raises(SourceConfigError):
+        CsvOptions.from_config({"encoding": "no-such-codec"})
+    with pytest.raises(SourceConfigError):
+        CsvOptions.from_config({"separator": ";"})
+
+
+def test_csv_memory_is_bounded_by_the_chunk(tmp_path: Path) -> None:
+    """A ~50 MB file streams through in chunks; Arrow and Python allocations stay small."""
+    path = tmp_path / "big.csv"
+    row = "{},2026-01-01T00:00:00Z,some text that pads the row to a realistic width,12.34\n"
+    block = "".join(row.format(i) for i in range(10_000)).encode()
+    with path.open("wb") as fh:
+        fh.write(b"id,ts,note,amount\n")
+        while fh.tell() < 50 * 1024 * 1024:
+            fh.write(block)
+    size = path.stat().st_size
+    source = FileSource(tmp_path, "big.csv", "csv")
+
+    baseline = pa.total_allocated_bytes()
+    peak_arrow = 0
+    rows = 0
+    max_rows = 0
+    tracemalloc.start()
+    try:
+        for chunk in source.chunks(10_000):
+            rows += chunk.num_rows
+            max_rows = max(max_rows, chunk.num_rows)
+            peak_arrow = max(peak_arrow, pa.total_allocated_bytes() - baseline)
+            del chunk
+        _, peak_python = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    assert rows > 500_000
+    assert max_rows == 10_000
+    assert peak_arrow < min(size // 2, 24 * 1024 * 1024), (peak_arrow, size)
+    assert peak_python < 16 * 1024 * 1024
+
+
+def test_parquet_row_groups_rechunked(tmp_path: Path) -> None:
+    table = pa.table(
+        {"id": pa.array(range(1, 1001), pa.int64()), "v": [str(i) for i in range(1000)]}
+    )
+    pq.write_table(table, tmp_path / "p.parquet", row_group_size=300)
+    config = {"type": "file", "format": "parquet", "path": "*.parquet"}
+    source = make_source(config, tmp_path, read_all_as_text=True)
+
+    chunks = list(source.chunks(400))
+
+    assert [(c.first_row, c.num_rows) for c in chunks] == [(1, 400), (401, 400), (801, 200)]
+    assert chunks[0].batch.schema.field("id").type == pa.int64()  # Parquet keeps its types
+    assert pa.Table.from_batches([c.batch for c in chunks]).equals(table)
+    digest = hashlib.sha256((tmp_path / "p.parquet").read_bytes()).hexdigest()
+    assert {c.file_sha256 for c in chunks} == {digest}
+
+
+def test_corrupt_parquet_is_a_decode_error(tmp_path: Path) -> None:
+    (tmp_path / "p.parquet").write_bytes(b"not parquet at all")
+    source = make_source(
+        {"type": "file", "format": "parquet", "path": "p.parquet"}, tmp_path, read_all_as_text=True
+    )
+    with pytest.raises(SourceDecodeError):
+        list(source.chunks(10))
+
+
+def jsonl(tmp_path: Path, lines: list[str], *, as_text: bool = True) -> list[SourceChunk]:
+    (tmp_path / "x.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    config = {"type": "file", "format": "jsonl", "path": "x.jsonl"}
+    return list(make_source(config, tmp_path, read_all_as_text=as_text).chunks(2))
+
+
+def test_jsonl_as_text_keeps_exact_values_and_numbers_blank_lines_out(tmp_path: Path) -> None:
+    lines = [
+        '{"id": 1, "amount": 12.30, "ok": true, "tags": [1, 2.50], "meta": {"a": "x"}}',
+        "",
+        '{"id": "2", "amount": null, "extra": "only here"}',
+        '{"id": 3}',
+    ]
+    chunks = jsonl(tmp_path, lines)
+
+    assert [(c.first_row, c.num_rows) for c in chunks] == [(1, 2), (3, 1)]
+    assert chunks[0].batch.to_pylist() == [
+        {
+            "id": "1",
+            "amount": "12.30",
+            "ok": "true",
+            "tags": "[1,2.50]",
+            "meta": '{"a":"x"}',
+            "extra": None,
+        },
+        {"id": "2", "amount": None, "ok": None, "tags": None, "meta": None, "extra": "only here"},
+    ]
+    assert all(f.type == pa.string() for f in chunks[0].batch.schema)
+
+
+def test_jsonl_typed_mode_and_errors(tmp_path: Path) -> None:
+    chunks = jsonl(tmp_path, ['{"id": 1, "v": 1.5}', '{"id": 2, "v": 2.5}'], as_text=False)
+    assert chunks[0].batch.schema.field("id").type == pa.int64()
+    with pytest.raises(SourceDecodeError):
+        jsonl(tmp_path, ['{"id": 1}', '{"id": "x"}'], as_text=False)
+    with pytest.raises(SourceDecodeError) as info:
+        jsonl(tmp_path, ['{"id": 1}', '["secret", 2]'])
+    assert "row 2" in str(info.value)
+    assert "secret" not in str(info.value)
+    with pytest.raises(SourceDecodeError):
+        jsonl(tmp_path, ['{"id": 1', "{}"])
+
+
+def test_jsonl_streams_large_files_in_line_groups(tmp_path: Path) -> None:
+    path = tmp_path / "x.jsonl"
+    path.write_text("".join(json.dumps({"id": i}) + "\n" for i in range(1, 2501)))
+    source = make_source(
+        {"type": "file", "format": "jsonl", "path": "x.jsonl"}, tmp_path, read_all_as_text=True
+    )
+    chunks = list(source.chunks(1000))
+    assert [(c.first_row, c.num_rows) for c in chunks] == [(1, 1000), (1001, 1000), (2001, 500)]
+    assert chunks[2].batch.column("id")[0].as_py() == "2001"
+
+
+def test_jsonl_encoding_option_and_invalid_text(tmp_path: Path) -> None:
+    (tmp_path / "u16.jsonl").write_text('{"name": "Zoë"}\n{"name": "Ünï"}\n', encoding="utf-16")
+    config = {
+        "type": "file",
+        "format": "jsonl",
+        "path": "u16.jsonl",
+        "options": {"jsonl": {"encoding": "utf-16"}},
+    }
+    (chunk,) = list(make_source(config, tmp_path, read_all_as_text=True).chunks(10))
+    assert chunk.batch.column("name").to_pylist() == ["Zoë", "Ünï"]
+    (tmp_path / "bad.jsonl").write_bytes(b'{"a": 1}\n{"a": "\xff"}\n')
+    bad = make_source(
+        {"type": "file", "format": "jsonl", "path": "bad.jsonl"}, tmp_path, read_all_as_text=True
+    )
+    with pytest.raises(SourceDecodeError) as info:
+        list(bad.chunks(10))
+    assert "not valid utf-8" in str(info.value)

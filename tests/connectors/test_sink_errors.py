@@ -1,0 +1,244 @@
+"""Infrastructure failures are typed, transient where a retry may help, and never leak
+credentials or row values."""
+
+from __future__ import annotations
+
+import errno
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import psycopg2
+import pyarrow as pa
+import pytest
+
+from dpone.connectors import make_sink
+from dpone.connectors.errors import (
+    CONNECTOR_CODES,
+    SinkConfigError,
+    SinkDiskFull,
+    SinkLocked,
+    SinkReadOnly,
+    SinkUnavailable,
+)
+from dpone.connectors.sinks.duckdb import DuckDbSink
+from dpone.errors import DponeError, TransientError
+
+from .sinkkit import PIPELINE, batch, spec
+
+
+def test_read_only_duckdb_is_a_typed_transient_error(tmp_path: Path) -> None:
+    path = tmp_path / "w.duckdb"
+    sink = DuckDbSink(path, "w.duckdb", "analytics", "orders")
+    staged = sink.begin(spec("l1"))
+    staged.write(batch([(1, "a", "1")]))
+    staged.commit()
+
+    read_only = DuckDbSink(
+        path, "w.duckdb", "analytics", "orders", config={"access_mode": "READ_ONLY"}
+    )
+    assert read_only.existing_schema() is not None  # reads still work
+    with pytest.raises(SinkReadOnly) as info:
+        read_only.begin(spec("l2"))
+    assert info.value.code == "DPONE_SINK_READ_ONLY"
+    assert isinstance(info.value, TransientError)
+    assert str(path) not in str(info.value)
+    assert read_only.committed_load("l1") is not None
+
+
+def test_duckdb_file_held_by_another_process_is_locked(tmp_path: Path) -> None:
+    path = tmp_path / "w.duckdb"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('ready', flush=True); "
+            "sys.stdin.read()",
+            str(path),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "ready"
+        with pytest.raises(SinkLocked) as info:
+            DuckDbSink(path, "w.duckdb", "analytics", "orders").begin(spec("l1"))
+        assert info.value.code == "DPONE_SINK_LOCKED"
+        assert info.value.transient
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=60)
+        assert holder.stdout is not None
+        holder.stdout.close()
+
+
+def test_filesystem_disk_full_is_typed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import dpone.connectors.sinks.filesystem as fs
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    sink = make_sink(
+        {"type": "filesystem", "path": "lake", "dataset": "a", "table": "orders"},
+        tmp_path,
+        tmp_path,
+        PIPELINE,
+        None,
+    )
+    staged = sink.begin(spec("l1"))
+    monkeypatch.setattr(fs.pq, "ParquetWriter", full)
+    with pytest.raises(SinkDiskFull) as info:
+        staged.write(batch([(1, "a", "1")]))
+    assert info.value.code == "DPONE_SINK_DISK_FULL"
+    assert staged.state == "aborted"  # type: ignore[attr-defined]
+    assert not (tmp_path / "lake" / "_dpone_staging" / "l1").exists()
+
+
+@pytest.mark.postgres
+def test_postgres_unreachable_never_leaks_the_connection_string(tmp_path: Path) -> None:
+    secret = "postgresql://loader:hunter2@127.0.0.1:1/test"
+    sink = make_sink(
+        {"type": "postgres", "dataset": "a", "table": "orders"},
+        tmp_path,
+        tmp_path,
+        PIPELINE,
+        secret,
+    )
+    assert "hunter2" not in sink.identity
+    assert "hunter2" not in repr(sink)
+    for call in (sink.existing_schema, lambda: sink.begin(spec("l1")), lambda: sink.last_load("p")):
+        with pytest.raises(SinkUnavailable) as info:
+            call()
+        assert "hunter2" not in str(info.value)
+        assert "127.0.0.1" not in str(info.value)
+        assert info.value.__cause__ is None
+        assert info.value.transient
+
+
+@pytest.mark.postgres
+def test_postgres_read_only_server_is_typed(pg_url: str, pg_schema: str, tmp_path: Path) -> None:
+    url = pg_url + "?options=-c%20default_transaction_read_only%3Don"
+    sink = make_sink(
+        {"type": "postgres", "dataset": pg_schema, "table": "orders"},
+        tmp_path,
+        tmp_path,
+        PIPELINE,
+        url,
+    )
+
+    def attempt() -> None:
+        staged = sink.begin(spec("l1"))
+        staged.write(batch([(1, "a", "1")]))
+        staged.commit()
+
+    with pytest.raises(SinkReadOnly) as info:
+        attempt()
+    assert info.value.code == "DPONE_SINK_READ_ONLY"
+    assert "SQLSTATE 25006" in str(info.value)
+
+
+@pytest.mark.postgres
+def test_postgres_connection_dropped_mid_load(pg_url: str, pg_schema: str, tmp_path: Path) -> None:
+    sink = make_sink(
+        {"type": "postgres", "dataset": pg_schema, "table": "orders"},
+        tmp_path,
+        tmp_path,
+        PIPELINE,
+        pg_url,
+    )
+    staged = sink.begin(spec("l1"))
+    staged.write(batch([(1, "a", "1")]))
+    with staged._conn.cursor() as cur:  # type: ignore[attr-defined]
+        cur.execute("SELECT pg_backend_pid()")
+        (pid,) = cur.fetchone()
+    killer = psycopg2.connect(pg_url)
+    try:
+        killer.cursor().execute("SELECT pg_terminate_backend(%s)", (pid,))
+        killer.commit()
+    finally:
+        killer.close()
+    with pytest.raises(SinkUnavailable):
+        staged.write(batch([(2, "b", "2")]))
+    assert staged.state == "aborted"  # type: ignore[attr-defined]
+    assert sink.committed_load("l1") is None
+    assert sink.existing_schema() is None
+
+
+def test_make_sink_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(SinkConfigError):
+        make_sink({"type": "bigquery"}, tmp_path, tmp_path, PIPELINE, None)
+    with pytest.raises(SinkConfigError) as info:
+        make_sink({"type": "postgres"}, tmp_path, tmp_path, PIPELINE, "${PG_URL}")
+    assert info.value.exit_code == 2
+    with pytest.raises(SinkConfigError):
+        make_sink({"type": "filesystem"}, tmp_path, tmp_path, PIPELINE, None)
+    with pytest.raises(DponeError):
+        make_sink(
+            {"type": "filesystem", "path": "x", "table": "../up"},
+            tmp_path,
+            tmp_path,
+            PIPELINE,
+            None,
+        )
+
+
+def test_default_duckdb_database_and_identities(tmp_path: Path) -> None:
+    work = tmp_path / ".dpone"
+    sink = make_sink({"type": "duckdb", "table": "orders"}, tmp_path, work, PIPELINE, None)
+    assert isinstance(sink, DuckDbSink)
+    assert sink.database == work / f"{PIPELINE}.duckdb"
+    assert sink.identity == f"duckdb:.dpone/{PIPELINE}.duckdb:dpone.orders"
+    assert str(tmp_path) not in sink.identity
+    staged = sink.begin(spec("l1"))
+    staged.write(batch([(1, "a", "1")]))
+    staged.commit()
+    con = duckdb.connect(str(work / f"{PIPELINE}.duckdb"))
+    try:
+        assert con.execute("SELECT id FROM dpone.orders").fetchall() == [(1,)]
+    finally:
+        con.close()
+    lake = make_sink({"type": "filesystem", "path": "lake"}, tmp_path, work, PIPELINE, None)
+    assert lake.identity == f"filesystem:lake:dpone.{PIPELINE}"
+
+
+def test_every_error_class_has_a_listed_unique_code() -> None:
+    import dpone.connectors.errors as errors
+
+    classes = [
+        obj
+        for obj in vars(errors).values()
+        if isinstance(obj, type)
+        and issubclass(obj, DponeError)
+        and obj.__module__ == errors.__name__
+    ]
+    codes = [cls.code for cls in classes]
+    assert len(codes) == len(set(codes))
+    assert set(codes) <= set(CONNECTOR_CODES)
+    for cls in classes:
+        assert cls.code.startswith("DPONE_")
+
+
+def test_empty_write_is_a_no_op(tmp_path: Path) -> None:
+    sink = DuckDbSink(tmp_path / "w.duckdb", "w.duckdb", "a", "orders")
+    staged = sink.begin(spec("l1"))
+    staged.write(pa.RecordBatch.from_pylist([], schema=batch([]).schema))
+    marker = staged.commit()
+    assert marker.rows == 0
+    assert sink.existing_schema() is not None  # an empty load still creates the table
+
+
+def test_every_code_raised_in_connectors_is_documented() -> None:
+    import re
+
+    from dpone.errors import MANIFEST_CODES
+
+    root = Path(__file__).resolve().parents[2] / "dpone" / "connectors"
+    used = set()
+    for path in root.rglob("*.py"):
+        used |= set(re.findall(r'"(DPONE_[A-Z_]+[A-Z])"', path.read_text()))
+    known = set(CONNECTOR_CODES) | set(MANIFEST_CODES) | {"DPONE_SECRET_UNRESOLVED"}
+    assert used - known == set()

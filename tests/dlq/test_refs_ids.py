@@ -1,0 +1,123 @@
+"""record_ref helpers, safe identifiers and ULID record ids."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from ulid import ULID
+
+from dpone.dlq.errors import DlqInvalidIdentifier, DlqInvalidRef, DlqPathEscape
+from dpone.dlq.ids import UlidSequence, check_identifier, is_ulid, new_ulid, ulid_time_ms
+from dpone.dlq.refs import (
+    FileRef,
+    RunRowRef,
+    file_ref,
+    file_refs,
+    has_ref_shape,
+    is_replayable,
+    is_valid_ref,
+    parse_ref,
+    run_row_ref,
+    run_row_refs,
+)
+
+SHA = "0123456789abcdef" * 4
+
+
+def test_file_ref_round_trip_with_quoting() -> None:
+    ref = file_ref("data/2026 Q1/orders%ä.csv", SHA, 7)
+    assert ref == f"dpone://file/data/2026%20Q1/orders%25%C3%A4.csv?sha256={SHA}&row=7"
+    assert parse_ref(ref) == FileRef("data/2026 Q1/orders%ä.csv", SHA, 7)
+    assert is_replayable(ref)
+    assert has_ref_shape(ref)
+
+
+def test_run_row_ref_round_trip() -> None:
+    ref = run_row_ref("run-1", "load.2", 3)
+    assert ref == "dpone://runs/run-1/loads/load.2/rows/3"
+    assert parse_ref(ref) == RunRowRef("run-1", "load.2", 3)
+    assert not is_replayable(ref)
+
+
+def test_bulk_builders_match_single() -> None:
+    assert file_refs("a.csv", SHA, [1, 2]) == [file_ref("a.csv", SHA, 1), file_ref("a.csv", SHA, 2)]
+    assert run_row_refs("r", "l", range(1, 3)) == [run_row_ref("r", "l", n) for n in (1, 2)]
+
+
+@pytest.mark.parametrize(
+    ("path", "sha", "row"),
+    [
+        ("/etc/passwd", SHA, 1),
+        ("../up.csv", SHA, 1),
+        ("a/./b.csv", SHA, 1),
+        ("a//b.csv", SHA, 1),
+        ("a.csv", "XYZ", 1),
+        ("a.csv", SHA, 0),
+    ],
+)
+def test_unsafe_file_refs_are_refused(path: str, sha: str, row: int) -> None:
+    with pytest.raises(DlqInvalidRef):
+        file_ref(path, sha, row)
+
+
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "http://example.com/x",
+        f"dpone://file/a%2e%2e/b.csv?sha256={SHA}&row=1",  # not canonical
+        f"dpone://file/..%2Fx?sha256={SHA}&row=1",
+        f"dpone://file/a.csv?sha256={SHA}&row=01",
+        "dpone://runs/../loads/l/rows/1",
+        "dpone://file/%FF.csv?sha256=" + SHA + "&row=1",
+    ],
+)
+def test_parse_refuses_non_canonical_refs(ref: str) -> None:
+    assert not is_valid_ref(ref)
+    with pytest.raises(DlqInvalidRef):
+        parse_ref(ref)
+
+
+@pytest.mark.parametrize("value", ["a", "run-01.J_x", "0" * 128])
+def test_identifiers_accepted(value: str) -> None:
+    assert check_identifier(value, "run id") == value
+
+
+@pytest.mark.parametrize("value", ["..", ".", "../x", "/etc/passwd", "a/b", "a\\b", ".hidden"])
+def test_identifiers_that_move_paths_are_escapes(value: str) -> None:
+    with pytest.raises(DlqPathEscape):
+        check_identifier(value, "run id")
+
+
+@pytest.mark.parametrize("value", ["", "a b", "ä", "x" * 129, 5, None])
+def test_other_unsafe_identifiers(value: object) -> None:
+    with pytest.raises(DlqInvalidIdentifier):
+        check_identifier(value, "run id")
+
+
+def test_ulid_sequence_is_monotonic_and_carries_the_clock() -> None:
+    now = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    seq = UlidSequence()
+    ids = seq.batch(1000, now) + seq.batch(5, now) + seq.batch(5, now - timedelta(seconds=1))
+    assert ids == sorted(ids)
+    assert len(set(ids)) == len(ids)
+    for value in ids[:3] + ids[-3:]:
+        assert is_ulid(value)
+        assert ULID.from_str(value).datetime == now
+    later = seq.batch(1, now + timedelta(milliseconds=1))[0]
+    assert later > ids[-1]
+    assert ulid_time_ms(later) == int(now.timestamp() * 1000) + 1
+
+
+def test_ulid_sequence_resumes_after_existing_id() -> None:
+    now = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    last = UlidSequence().batch(3, now)[-1]
+    assert UlidSequence(after=last).batch(1, now)[0] > last
+
+
+def test_new_ulid_is_a_safe_identifier_with_the_time() -> None:
+    now = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    value = new_ulid(now)
+    assert check_identifier(value, "run id") == value
+    assert ULID.from_str(value).datetime == now
+    assert new_ulid(now) != value

@@ -1,0 +1,244 @@
+"""The file store on real disk: create-only records, idempotent rewrites, run lifecycle."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import orjson
+import pytest
+
+from dpone.contracts.reasons import ReasonCode
+from dpone.dlq.canonical import checksum, verify_checksum
+from dpone.dlq.errors import (
+    DlqAckConflict,
+    DlqAckMismatch,
+    DlqRecordConflict,
+    DlqRunLocked,
+    DlqRunMismatch,
+    DlqRunNotFound,
+    DlqRunNotOpen,
+)
+from dpone.dlq.model import DlqRecord, Reason
+from dpone.dlq.store import DlqStore
+from dpone.testing import FrozenClock
+
+from .conftest import StoreFactory, record_files, rows, run_writer
+
+ACK = {
+    "plan_id": "sha256:" + "1" * 64,
+    "idempotency_key": "key-1",
+    "outcome": "applied",
+    "resolver_identity": "file:data/orders.csv",
+    "target_identity": "duckdb:analytics.orders",
+}
+
+
+def test_open_run_writes_an_open_index_at_once(store: DlqStore, root: Path) -> None:
+    writer = store.open_run("run-1", "load-1", pipeline="orders")
+    index = store.read_index("run-1")
+    assert index.status == "open"
+    assert index.pipeline == "orders"
+    assert index.owner_pid == os.getpid()
+    assert index.record_count == 0
+    assert (root / "runs" / "run-1" / "writer.lock").exists()
+    assert not [p for p in (root / "runs").iterdir() if p.name.startswith(".")]
+    writer.close()
+    assert not (root / "runs" / "run-1" / "writer.lock").exists()
+
+
+def test_chunk_is_written_and_closed(store: DlqStore, root: Path) -> None:
+    writer = store.open_run("run-1", "load-1", pipeline="orders")
+    first = writer.write_chunk(rows(100))
+    second = writer.write_chunk(rows(50, start=101, reason=ReasonCode.REQUIRED_NULL))
+    assert len(set(first + second)) == 150
+    assert first + second == sorted(first + second)  # ULIDs keep the write order
+    result = writer.close()
+    assert result.status == "closed"
+    assert result.record_count == 150
+    assert result.reason_counts == {"schema.required_null": 50, "schema.type_mismatch": 100}
+    assert result.index_ref == "runs/run-1/index.json"
+    index = store.read_index("run-1")
+    assert index.status == "closed"
+    assert index.owner_pid is None
+    assert index.record_ids == tuple(sorted(first + second))
+    assert index.fingerprint == result.fingerprint
+    assert index.sha256 == result.index_sha256
+    assert [r.record_id for r in store.iter_records("run-1")] == sorted(first + second)
+    assert len(record_files(root, "run-1")) == 150
+    assert store.verify() == []
+
+
+def test_record_file_is_canonical_and_checksummed(store: DlqStore, root: Path) -> None:
+    writer = store.open_run("run-1", "load-1")
+    [record_id] = writer.write_chunk(rows(1))
+    data = (root / "runs" / "run-1" / "records" / f"{record_id}.json").read_bytes()
+    doc = orjson.loads(data)
+    assert set(doc) == {
+        "schema", "record_id", "run_id", "load_id", "record_ref", "reason", "diagnostics",
+        "payload", "replay", "created_at", "expires_at", "sha256",
+    }  # fmt: skip
+    assert verify_checksum(doc)
+    assert doc["sha256"] == checksum({k: v for k, v in doc.items() if k != "sha256"})
+    writer.close()
+
+
+def test_same_row_twice_is_one_record(store: DlqStore, root: Path) -> None:
+    writer = store.open_run("run-1", "load-1")
+    ids = writer.write_chunk(rows(3) + rows(2))
+    assert ids[3:] == ids[:2]
+    again = writer.write_chunk(rows(3))
+    assert again == ids[:3]
+    assert len(record_files(root, "run-1")) == 3
+    writer.close()
+
+
+def test_same_id_same_checksum_is_a_noop(store: DlqStore, root: Path) -> None:
+    writer = store.open_run("run-1", "load-1")
+    [record_id] = writer.write_chunk(rows(1))
+    path = root / "runs" / "run-1" / "records" / f"{record_id}.json"
+    before = path.stat()
+    record = store.read_record("run-1", record_id)
+    assert writer.put_records([record]) == [record_id]
+    after = path.stat()
+    assert (after.st_ino, after.st_mtime_ns, after.st_size) == (
+        before.st_ino,
+        before.st_mtime_ns,
+        before.st_size,
+    )
+    writer.close()
+    assert store.verify() == []
+
+
+def test_same_id_other_checksum_is_a_conflict(store: DlqStore, root: Path) -> None:
+    writer = store.open_run("run-1", "load-1")
+    [record_id] = writer.write_chunk(rows(1))
+    path = root / "runs" / "run-1" / "records" / f"{record_id}.json"
+    original = path.read_bytes()
+    record = store.read_record("run-1", record_id)
+    other = replace(
+        record,
+        reason=Reason("schema", ReasonCode.REQUIRED_NULL, "enforce", "x", "amount"),
+        sha256="",
+    )
+    doc = other.to_json()
+    doc.pop("sha256")
+    forged = DlqRecord.from_json({**doc, "sha256": checksum(doc)})
+    with pytest.raises(DlqRecordConflict) as caught:
+        writer.put_records([forged])
+    assert caught.value.code == "DPONE_DLQ_RECORD_CONFLICT"
+    assert path.read_bytes() == original
+    writer.abort()
+
+
+def test_a_closed_run_cannot_be_written(store: DlqStore) -> None:
+    writer = store.open_run("run-1", "load-1")
+    writer.close()
+    with pytest.raises(DlqRunNotOpen):
+        writer.write_chunk(rows(1))
+    with pytest.raises(DlqRunNotOpen):
+        store.open_run("run-1", "load-1")
+
+
+def test_a_live_writer_locks_its_run(store: DlqStore) -> None:
+    writer = store.open_run("run-1", "load-1")
+    with pytest.raises(DlqRunLocked):
+        store.open_run("run-1", "load-1")
+    assert store.recover_abandoned() == []  # alive: not touched
+    assert store.verify() == []
+    writer.close()
+
+
+def test_context_manager_closes_or_aborts(store: DlqStore) -> None:
+    with store.open_run("run-1", "load-1") as writer:
+        writer.write_chunk(rows(2))
+    assert store.read_index("run-1").status == "closed"
+
+    def failing_run() -> None:
+        with store.open_run("run-2", "load-1") as writer:
+            writer.write_chunk(rows(2))
+            raise RuntimeError("the sink failed")
+
+    with pytest.raises(RuntimeError, match="the sink failed"):
+        failing_run()
+    index = store.read_index("run-2")
+    assert index.status == "aborted"
+    assert index.status_reason == "run_failed"
+    assert index.record_count == 2
+
+
+def test_abort_after_close_marks_the_run_aborted(store: DlqStore) -> None:
+    writer = store.open_run("run-1", "load-1")
+    ids = writer.write_chunk(rows(3))
+    writer.close()
+    result = writer.abort()
+    assert result.status == "aborted"
+    assert list(result.record_ids) == ids
+    assert store.read_index("run-1").status_reason == "run_failed"
+    assert store.verify() == []
+
+
+def test_restarted_writer_resumes_with_the_records_on_disk(
+    make_store: StoreFactory, root: Path
+) -> None:
+    [ids] = run_writer(root, run_id="run-1", chunks=[3], mode="abandon")
+    store = make_store()
+    writer = store.open_run("run-1", "load-1", pipeline="orders")
+    assert writer.record_count == 3
+    assert writer.write_chunk(rows(3)) == ids  # the same rows: already recorded
+    more = writer.write_chunk(rows(2, start=4))
+    assert min(more) > max(ids)
+    assert writer.close().record_count == 5
+
+
+def test_resuming_needs_the_same_load(make_store: StoreFactory, root: Path) -> None:
+    run_writer(root, run_id="run-1", chunks=[1], mode="abandon")
+    with pytest.raises(DlqRunMismatch):
+        make_store().open_run("run-1", "another-load")
+    with pytest.raises(DlqRunMismatch):
+        make_store(pii_policy="masked").open_run("run-1", "load-1")
+
+
+def test_recover_abandoned_aborts_only_dead_writers_of_the_pipeline(
+    make_store: StoreFactory, root: Path
+) -> None:
+    [ids] = run_writer(root, run_id="run-dead", chunks=[4], mode="abandon")
+    store = make_store()
+    live = store.open_run("run-live", "load-1", pipeline="orders")
+    assert store.recover_abandoned(pipeline="another") == []
+    assert store.recover_abandoned(pipeline="orders") == ["run-dead"]
+    index = store.read_index("run-dead")
+    assert index.status == "aborted"
+    assert index.status_reason == "writer_gone"
+    assert index.record_ids == tuple(ids)
+    assert store.read_index("run-live").status == "open"
+    assert store.recover_abandoned() == []
+    live.close()
+    assert store.verify() == []
+
+
+def test_acks_are_create_only(store: DlqStore, clock: FrozenClock, root: Path) -> None:
+    writer = store.open_run("run-1", "load-1")
+    [record_id] = writer.write_chunk(rows(1))
+    with pytest.raises(DlqRunNotOpen):
+        store.write_ack("run-1", record_id, {**ACK, "record_sha256": "sha256:" + "0" * 64})
+    writer.close()
+    record = store.read_record("run-1", record_id)
+    ack = store.write_ack("run-1", record_id, {**ACK, "record_sha256": record.sha256})
+    assert ack.acknowledged_at == "2026-03-01T12:00:00.000000Z"
+    assert store.read_ack("run-1", record_id) == ack
+    clock.advance(minutes=5)
+    again = store.write_ack("run-1", record_id, ack)  # the same acknowledgement: a no-op
+    assert again == ack
+    with pytest.raises(DlqAckConflict):
+        store.write_ack("run-1", record_id, replace(ack, outcome="still_rejected"))
+    with pytest.raises(DlqAckMismatch):
+        store.write_ack("run-1", record_id, replace(ack, record_sha256="sha256:" + "0" * 64))
+    assert len(list((root / "acks" / "run-1").iterdir())) == 1
+    assert store.verify() == []
+
+
+def test_reading_an_unknown_run(store: DlqStore) -> None:
+    with pytest.raises(DlqRunNotFound):
+        store.read_index("nope")
