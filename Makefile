@@ -38,9 +38,17 @@ format: $(STAMP) ## apply ruff format and the safe ruff fixes
 	$(BIN)/ruff format dpone tests bench
 	$(BIN)/ruff check --fix dpone tests bench
 
-demo: $(STAMP) ## validate, plan and run an example manifest
+DEMO := manifests_examples/orders_csv
+demo: $(STAMP) ## run the orders example into a DuckDB file, with its bad rows quarantined
+	@rm -rf $(DEMO)/.dpone
 	$(BIN)/dpone validate manifests_examples/*/manifest.yaml
-	$(BIN)/dpone plan manifests_examples/orders_csv/manifest.yaml
+	$(BIN)/dpone run $(DEMO)/manifest.yaml 2>$(DEMO)/.dpone-demo.log
+	@echo
+	$(BIN)/dpone ops dlq summary --dir $(DEMO)/.dpone/dlq
+	@echo
+	@echo "The loaded table (first rows):"
+	@$(BIN)/python -c "import duckdb; duckdb.connect('$(DEMO)/.dpone/orders_csv.duckdb', read_only=True).sql('SELECT id, amount, currency, status, updated_at FROM analytics.orders ORDER BY id LIMIT 5').show()"
+	@echo "Logs of the run: $(DEMO)/.dpone-demo.log; README.md explains what happened."
 
 bench: $(STAMP) ## benchmarks side by side with what users would use instead
 	$(BIN)/python -m bench
