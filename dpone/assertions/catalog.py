@@ -1,16 +1,32 @@
-"""What the manifest compiler needs to know about assertion types, without running any.
+"""The assertion registry: built-ins plus every ``dpone.assertion`` entry point.
 
-Step 5 fills this from the ``dpone.assertion`` entry-point group; the built-ins are listed
-here so that ``dpone validate`` can check a manifest statically.
+The compiler checks a manifest against it statically (names, scope, columns, config), the
+engine instantiates from it, and ``dpone plugins list`` shows it with where each came from.
+The built-ins register through dpone's own entry points; they are also listed here so a
+source checkout that was never installed still knows them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any, Literal
+
+import structlog
+
+from dpone.assertions.builtins import BUILTINS
 
 Scope = Literal["row", "batch"]
 ValueKind = Literal["count", "columns", "any"]
+ENTRY_POINT_GROUP = "dpone.assertion"
+
+log = structlog.get_logger("dpone.assertions")
+
+
+def _no_problems(params: Mapping[str, Any]) -> list[str]:
+    return []
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,12 +35,65 @@ class AssertionTypeInfo:
     scope: Scope
     value: ValueKind
     origin: str = "dpone (built-in)"
+    target: str = ""
+    factory: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
+    check_config: Callable[[Mapping[str, Any]], list[str]] = field(
+        default=_no_problems, compare=False, repr=False
+    )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "scope": self.scope,
+            "value": self.value,
+            "origin": self.origin,
+            "target": self.target,
+        }
+
+
+def info_of(cls: Any, origin: str, target: str) -> AssertionTypeInfo:
+    return AssertionTypeInfo(
+        name=str(cls.name),
+        scope=cls.scope,
+        value=cls.value_kind,
+        origin=origin,
+        target=target,
+        factory=cls,
+        check_config=cls.check_config,
+    )
 
 
 BUILTIN_TYPES: dict[str, AssertionTypeInfo] = {
-    "min_rows_per_load": AssertionTypeInfo("min_rows_per_load", "batch", "count"),
-    "max_rows_per_load": AssertionTypeInfo("max_rows_per_load", "batch", "count"),
-    "required_columns": AssertionTypeInfo("required_columns", "row", "columns"),
-    "unique_columns": AssertionTypeInfo("unique_columns", "row", "columns"),
+    cls.name: info_of(cls, "dpone (built-in)", f"{cls.__module__}:{cls.__qualname__}")
+    for cls in BUILTINS
 }
-CUSTOM = AssertionTypeInfo("custom", "row", "any")
+CUSTOM = AssertionTypeInfo("custom", "row", "any", target="module:attr predicates")
+
+
+class PluginError(Exception):
+    """A plugin that does not load; reported by ``dpone plugins list``, never fatal there."""
+
+
+@functools.cache
+def registry() -> dict[str, AssertionTypeInfo]:
+    """Built-ins, then entry points (a third-party name may not shadow a built-in)."""
+    found = dict(BUILTIN_TYPES)
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name in BUILTIN_TYPES and ep.value == BUILTIN_TYPES[ep.name].target:
+            continue
+        dist = ep.dist
+        origin = f"{dist.name} {dist.version}" if dist is not None else "unknown distribution"
+        if ep.name in found:
+            log.warning("plugin.shadowing_refused", name=ep.name, origin=origin)
+            continue
+        try:
+            cls = ep.load()
+            info = info_of(cls, origin, ep.value)
+        except Exception as exc:  # a broken plugin must not break dpone
+            log.warning("plugin.load_failed", name=ep.name, origin=origin, error=type(exc).__name__)
+            continue
+        if info.name != ep.name or info.scope not in ("row", "batch"):
+            log.warning("plugin.invalid", name=ep.name, origin=origin)
+            continue
+        found[ep.name] = info
+    return found

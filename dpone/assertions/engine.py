@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.util
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import structlog
 
-from dpone.assertions.catalog import BUILTIN_TYPES
+from dpone.assertions.catalog import AssertionTypeInfo, registry
 from dpone.errors import DponeError
 from dpone.evidence.model import AssertionVerdict
 from dpone.manifest.plan import AssertionSpec
@@ -43,17 +44,79 @@ class PredicateError(DponeError):
     exit_code = 2
 
 
+def _predicate_check(
+    name: str, predicate: Callable[..., Any], vectorized: bool
+) -> Callable[[pa.RecordBatch], pa.BooleanArray]:
+    """A custom predicate as a row check: True from the predicate means the row passes.
+
+    Row predicates are per-row Python by design (the user asked for a function of a row);
+    ``vectorized: true`` hands the whole batch over and expects a boolean mask.
+    """
+
+    def check(batch: pa.RecordBatch) -> pa.BooleanArray:
+        try:
+            if vectorized:
+                mask = predicate(batch)
+                passed = mask if isinstance(mask, pa.Array) else pa.array(mask, pa.bool_())
+                if len(passed) != batch.num_rows:
+                    raise ValueError("mask length differs from the batch")
+            else:
+                passed = pa.array([bool(predicate(row)) for row in batch.to_pylist()], pa.bool_())
+        except DponeError:
+            raise
+        except Exception as exc:
+            raise AssertionFailed(
+                f"predicate of assertion '{name}' raised {type(exc).__name__}",
+                code="DPONE_ASSERTION_PREDICATE_ERROR",
+                fixes=("make the predicate return a bool for every row without raising",),
+            ) from None
+        failing: pa.BooleanArray = pc.invert(pc.fill_null(passed, False))
+        return failing
+
+    return check
+
+
+def _import_near(module_name: str, base_dir: Path) -> Any:
+    """Import ``module_name`` from the manifest's folder if it is there, else normally.
+
+    A module next to the manifest is loaded under a name unique to its path: two manifests
+    with their own ``quality.py`` in one process must not share the first one imported.
+    """
+    relative = Path(*module_name.split("."))
+    for candidate in (base_dir / relative.with_suffix(".py"), base_dir / relative / "__init__.py"):
+        if candidate.is_file():
+            digest = hashlib.sha256(str(candidate.resolve()).encode()).hexdigest()[:16]
+            unique = f"_dpone_predicates_{digest}"
+            if unique in sys.modules:
+                return sys.modules[unique]
+            spec = importlib.util.spec_from_file_location(unique, candidate)
+            if spec is None or spec.loader is None:
+                raise ImportError(module_name)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[unique] = module
+            folder = str(base_dir)
+            added = folder not in sys.path
+            if added:  # the module may import its own neighbours
+                sys.path.insert(0, folder)
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[unique]
+                raise
+            finally:
+                if added:
+                    sys.path.remove(folder)
+            return module
+    return importlib.import_module(module_name)
+
+
 def load_predicate(spec: str, base_dir: Path) -> Callable[..., Any]:
-    """Import ``module:attr`` (or ``module.attr``) with the manifest's folder on sys.path."""
+    """Import ``module:attr`` (or ``module.attr``), the manifest's folder first."""
     module_name, sep, attr = spec.partition(":")
     if not sep:
         module_name, _, attr = spec.rpartition(".")
-    folder = str(base_dir)
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
     try:
-        module = importlib.import_module(module_name)
-        target = getattr(module, attr)
+        target = getattr(_import_near(module_name, base_dir), attr)
     except Exception as exc:  # an import can fail in any way; report it as data
         raise PredicateError(
             f"predicate {spec} does not import ({type(exc).__name__})",
@@ -72,24 +135,43 @@ def load_predicate(spec: str, base_dir: Path) -> Callable[..., Any]:
 class _Tally:
     spec: AssertionSpec
     scope: str
+    check: Callable[[pa.RecordBatch], pa.BooleanArray | None]
+    finish: Callable[[int], str | None] | None = None
     failed: int = 0
     observed: int = 0
     logged: int = 0
-    seen: set[bytes] = field(default_factory=set)
-    predicate: Callable[..., Any] | None = None
     batch_failed: bool = False
 
 
 class AssertionEngine:
-    def __init__(self, specs: Sequence[AssertionSpec], base_dir: Path) -> None:
+    """Runs a plan's assertions over the chunks of one run (one engine per run)."""
+
+    def __init__(
+        self,
+        specs: Sequence[AssertionSpec],
+        base_dir: Path,
+        types: Mapping[str, AssertionTypeInfo] | None = None,
+    ) -> None:
+        types = types if types is not None else registry()
         self.tallies: list[_Tally] = []
         self.rows_passed = 0
         for spec in specs:
-            scope = "row" if spec.type == "custom" else BUILTIN_TYPES[spec.type].scope
-            tally = _Tally(spec, scope)
             if spec.type == "custom":
-                tally.predicate = load_predicate(str(spec.params["predicate"]), base_dir)
-            self.tallies.append(tally)
+                predicate = load_predicate(str(spec.params["predicate"]), base_dir)
+                vectorized = bool(spec.params.get("vectorized"))
+                self.tallies.append(
+                    _Tally(spec, "row", _predicate_check(spec.name, predicate, vectorized))
+                )
+                continue
+            info = types.get(spec.type)
+            if info is None or info.factory is None:
+                raise PredicateError(
+                    f"assertion type '{spec.type}' is not registered",
+                    code="DPONE_ASSERTION_UNKNOWN_TYPE",
+                    fixes=("see `dpone plugins list`",),
+                )
+            instance = info.factory(spec.params)
+            self.tallies.append(_Tally(spec, info.scope, instance.observe, instance.finalize))
 
     # --- per chunk ------------------------------------------------------------------------------
 
@@ -107,8 +189,10 @@ class AssertionEngine:
         for tally in self.tallies:
             if tally.scope != "row" or n == 0:
                 continue
-            failing = self._row_failures(tally, batch)
+            failing = tally.check(batch)
             tally.observed += n
+            if failing is None:
+                continue
             count = int(pc.sum(failing).as_py() or 0)
             if not count:
                 continue
@@ -136,59 +220,6 @@ class AssertionEngine:
         self.rows_passed += kept
         return batch, quarantine, rules
 
-    def _row_failures(self, tally: _Tally, batch: pa.RecordBatch) -> pa.BooleanArray:
-        kind = tally.spec.type
-        n = batch.num_rows
-        if kind == "required_columns":
-            missing = [c for c in tally.spec.params["value"] if c not in batch.schema.names]
-            return pa.array([bool(missing)] * n, pa.bool_())
-        if kind == "unique_columns":
-            return self._duplicates(tally, batch)
-        if kind == "custom":
-            return self._predicate(tally, batch)
-        raise AssertionFailed(f"assertion type '{kind}' has no row verdict")
-
-    def _duplicates(self, tally: _Tally, batch: pa.RecordBatch) -> pa.BooleanArray:
-        # Keys are kept as 16-byte BLAKE2b digests, not values: bounded memory and no row
-        # value held anywhere. The first occurrence in the run passes; repeats fail.
-        columns = [c for c in tally.spec.params["value"] if c in batch.schema.names]
-        if not columns:
-            return pa.array([False] * batch.num_rows, pa.bool_())
-        keys = batch.select(columns).to_pylist()
-        out = []
-        seen = tally.seen
-        for key in keys:
-            digest = hashlib.blake2b(repr(tuple(key.values())).encode(), digest_size=16).digest()
-            if digest in seen:
-                out.append(True)
-            else:
-                seen.add(digest)
-                out.append(False)
-        return pa.array(out, pa.bool_())
-
-    def _predicate(self, tally: _Tally, batch: pa.RecordBatch) -> pa.BooleanArray:
-        predicate = tally.predicate
-        assert predicate is not None
-        name = tally.spec.name
-        try:
-            if tally.spec.params.get("vectorized"):
-                mask = predicate(batch)
-                passed = pa.array(mask, pa.bool_()) if not isinstance(mask, pa.Array) else mask
-                if len(passed) != batch.num_rows:
-                    raise ValueError("mask length differs from the batch")
-            else:
-                passed = pa.array([bool(predicate(row)) for row in batch.to_pylist()], pa.bool_())
-        except DponeError:
-            raise
-        except Exception as exc:
-            raise AssertionFailed(
-                f"predicate of assertion '{name}' raised {type(exc).__name__}",
-                code="DPONE_ASSERTION_PREDICATE_ERROR",
-                fixes=("make the predicate return a bool for every row without raising",),
-            ) from None
-        failing: pa.BooleanArray = pc.invert(pc.fill_null(passed, False))
-        return failing
-
     def _log_warning(self, tally: _Tally, count: int) -> None:
         if tally.logged < WARN_LOG_LIMIT:
             tally.logged += 1
@@ -199,20 +230,16 @@ class AssertionEngine:
     def finalize(self) -> None:
         """Batch verdicts over every row that would load; ``fail`` raises before the commit."""
         for tally in self.tallies:
-            if tally.scope != "batch":
+            if tally.scope != "batch" or tally.finish is None:
                 continue
             tally.observed = self.rows_passed
-            value = int(tally.spec.params["value"])
-            if tally.spec.type == "min_rows_per_load":
-                tally.batch_failed = self.rows_passed < value
-            elif tally.spec.type == "max_rows_per_load":
-                tally.batch_failed = self.rows_passed > value
-            if not tally.batch_failed:
+            message = tally.finish(self.rows_passed)
+            if message is None:
                 continue
+            tally.batch_failed = True
             if tally.spec.on_failure == "fail":
                 raise AssertionFailed(
-                    f"assertion '{tally.spec.name}' failed: {self.rows_passed} row(s) against "
-                    f"a limit of {value}",
+                    f"assertion '{tally.spec.name}' failed: {message}",
                     fixes=("check the source for an outage or a runaway extraction",),
                 )
             self._log_warning(tally, self.rows_passed)

@@ -6,6 +6,7 @@ import click
 
 from dpone import __version__
 from dpone.cli.manifest_cmds import plan_cmd, validate_cmd
+from dpone.cli.plugins_cmd import plugins_group
 from dpone.cli.run_cmd import run_cmd
 from dpone.cli.schemas_cmds import schemas_group
 
@@ -25,6 +26,7 @@ cli.add_command(validate_cmd)
 cli.add_command(plan_cmd)
 cli.add_command(run_cmd)
 cli.add_command(schemas_group)
+cli.add_command(plugins_group)
 # ops subcommands
 from dpone.cli.ops_dlq import dlq_group  # noqa: E402
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import rfc8785
 
-from dpone.assertions.catalog import BUILTIN_TYPES, AssertionTypeInfo
+from dpone.assertions.catalog import AssertionTypeInfo, registry
 from dpone.contracts.spec import ContractSpec, EvolutionSpec, TypeInferenceSpec
 from dpone.dlq.policy import DlqPolicy
 from dpone.errors import ManifestError
@@ -70,14 +70,19 @@ def compile_loaded(
     errors = schema_errors(manifest)
     if errors:
         raise ManifestError.collect(errors, manifest.display_path)
-    ctx = passes.CompileContext(manifest, assertion_types or BUILTIN_TYPES)
+    ctx = passes.CompileContext(manifest, assertion_types or registry())
     document: dict[str, Any] = manifest.document
     for compile_pass in passes.PASSES:
         result = compile_pass(document, ctx)
         if isinstance(result, list):
             raise ManifestError.collect(result, manifest.display_path)
         document = result
-    return build_plan(document, manifest)
+    plan = build_plan(document, manifest)
+    # Not a pure pass: predicates are imported (never called) to prove they resolve.
+    problems = passes.check_predicates(plan, ctx)
+    if problems:
+        raise ManifestError.collect(problems, manifest.display_path)
+    return plan
 
 
 def _under(base: Path, text: str) -> Path:

@@ -407,17 +407,19 @@ def check_assertions(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
                     fixes=(f"give '{key}' its own on_failure: fail or warn",),
                 )
             )
-        if info.value == "columns":
-            errors.extend(_assertion_value(key, value["value"], pointer, columns, ctx))
-        elif info.value == "count" and not _is_count(value["value"]):
-            errors.append(
+        problems = info.check_config({k: v for k, v in value.items() if k != "on_failure"})
+        if problems:
+            errors.extend(
                 ctx.error(
                     "DPONE_ASSERTION_CONFIG",
-                    f"assertion '{key}' takes a non-negative integer",
+                    problem,
                     _value_pointer(ctx, pointer),
-                    fixes=(f"e.g. {key}: 1",),
+                    fixes=(f"see `dpone plugins list` for what '{key}' takes",),
                 )
+                for problem in problems
             )
+        elif info.value == "columns":
+            errors.extend(_assertion_value(key, value["value"], pointer, columns, ctx))
     return errors
 
 
@@ -425,23 +427,11 @@ def _value_pointer(ctx: CompileContext, pointer: str) -> str:
     return f"{pointer}/value" if ctx.manifest.mark(f"{pointer}/value") else pointer
 
 
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
 def _assertion_value(
-    key: str, value: Any, pointer: str, columns: Mapping[str, Any], ctx: CompileContext
+    key: str, value: list[str], pointer: str, columns: Mapping[str, Any], ctx: CompileContext
 ) -> list[ErrorDetail]:
+    """Columns named by an assertion must be declared (when the contract declares any)."""
     base = _value_pointer(ctx, pointer)
-    if not (isinstance(value, list) and value and all(isinstance(c, str) for c in value)):
-        return [
-            ctx.error(
-                "DPONE_ASSERTION_CONFIG",
-                f"assertion '{key}' takes a non-empty list of column names",
-                base,
-                fixes=(f"e.g. {key}: [id]",),
-            )
-        ]
     if not columns:
         return []
     return [
@@ -474,6 +464,23 @@ PASSES: tuple[Pass, ...] = (
     apply_defaults,
     check_static,
 )
+
+
+def check_predicates(plan: Any, ctx: CompileContext) -> list[ErrorDetail]:
+    """Every custom predicate imports and is callable (imported, never called)."""
+    from dpone.assertions.engine import PredicateError, load_predicate
+
+    errors = []
+    for spec in plan.quality.assertions:
+        if spec.type != "custom":
+            continue
+        try:
+            load_predicate(str(spec.params["predicate"]), plan.manifest_dir)
+        except PredicateError as err:
+            errors.append(
+                ctx.error(err.code, err.message, f"{spec.pointer}/predicate", fixes=err.fixes)
+            )
+    return errors
 
 
 def column_specs(doc: Document) -> tuple[ColumnSpec, ...]:

@@ -30,7 +30,6 @@ from dpone.connectors.base import LoadSpec, SinkLoad, SourceChunk
 from dpone.connectors.sinks import make_sink
 from dpone.connectors.sources import make_source
 from dpone.contracts.enforcer import ContractEnforcementService
-from dpone.contracts.errors import ContractError
 from dpone.contracts.reasons import ReasonCode
 from dpone.contracts.result import EnforcementResult
 from dpone.contracts.spec import ColumnSpec, ContractSpec, EvolutionSpec, TypeInferenceSpec
@@ -40,7 +39,7 @@ from dpone.dlq.model import rejected_rows
 from dpone.dlq.refs import file_refs, run_row_refs
 from dpone.dlq.store import DlqStore
 from dpone.dlq.writer import RunResult, RunWriter
-from dpone.errors import EXIT_OK, ConfigError, DponeError, ErrorDetail, Interrupted
+from dpone.errors import EXIT_OK, ConfigError, DponeError, ErrorDetail, Interrupted, UsageError
 from dpone.evidence.model import DlqEvidence, Evidence, Summary
 from dpone.evidence.writer import EVIDENCE_FILE, bundle_dir, publish_evidence_doc
 from dpone.faults import checkpoint
@@ -54,7 +53,7 @@ from dpone.state.store import StateStore
 log = structlog.get_logger("dpone.run")
 
 #: Failures that say the data broke the contract, not that the machinery broke.
-QUALITY_CODES_PREFIXES = ("DPONE_CONTRACT", "DPONE_SCHEMA", "DPONE_ASSERTION")
+QUALITY_CODES_PREFIXES = ("DPONE_CONTRACT_VIOLATION", "DPONE_SCHEMA_FROZEN", "DPONE_ASSERTION")
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +164,7 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
     try:
         run.report.recovered = recover(plan, journal, sink, dlq, states, options.clock)
         checkpoint("after_recover")
+        _refuse_used_run_id(run, dlq)
         state = states.read(plan.name)
         journal.write(
             JournalEntry(plan.name, run.run_id, run.load_id, "running", run.report.started_at)
@@ -210,6 +210,18 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
         journal.unlock()
 
 
+def _refuse_used_run_id(run: _Run, dlq: DlqStore) -> None:
+    """A run id names one run's evidence and DLQ run for good. Reusing one (``--run-id``)
+    would commit the rows and only then collide with the earlier, immutable evidence."""
+    evidence = bundle_dir(run.paths.evidence_dir, run.plan.name, run.run_id) / EVIDENCE_FILE
+    if evidence.exists() or run.run_id in dlq.run_ids():
+        raise UsageError(
+            f"run id '{run.run_id}' was already used by an earlier run",
+            stage="preflight",
+            fixes=("use a new --run-id, or leave it out for a fresh one",),
+        )
+
+
 # --- the stream ------------------------------------------------------------------------------
 
 
@@ -234,10 +246,8 @@ def _load(
         run.counts.chunks += 1
         batch, positions = tracker.keep(chunk.batch, run)
         result = enforcer.enforce(batch, existing_schema=existing)
-        if result.failed:
-            _count_violations(run, result)
-            result.raise_for_failure()
         _count_violations(run, result)
+        result.raise_for_failure()
         valid, quarantine_mask, rules = engine.observe(result.valid)
         _quarantine(run, dlq, chunk, positions, batch, result, quarantine_mask, rules)
         checkpoint("after_chunk_dlq")
@@ -286,13 +296,23 @@ def _count_violations(run: _Run, result: EnforcementResult) -> None:
 
 
 def _warned_rows(result: EnforcementResult) -> int:
+    """Rows (not values) that loaded with at least one warning.
+
+    A row with two bad values is one warned row. Diagnostics keep only their first few
+    positions, so the rows are counted exactly when every diagnostic lists all of its
+    positions, and bounded by the number of warnings (and of rows) otherwise.
+    """
     if not result.warnings:
         return 0
     positions: set[int] = set()
     total = 0
+    complete = True
     for diag in result.warnings:
         total += diag.count
         positions.update(diag.positions)
+        complete = complete and len(diag.positions) == diag.count
+    if complete:
+        return len(positions)
     return min(total, result.valid_rows)
 
 
@@ -313,8 +333,6 @@ def _quarantine(
     if not contract_rows and not rule_rows:
         run.global_row += chunk.num_rows
         return
-    if run.plan.sink.contract.enforcement in ("strict", "coerce") and contract_rows:
-        raise ContractError("rows broke the contract", code="DPONE_CONTRACT_VIOLATION")
     in_batch = rejects.positions.to_pylist()
     reasons: list[str] = [str(r) for r in rejects.reasons.to_pylist()]
     columns: list[str | None] = list(rejects.columns.to_pylist())
@@ -597,6 +615,7 @@ def _fail(
             index_ref=run.dlq_result.index_ref,
         )
     run.report.sink["committed"] = False
+    run.counts.loaded = 0  # staged rows were dropped: none of them reached the sink
     run.report.status = "failed"
     run.report.exit_code = err.exit_code
     run.report.error = _error_doc(err)

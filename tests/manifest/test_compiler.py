@@ -55,7 +55,8 @@ def test_one_word_evolution_sets_all_three() -> None:
     assert (evolution.tables, evolution.columns, evolution.data_type) == ("freeze",) * 3
 
 
-def test_assertion_policy_precedence() -> None:
+def test_assertion_policy_precedence(tmp_path: Path) -> None:
+    (tmp_path / "quality.py").write_text("def ok(row):\n    return True\nstrict = ok\n")
     text = (
         BASE
         + """\
@@ -71,7 +72,7 @@ quality:
       - {predicate: "quality:strict", on_failure: fail, name: strict_rule}
 """
     )
-    plan = compile_text(text)
+    plan = compile_text(text, path=tmp_path / "manifest.yaml")
     got = [(a.name, a.on_failure) for a in plan.quality.assertions]
     assert got == [
         ("min_rows_per_load", "warn"),
@@ -240,6 +241,20 @@ quality:
         BASE + "quality:\n  assertions:\n    on_failure: quarantine\n    min_rows_per_load: 1\n"
     )
     assert [c for c, _, _ in errors_of(inherited)] == ["DPONE_ASSERTION_QUARANTINE_BATCH"]
+
+
+def test_predicates_must_import_and_be_callable(tmp_path: Path) -> None:
+    (tmp_path / "rules.py").write_text("NOT_A_FUNCTION = 3\n")
+    text = (
+        BASE + "quality:\n  assertions:\n    custom:\n      - {predicate: 'rules:NOT_A_FUNCTION'}\n"
+    )
+    text += "      - {predicate: 'missing_module:f'}\n"
+    with pytest.raises(ManifestError) as info:
+        compile_text(text, path=tmp_path / "manifest.yaml")
+    assert [(e.code, e.line) for e in info.value.errors] == [
+        ("DPONE_ASSERTION_PREDICATE_NOT_CALLABLE", 21),
+        ("DPONE_ASSERTION_PREDICATE_IMPORT", 22),
+    ]
 
 
 def test_incremental_cursor_must_be_declared_and_orderable() -> None:

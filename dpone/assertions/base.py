@@ -1,0 +1,40 @@
+"""The assertion protocol: what a registered assertion type implements.
+
+Types observe rows and return verdicts; they never see ``on_failure``, never write to the
+DLQ and never touch a sink — the engine owns policy. One instance serves one configured
+assertion for one run, so a type may keep bounded state (``unique_columns`` keeps digests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
+
+import pyarrow as pa
+
+Scope = Literal["row", "batch"]
+ValueKind = Literal["count", "columns", "any"]
+
+
+@runtime_checkable
+class AssertionType(Protocol):
+    #: The registry name: the manifest key and the entry-point name.
+    name: ClassVar[str]
+    scope: ClassVar[Scope]
+    #: How the compiler checks the value: a row count, contract column names, or anything.
+    value_kind: ClassVar[ValueKind]
+
+    @classmethod
+    def check_config(cls, params: Mapping[str, Any]) -> list[str]:
+        """Problems with ``params`` (value-free messages); called by ``dpone validate``."""
+        ...
+
+    def __init__(self, params: Mapping[str, Any]) -> None: ...
+
+    def observe(self, batch: pa.RecordBatch) -> pa.BooleanArray | None:
+        """Row scope: a mask of the failing rows of ``batch``. Batch scope: None."""
+        ...
+
+    def finalize(self, rows: int) -> str | None:
+        """Batch scope: a failure message after the last chunk, or None when it holds."""
+        ...
