@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 import adbc_driver_manager
-import adbc_driver_postgresql.dbapi as adbc_pg  # type: ignore[import-untyped]
+import adbc_driver_postgresql.dbapi as adbc_pg
 import pyarrow as pa
 import pyarrow.compute as pc
 
