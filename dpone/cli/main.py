@@ -31,6 +31,9 @@ cli.add_command(plugins_group)
 from dpone.cli.ops_dlq import dlq_group  # noqa: E402
 
 ops.add_command(dlq_group)
+from dpone.cli.ops_gate import release_gate_cmd  # noqa: E402
+
+ops.add_command(release_gate_cmd)
 
 
 def main() -> None:

@@ -56,8 +56,11 @@ _TS_MAX_US = 253_402_300_799_999_999
 Handler = Callable[[pa.Array, ColumnSpec, bool], Conversion]
 
 
-def convert(arr: pa.Array, col: ColumnSpec, *, lenient: bool) -> Conversion:
-    """Convert ``arr`` to ``col``'s Arrow type; ``lenient`` is every mode except ``strict``."""
+def convert(arr: pa.Array, col: ColumnSpec, *, lenient: bool, fast_path: bool = True) -> Conversion:
+    """Convert ``arr`` to ``col``'s Arrow type; ``lenient`` is every mode except ``strict``.
+
+    ``fast_path``: try a whole-column cast first for text (see :func:`parse_text`).
+    """
     col = canonical(col)
     t = arr.type
     if pa.types.is_dictionary(t):
@@ -66,7 +69,7 @@ def convert(arr: pa.Array, col: ColumnSpec, *, lenient: bool) -> Conversion:
     if pa.types.is_null(t):
         return Conversion(pa.nulls(len(arr), arrow_type(col)))
     if is_text(t):
-        return parse_text(as_string(arr), col, lenient)
+        return parse_text(as_string(arr), col, lenient, fast_path)
     return _TYPED[col.type](arr, col, lenient)
 
 

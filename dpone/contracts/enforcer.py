@@ -134,6 +134,8 @@ class ContractEnforcementService:
         self.lenient = contract.enforcement != "strict"
         self.warn = contract.enforcement == "warn"
         self._inferred: dict[str, ColumnSpec] = {}
+        # Columns whose last chunk had bad values skip the whole-column cast (speed only).
+        self._dirty: set[str] = set()
         self._plans: dict[tuple[pa.Schema, pa.Schema | None], Plan] = {}
         # Validate every declared type once, up front (raises ContractDefinitionError).
         for col in self.declared:
@@ -331,9 +333,14 @@ class ContractEnforcementService:
                     )
                 arrays.append(values)
                 continue
-            conv = convert(raw, cp.spec, lenient=self.lenient)
+            fast = cp.name not in self._dirty
+            conv = convert(raw, cp.spec, lenient=self.lenient, fast_path=fast)
             values = conv.values
             failed = conv.failed
+            if failed is None:
+                self._dirty.discard(cp.name)
+            else:
+                self._dirty.add(cp.name)
             if failed is not None:
                 chunk.violate(cp.name, ReasonCode.TYPE_MISMATCH, failed, cp.on_mismatch)
                 if cp.on_mismatch is Action.VARIANT:

@@ -113,7 +113,10 @@ def patch(
         return Conversion(values, failed)
     if fixed.values.null_count == len(fixed.values):
         return Conversion(values, failed)
-    merged = pc.replace_with_mask(values, failed, fixed.values.cast(values.type))
+    repaired = fixed.values
+    if repaired.type != values.type:
+        repaired = repaired.cast(values.type)
+    merged = pc.replace_with_mask(values, failed, repaired)
     still = falses(len(positions)) if fixed.failed is None else fixed.failed
     remaining = pc.replace_with_mask(failed, failed, still)
     return Conversion(merged, remaining if remaining.true_count else None)

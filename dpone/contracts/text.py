@@ -42,7 +42,9 @@ from dpone.contracts.types import TIME_UNIT, UTC, arrow_type, canonical, decimal
 
 # --- grammar pieces (RE2 syntax; every piece is anchored by its user) --------------------------
 
-_YEAR = r"(?:000[1-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-9][0-9]{3})"
+# Year 0000 passes the grammar and is refused after the cast by a range check: excluding it
+# in the regex triples RE2's DFA, which Arrow rebuilds on every call (+40 ns a value).
+_YEAR = r"[0-9]{4}"
 _MONTH_DAY = (
     r"(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])"  # every month has 1..28
     r"|(?:0[13-9]|1[0-2])-(?:29|30)"  # all but February have 29 and 30
@@ -77,14 +79,31 @@ _NUMBER_PARTS = r"^(?P<sign>[+-]?)(?P<int>[0-9]*)(?:\.(?P<frac>[0-9]*))?$"
 _NUMBER_EXPONENT = r"^[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][+-]?[0-9]+$"
 _NONZERO_MANTISSA = r"^[^eE]*[1-9]"
 
+_ONE = pa.scalar(1, pa.int32())
+_NINETEEN = pa.scalar(19, pa.int32())
 _INT64_MAX_TEXT = "9223372036854775807"
 _INT64_MIN_ABS_TEXT = "9223372036854775808"
 _TS_MIN_US = -62_135_596_800_000_000  # 0001-01-01T00:00:00Z
+_DATE_MIN_DAYS = -719_162  # 0001-01-01
 _TS_MAX_US = 253_402_300_799_999_999  # 9999-12-31T23:59:59.999999Z
 
 _BOOL_CANONICAL = pa.array(["false", "true"])
 # PostgreSQL's boolean input words; even index = false, odd index = true.
 _BOOL_WORDS = pa.array(["false", "true", "f", "t", "no", "yes", "n", "y", "0", "1", "off", "on"])
+
+
+def _whole_cast(arr: pa.Array, dtype: pa.DataType) -> pa.Array | None:
+    """The clean-chunk fast path: one cast of the whole column, or None if any value fails.
+
+    Only used where Arrow's parser accepts a subset of the mode's grammar (checked by the
+    callers for the few forms where it does not) and enforces the same calendar and bounds,
+    so a cast that succeeds cannot have lost or invented anything. Its error (which quotes a
+    value) is dropped; the exact path then finds the failing values.
+    """
+    try:
+        return pc.cast(arr, dtype)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
 
 
 def _regex(arr: pa.Array, pattern: str) -> pa.BooleanArray:
@@ -104,20 +123,29 @@ def _integer_canonical(arr: pa.Array) -> tuple[pa.Array, pa.BooleanArray]:
     digits = pc.ascii_ltrim(arr, "-")
     n_digits = pc.binary_length(digits)
     n_text = pc.binary_length(arr)
-    one_sign = pc.less_equal(n_text, pc.add(n_digits, 1))
-    # "0" alone is the only text whose digits may start with 0 ("00", "01", "-0" may not).
-    leading_zero = pc.and_(pc.starts_with(digits, "0"), pc.greater(n_text, 1))
-    ok = clean(pc.and_not(pc.and_(pc.ascii_is_decimal(digits), one_sign), leading_zero))
+    # Bad: more than one sign, or digits that start with 0 in anything but "0" ("00", "-0").
+    n_signs = pc.subtract(n_text, n_digits)
+    bad = pc.or_(
+        pc.greater(n_signs, _ONE),
+        pc.and_(pc.starts_with(digits, "0"), pc.greater(n_text, _ONE)),
+    )
+    ok = clean(pc.and_not(pc.ascii_is_decimal(digits), bad))
     longest = pc.max(n_digits).as_py()
     if longest is not None and longest >= 19:
-        negative = pc.greater(n_text, n_digits)
-        fits = pc.if_else(
-            negative,
-            pc.less_equal(digits, _INT64_MIN_ABS_TEXT),
-            pc.less_equal(digits, _INT64_MAX_TEXT),
-        )
-        within = pc.or_(pc.less(n_digits, 19), pc.and_(pc.equal(n_digits, 19), fits))
-        ok = clean(pc.and_(ok, within))
+        # Only 19-digit texts need a closer look (more digits never fit): compare those as
+        # strings of equal length against the bounds, on that subset only.
+        ok = clean(pc.and_(ok, pc.less_equal(n_digits, _NINETEEN)))
+        edge = clean(pc.and_(ok, pc.equal(n_digits, _NINETEEN)))
+        if edge.true_count:
+            positions = pc.indices_nonzero(edge)
+            sub = digits.take(positions)
+            negative = pc.equal(n_signs.take(positions), _ONE)
+            fits = pc.if_else(
+                negative,
+                pc.less_equal(sub, _INT64_MIN_ABS_TEXT),
+                pc.less_equal(sub, _INT64_MAX_TEXT),
+            )
+            ok = pc.replace_with_mask(ok, edge, fits)
     return pc.cast(keep_where(arr, ok), pa.int64()), ok
 
 
@@ -126,9 +154,9 @@ _INT64_HIGH = pa.scalar(Decimal(2**63 - 1), pa.decimal128(19, 0))
 
 
 def _integer_lenient(arr: pa.Array) -> Conversion:
-    conv = _number_repair(arr, 19, 0)
+    conv = _number_repair(arr, 19, 0, as_int64=True)
     values = conv.values
-    if values.null_count == len(values):
+    if pa.types.is_int64(values.type) or values.null_count == len(values):
         return Conversion(values.cast(pa.int64()), conv.failed)
     inside = clean(
         pc.and_(pc.greater_equal(values, _INT64_LOW), pc.less_equal(values, _INT64_HIGH))
@@ -141,11 +169,35 @@ def _integer_lenient(arr: pa.Array) -> Conversion:
     return Conversion(values.cast(pa.int64()), failed)
 
 
-def parse_integer(arr: pa.Array, lenient: bool) -> Conversion:
+def parse_integer(arr: pa.Array, lenient: bool, fast_path: bool = True) -> Conversion:
+    fast = _whole_cast(arr, pa.int64()) if fast_path else None
+    if fast is not None:
+        # Arrow also takes hex (0x1F) and, unlike strict, leading zeros and -0.
+        if lenient:
+            foreign = pc.match_substring(arr, "x", ignore_case=True)
+        else:
+            foreign = pc.or_(
+                pc.and_(pc.starts_with(arr, "0"), pc.greater(pc.binary_length(arr), _ONE)),
+                pc.starts_with(arr, "-0"),
+            )
+        if not clean(foreign).true_count:
+            return Conversion(fast)
     return parse_with(arr, _integer_canonical, _integer_lenient if lenient else None)
 
 
 # --- float ---------------------------------------------------------------------------------------
+
+
+def _underflow(arr: pa.Array, values: pa.Array) -> pa.BooleanArray | None:
+    """Slots whose numeral has a non-zero digit but parsed to 0.0 (1e-400): the value is lost."""
+    zeros = pc.equal(values, 0.0)
+    if not zeros.true_count:
+        return None
+    zeros = clean(zeros)
+    nonzero = _regex(arr.take(pc.indices_nonzero(zeros)), _NONZERO_MANTISSA)
+    if not nonzero.true_count:
+        return None
+    return pc.replace_with_mask(falses(len(arr)), zeros, nonzero)
 
 
 def _float_checked(arr: pa.Array, pattern: str) -> tuple[pa.Array, pa.BooleanArray]:
@@ -154,15 +206,9 @@ def _float_checked(arr: pa.Array, pattern: str) -> tuple[pa.Array, pa.BooleanArr
     # NaN and ±inf are never valid floats (docs): 1e400 overflows to inf, so it is rejected too.
     finite = pc.is_finite(values)
     bad = pc.invert(clean(finite)) if finite.false_count else None
-    # A numeral with a non-zero digit that rounds to 0.0 (1e-400) lost its whole value.
-    zeros = pc.equal(values, 0.0)
-    if zeros.true_count:
-        zeros = clean(zeros)
-        positions = pc.indices_nonzero(zeros)
-        nonzero = _regex(arr.take(positions), _NONZERO_MANTISSA)
-        if nonzero.true_count:
-            underflow = pc.replace_with_mask(falses(len(arr)), zeros, nonzero)
-            bad = underflow if bad is None else pc.or_(bad, underflow)
+    underflow = _underflow(arr, values)
+    if underflow is not None:
+        bad = underflow if bad is None else pc.or_(bad, underflow)
     if bad is not None:
         bad = pc.and_(ok, bad)
         ok = pc.and_not(ok, bad)
@@ -176,7 +222,16 @@ def _float_lenient(arr: pa.Array) -> Conversion:
     return Conversion(values, failed_of(arr, ok))
 
 
-def parse_float(arr: pa.Array, lenient: bool) -> Conversion:
+def parse_float(arr: pa.Array, lenient: bool, fast_path: bool = True) -> Conversion:
+    if lenient and fast_path:
+        fast = _whole_cast(arr, pa.float64())
+        # Arrow's grammar is the lenient one plus nan/inf, which the finite check rejects.
+        if (
+            fast is not None
+            and not pc.is_finite(fast).false_count
+            and _underflow(arr, fast) is None
+        ):
+            return Conversion(fast)
     return parse_with(
         arr,
         lambda a: _float_checked(a, _FLOAT_STRICT),
@@ -218,11 +273,14 @@ def plain_decimal(text: str, precision: int, scale: int) -> str | None:
     """Exact plain form of a lenient numeral if its value fits decimal(precision, scale).
 
     ``text`` has passed the lenient number grammar (ASCII digits, optional sign, point and
-    exponent). Integer arithmetic on the digits: no context precision, no rounding.
+    exponent). Integer arithmetic on the digits: no context precision, no rounding, and no
+    limit on the exponent (``1e999999999999999999999`` is simply too big).
     """
-    sign, digits, exponent = Decimal(text).as_tuple()
-    assert isinstance(exponent, int)
-    body = "".join(map(str, digits)).lstrip("0")
+    negative = text.startswith("-")
+    mantissa, _, exp = text.lstrip("+-").replace("E", "e").partition("e")
+    whole, _, frac = mantissa.partition(".")
+    exponent = (int(exp) if exp else 0) - len(frac)
+    body = (whole + frac).lstrip("0")
     if not body:
         return "0"
     stripped = body.rstrip("0")
@@ -237,29 +295,46 @@ def plain_decimal(text: str, precision: int, scale: int) -> str | None:
         plain = body[:whole_digits] + "." + body[whole_digits:]
     else:
         plain = "0." + "0" * (-whole_digits) + body
-    return ("-" if sign else "") + plain
+    return ("-" if negative else "") + plain
 
 
 #: Up to this many candidates, the repair pass parses them one by one (fewer kernel calls).
 SMALL_REPAIR = 64
 
 
-def _number_repair(arr: pa.Array, precision: int, scale: int) -> Conversion:
-    """Lenient numerals (whitespace, ``+``, leading/trailing zeros, ``.5``, ``5.``, exponents)."""
+def _int64_of(plain: str | None) -> int | None:
+    if plain is None:
+        return None
+    value = int(plain)
+    return value if -(2**63) <= value < 2**63 else None
+
+
+def _number_repair(
+    arr: pa.Array, precision: int, scale: int, *, as_int64: bool = False
+) -> Conversion:
+    """Lenient numerals (whitespace, ``+``, leading/trailing zeros, ``.5``, ``5.``, exponents).
+
+    Values are decimal(precision, scale); with ``as_int64`` (scale 0) the small path returns
+    int64 values already range-checked.
+    """
     dtype = pa.decimal128(precision, scale)
     text = _trim(arr)
     candidate = _regex(text, _FLOAT_LENIENT)
     k = candidate.true_count
     if k == 0:
-        return all_failed(arr, dtype)
+        return all_failed(arr, pa.int64() if as_int64 else dtype)
     if k <= SMALL_REPAIR:
         positions = pc.indices_nonzero(candidate)
-        plain = pa.array(
-            [plain_decimal(t, precision, scale) for t in text.take(positions).to_pylist()],
-            pa.string(),
-        )
-        values = pc.replace_with_mask(pa.nulls(len(arr), dtype), candidate, plain.cast(dtype))
-        ok = pc.replace_with_mask(candidate, candidate, pc.is_valid(plain))
+        texts = text.take(positions).to_pylist()
+        if as_int64:
+            fixed = pa.array([_int64_of(plain_decimal(t, 19, 0)) for t in texts], pa.int64())
+            base = pa.nulls(len(arr), pa.int64())
+        else:
+            fixed = pa.array([plain_decimal(t, precision, scale) for t in texts], pa.string())
+            fixed = fixed.cast(dtype)
+            base = pa.nulls(len(arr), dtype)
+        values = pc.replace_with_mask(base, candidate, fixed)
+        ok = pc.replace_with_mask(candidate, candidate, pc.is_valid(fixed))
         failed = failed_of(arr, ok)
         return Conversion(values, failed if failed.true_count else None)
     return _decimal_lenient(text, precision, scale, failed_of(arr, candidate))
@@ -308,7 +383,14 @@ def _decimal_lenient(
     return Conversion(values, failed if failed.true_count else None)
 
 
-def parse_decimal(arr: pa.Array, precision: int, scale: int, lenient: bool) -> Conversion:
+def parse_decimal(
+    arr: pa.Array, precision: int, scale: int, lenient: bool, fast_path: bool = True
+) -> Conversion:
+    if lenient and fast_path:
+        # Arrow's decimal grammar is inside the lenient one and it refuses any rounding.
+        fast = _whole_cast(arr, pa.decimal128(precision, scale))
+        if fast is not None:
+            return Conversion(fast)
     return parse_with(
         arr,
         lambda a: _decimal_canonical(a, precision, scale),
@@ -326,37 +408,56 @@ def _boolean_canonical(arr: pa.Array) -> tuple[pa.Array, pa.BooleanArray]:
 
 def _boolean_lenient(arr: pa.Array) -> Conversion:
     index = pc.index_in(pc.ascii_lower(_trim(arr)), value_set=_BOOL_WORDS)
-    values = pc.equal(pc.bit_wise_and(index, 1), 1)
-    return Conversion(values, failed_of(arr, pc.is_valid(index)))
+    values = pc.equal(pc.bit_wise_and(index, _ONE), _ONE)
+    failed = failed_of(arr, pc.is_valid(index))
+    return Conversion(values, failed if failed.true_count else None)
 
 
 def parse_boolean(arr: pa.Array, lenient: bool) -> Conversion:
-    return parse_with(arr, _boolean_canonical, _boolean_lenient if lenient else None)
+    if lenient:
+        # Cheap enough to run on the whole column: no second pass needed.
+        return _boolean_lenient(arr)
+    return parse_with(arr, _boolean_canonical, None)
 
 
 # --- date, time, timestamp ---------------------------------------------------------------------
 
 
+def _dates_from(text: pa.Array, ok: pa.BooleanArray) -> tuple[pa.Array, pa.BooleanArray]:
+    values = pc.cast(keep_where(text, ok), pa.date32())
+    low = pc.min(values.cast(pa.int32())).as_py()
+    if low is not None and low < _DATE_MIN_DAYS:  # year 0000
+        year_zero = clean(pc.less(values.cast(pa.int32()), _DATE_MIN_DAYS))
+        ok = pc.and_not(ok, year_zero)
+        values = null_where(values, year_zero)
+    return values, ok
+
+
 def _date_canonical(arr: pa.Array) -> tuple[pa.Array, pa.BooleanArray]:
-    ok = _regex(arr, _DATE_STRICT)
-    return pc.cast(keep_where(arr, ok), pa.date32()), ok
+    return _dates_from(arr, _regex(arr, _DATE_STRICT))
 
 
 def _date_lenient(arr: pa.Array) -> Conversion:
     text = _trim(arr)
-    ok = _regex(text, _DATE_LENIENT)
-    day = pc.utf8_slice_codeunits(text, 0, 10)
-    return Conversion(pc.cast(keep_where(day, ok), pa.date32()), failed_of(arr, ok))
+    values, ok = _dates_from(pc.utf8_slice_codeunits(text, 0, 10), _regex(text, _DATE_LENIENT))
+    return Conversion(values, failed_of(arr, ok))
 
 
-def parse_date(arr: pa.Array, lenient: bool) -> Conversion:
+def parse_date(arr: pa.Array, lenient: bool, fast_path: bool = True) -> Conversion:
+    # Arrow's date grammar is exactly the canonical YYYY-MM-DD, calendar checked; its years
+    # start at 0000, ours at 0001.
+    fast = _whole_cast(arr, pa.date32()) if fast_path else None
+    if fast is not None:
+        low = pc.min(fast.cast(pa.int32())).as_py()
+        if low is None or low >= _DATE_MIN_DAYS:
+            return Conversion(fast)
     return parse_with(arr, _date_canonical, _date_lenient if lenient else None)
 
 
-def _shorten_fraction(text: pa.Array) -> pa.Array:
-    # Only a text with 7+ fraction digits can need it: the shortest is "00:00:00.0000000".
-    longest = pc.max(pc.binary_length(text)).as_py()
-    if longest is None or longest < 16:
+def _shorten_fraction(text: pa.Array, shortest: int = 16) -> pa.Array:
+    # Only a text with 7+ fraction digits can need it: the shortest such time has 16
+    # characters ("00:00:00.0000000"), the shortest such timestamp 27.
+    if _longest(text) < shortest:
         return text
     return pc.replace_substring_regex(text, _LONG_ZERO_FRACTION, r"\1\2")
 
@@ -380,8 +481,17 @@ def _time_repair(arr: pa.Array, lenient: bool) -> Conversion:
     return Conversion(_time_from(text, ok), failed_of(arr, ok))
 
 
+def _longest(arr: pa.Array) -> int:
+    longest = pc.max(pc.binary_length(arr)).as_py()
+    return 0 if longest is None else int(longest)
+
+
 def parse_time(arr: pa.Array, lenient: bool) -> Conversion:
-    return parse_with(arr, _time_canonical, lambda a: _time_repair(a, lenient))
+    # Strict has one repair: 7..9 fraction digits, so at least 16 characters.
+    repair = lenient or _longest(arr) >= 16
+    return parse_with(
+        arr, _time_canonical, (lambda a: _time_repair(a, lenient)) if repair else None
+    )
 
 
 def _timestamp_from(
@@ -389,17 +499,16 @@ def _timestamp_from(
 ) -> tuple[pa.Array, pa.BooleanArray]:
     dtype = pa.timestamp(TIME_UNIT, tz=UTC if tz else None)
     values = pc.cast(keep_where(text, ok), dtype)
-    if tz:
-        # An offset can push 0001-01-01 or 9999-12-31 out of the representable calendar.
-        micros = values.cast(pa.int64())
-        low, high = pc.min_max(micros).values()
-        if low.is_valid and (low.as_py() < _TS_MIN_US or high.as_py() > _TS_MAX_US):
-            inside = clean(
-                pc.and_(pc.greater_equal(micros, _TS_MIN_US), pc.less_equal(micros, _TS_MAX_US))
-            )
-            outside = pc.and_not(ok, inside)
-            ok = pc.and_not(ok, outside)
-            values = null_where(values, outside)
+    # Year 0000, or an offset that pushes 0001-01-01 / 9999-12-31 over the edge.
+    micros = values.cast(pa.int64())
+    low, high = pc.min_max(micros).values()
+    if low.is_valid and (low.as_py() < _TS_MIN_US or high.as_py() > _TS_MAX_US):
+        inside = clean(
+            pc.and_(pc.greater_equal(micros, _TS_MIN_US), pc.less_equal(micros, _TS_MAX_US))
+        )
+        outside = pc.and_not(ok, inside)
+        ok = pc.and_not(ok, outside)
+        values = null_where(values, outside)
     return values, ok
 
 
@@ -410,20 +519,44 @@ def _timestamp_canonical(arr: pa.Array, tz: bool) -> tuple[pa.Array, pa.BooleanA
 
 def _timestamp_repair(arr: pa.Array, tz: bool, lenient: bool) -> Conversion:
     if lenient:
-        text = _shorten_fraction(pc.ascii_upper(_trim(arr)))
+        text = _shorten_fraction(pc.ascii_upper(_trim(arr)), 27)
         pattern = _TS_TZ_LENIENT if tz else _TS_NAIVE_LENIENT
     else:
-        text = _shorten_fraction(arr)
+        text = _shorten_fraction(arr, 27)
         pattern = _TS_TZ_STRICT if tz else _TS_NAIVE_STRICT
     values, ok = _timestamp_from(text, _regex(text, pattern), tz)
     return Conversion(values, failed_of(arr, ok))
 
 
-def parse_timestamp(arr: pa.Array, tz: bool, lenient: bool) -> Conversion:
+def _timestamp_fast(arr: pa.Array, tz: bool) -> Conversion | None:
+    fast = _whole_cast(arr, pa.timestamp(TIME_UNIT, tz=UTC if tz else None))
+    if fast is None:
+        return None
+    # Arrow also takes an hour without minutes (T10Z): the first ':' must follow HH.
+    colon = pc.find_substring(arr, ":")
+    shaped = pc.equal(colon, 13)
+    if not tz:
+        shaped = pc.or_(shaped, pc.equal(pc.binary_length(arr), 10))
+    if clean(shaped).true_count != len(arr) - arr.null_count:
+        return None
+    if tz:
+        low, high = pc.min_max(fast.cast(pa.int64())).values()
+        if low.is_valid and (low.as_py() < _TS_MIN_US or high.as_py() > _TS_MAX_US):
+            return None
+    return Conversion(fast)
+
+
+def parse_timestamp(arr: pa.Array, tz: bool, lenient: bool, fast_path: bool = True) -> Conversion:
+    if lenient and fast_path:
+        fast = _timestamp_fast(arr, tz)
+        if fast is not None:
+            return fast
+    # Strict has one repair: 7..9 fraction digits, so at least 27 characters.
+    repair = lenient or _longest(arr) >= 27
     return parse_with(
         arr,
         lambda a: _timestamp_canonical(a, tz),
-        lambda a: _timestamp_repair(a, tz, lenient),
+        (lambda a: _timestamp_repair(a, tz, lenient)) if repair else None,
     )
 
 
@@ -447,27 +580,32 @@ def parse_json(arr: pa.Array) -> Conversion:
     return Conversion(values, failed if failed.true_count else None)
 
 
-def parse_text(arr: pa.Array, col: ColumnSpec, lenient: bool) -> Conversion:
-    """Parse a ``string`` array into ``col``'s logical type."""
+def parse_text(arr: pa.Array, col: ColumnSpec, lenient: bool, fast_path: bool = True) -> Conversion:
+    """Parse a ``string`` array into ``col``'s logical type.
+
+    ``fast_path`` tries one whole-column cast first (clean chunks). A cast that fails costs
+    as much as one that succeeds, so callers turn it off for a column whose last chunk had
+    bad values; the result is the same either way.
+    """
     col = canonical(col)
     kind = col.type
     if kind == "string":
         return Conversion(arr)
     if kind == "integer":
-        return parse_integer(arr, lenient)
+        return parse_integer(arr, lenient, fast_path)
     if kind == "float":
-        return parse_float(arr, lenient)
+        return parse_float(arr, lenient, fast_path)
     if kind == "decimal":
         precision, scale = decimal_params(col)
-        return parse_decimal(arr, precision, scale, lenient)
+        return parse_decimal(arr, precision, scale, lenient, fast_path)
     if kind == "boolean":
         return parse_boolean(arr, lenient)
     if kind == "date":
-        return parse_date(arr, lenient)
+        return parse_date(arr, lenient, fast_path)
     if kind == "time":
         return parse_time(arr, lenient)
     if kind == "timestamp":
-        return parse_timestamp(arr, bool(col.timezone), lenient)
+        return parse_timestamp(arr, bool(col.timezone), lenient, fast_path)
     if kind == "json":
         return parse_json(arr)
     if kind == "binary":

@@ -190,7 +190,7 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
             checkpoint("after_sink_commit")
         except (DponeError, KeyboardInterrupt) as exc:
             err = exc if isinstance(exc, DponeError) else Interrupted("the run was interrupted")
-            _fail(run, err, dlq, engine, state)
+            _fail(run, err, engine, state)
             journal.write(
                 JournalEntry(plan.name, run.run_id, run.load_id, "failed", run.report.started_at)
             )
@@ -267,7 +267,6 @@ def _load(
     engine.finalize()
     if run.dlq_writer is not None:
         run.dlq_result = run.dlq_writer.close()
-        run.dlq_writer = None
     checkpoint("after_dlq_close")
     if run.sink_load is None:
         # Nothing valid to load still commits an empty load: its marker is the run's proof.
@@ -591,29 +590,14 @@ def _finish(run: _Run, outcome: str) -> None:
     )
 
 
-def _fail(
-    run: _Run, err: DponeError, dlq: DlqStore, engine: AssertionEngine, state: PipelineState
-) -> None:
+def _fail(run: _Run, err: DponeError, engine: AssertionEngine, state: PipelineState) -> None:
     """Before the sink commit: drop staging, abort the DLQ run, record the failure."""
     if run.sink_load is not None:
         run.sink_load.abort()
     if run.dlq_writer is not None:
+        # Open or already closed (the sink commit itself failed): either way the run's DLQ
+        # records must not count, so the run ends aborted.
         run.dlq_result = run.dlq_writer.abort("run_failed")
-        run.dlq_writer = None
-    elif run.dlq_result is not None:
-        # Closed before the failure (the sink commit failed): it must not count.
-        index = dlq.abort_run(run.run_id, "run_failed")
-        run.dlq_result = RunResult(
-            run_id=run.run_id,
-            load_id=run.load_id,
-            status="aborted",
-            record_count=run.dlq_result.record_count,
-            reason_counts=run.dlq_result.reason_counts,
-            record_ids=run.dlq_result.record_ids,
-            fingerprint=index.fingerprint,
-            index_sha256=run.dlq_result.index_sha256,
-            index_ref=run.dlq_result.index_ref,
-        )
     run.report.sink["committed"] = False
     run.counts.loaded = 0  # staged rows were dropped: none of them reached the sink
     run.report.status = "failed"

@@ -42,11 +42,18 @@ def test_the_corpus_is_large_and_covers_every_type() -> None:
     }
 
 
+@pytest.mark.parametrize("path", ["fast", "exact"])
 @pytest.mark.parametrize("mode", list(MODES))
 @pytest.mark.parametrize(("kind", "text", "strict", "lenient"), CASES, ids=_ids())
-def test_case(kind: str, text: str, strict: Any, lenient: Any, mode: str) -> None:
+def test_case(kind: str, text: str, strict: Any, lenient: Any, mode: str, path: str) -> None:
+    """Alone in its chunk: the whole-column cast (fast) and the exact path must agree."""
     expected = _expected(strict, lenient, mode)
-    conv = convert(pa.array([text], pa.string()), spec_of(kind), lenient=MODES[mode])
+    conv = convert(
+        pa.array([text], pa.string()),
+        spec_of(kind),
+        lenient=MODES[mode],
+        fast_path=path == "fast",
+    )
     (value,) = conv.values.to_pylist()
     failed = conv.failed is not None and conv.failed[0].as_py()
     if expected == R:

@@ -1,0 +1,78 @@
+"""``dpone ops release-gate``: pass or block a release on its evidence bundles (SPEC §7)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from dpone.cli.output import print_json, run_command
+
+OUTCOMES = "passed, passed_with_quarantine, passed_with_warnings, failed_quality_gate"
+
+
+@click.command("release-gate")
+@click.argument("evidence", nargs=-1, type=click.Path(path_type=Path))
+@click.option(
+    "--allow-outcome",
+    "allowed",
+    multiple=True,
+    metavar="OUTCOME",
+    help=f"A data outcome to accept (repeatable; one of {OUTCOMES}). "
+    "Default: passed, passed_with_quarantine, passed_with_warnings.",
+)
+@click.option(
+    "--max-quarantine-ratio",
+    "max_ratio",
+    default=None,
+    metavar="R",
+    help="The largest accepted rows_quarantined / rows_read, 0 to 1. Default: 1 (no limit).",
+)
+@click.option(
+    "--root",
+    "roots",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="A folder bundles and DLQ indexes must be inside (repeatable). "
+    "Default: the current directory.",
+)
+@click.option(
+    "--output",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Where release_gate.json and release_gate.md go. Default: the current directory.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["md", "json"]),
+    default="md",
+    show_default=True,
+    help="md for people, json (the release_gate.json document) for programs.",
+)
+def release_gate_cmd(
+    evidence: tuple[Path, ...],
+    allowed: tuple[str, ...],
+    max_ratio: str | None,
+    roots: tuple[Path, ...],
+    output: Path | None,
+    fmt: str,
+) -> None:
+    """Verify evidence bundles and apply a release policy. Exit 0 pass, 1 blocked, 2 usage."""
+
+    def body() -> int:
+        from dpone.evidence.gate import GatePolicy, evaluate, render_markdown, write_report
+
+        policy = GatePolicy.parse(allowed, max_ratio)
+        doc = evaluate(evidence, policy, roots).to_json()
+        write_report(doc, output if output is not None else Path.cwd())
+        if fmt == "json":
+            print_json(doc)
+        else:
+            click.echo(render_markdown(doc), nl=False)
+        return 0 if doc["decision"] == "pass" else 1
+
+    run_command("json" if fmt == "json" else "text", body)
+
+
+__all__ = ["release_gate_cmd"]

@@ -1,0 +1,339 @@
+"""End-to-end runs that every sink must pass; ``test_run_<sink>.py`` binds them to one sink.
+
+Each test writes a manifest and CSV files, runs ``dpone run`` and then reads the outcome back
+from the real target (a DuckDB file, a PostgreSQL schema, committed Parquet files), from the
+state file's bytes and from the DLQ and evidence files on disk: the report is never the proof.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from .conftest import CANARY, Project, good, loaded, ts
+
+# Bad rows of the quarantine and warn scenarios; the canary sits in every one of them.
+LOSSY_AMOUNT = ("4", CANARY, "12.345", ts(4), "true")  # scale 3 into decimal(10, 2)
+NULL_ID = (None, CANARY, "5.00", ts(5), "false")  # id is not nullable
+THREE_BAD = ("6", CANARY, CANARY, "2026-01-06T10:00:00", "maybe")  # amount, updated_at, active
+
+
+def violations(evidence: dict[str, Any]) -> dict[tuple[str, str], int]:
+    return {(v["column"], v["reason"]): v["count"] for v in evidence["violations"]}
+
+
+def cursor_moment(state: dict[str, Any]) -> datetime:
+    cursor = state["cursor"]
+    assert cursor["column"] == "updated_at"
+    assert cursor["type"] == "timestamp"
+    return datetime.fromisoformat(cursor["value"].replace("Z", "+00:00"))
+
+
+class SinkScenarios:
+    """Bound to a sink by subclasses: ``kind`` is ``duckdb``, ``postgres`` or ``filesystem``."""
+
+    kind: ClassVar[str]
+
+    # --- strict -------------------------------------------------------------------------------
+
+    def test_strict_loads_every_row(self, project: Project) -> None:
+        project.write_csv("a.csv", [good(1), good(2), good(3)])
+        project.write_manifest(enforcement="strict")
+
+        report = project.run()
+
+        assert report["exit_code"] == 0
+        assert report["status"] == "succeeded"
+        assert report["data_outcome"] == "passed"
+        assert project.rows() == [loaded(1), loaded(2), loaded(3)]
+        assert project.dlq().run_ids() == []
+        assert project.state()["revision"] == 1
+        evidence = project.evidence(report["run_id"])
+        assert project.root / report["evidence"] == project.evidence_path(report["run_id"])
+        assert evidence["execution_status"] == "succeeded"
+        assert evidence["summary"]["rows_loaded"] == 3
+        assert evidence["sink"]["load_id"] == report["load_id"]
+        project.check_artifacts()
+
+    def test_strict_failure_leaves_sink_and_state_as_they_were(self, project: Project) -> None:
+        project.write_csv("a.csv", [good(1), good(2)])
+        project.write_manifest(enforcement="strict", chunk_size=2)
+        assert project.run()["exit_code"] == 0
+        rows_before, state_before = project.rows(), project.state_bytes()
+        assert rows_before == [loaded(1), loaded(2)]
+        # Two valid chunks are staged before the third one breaks the contract.
+        project.write_csv("b.csv", [good(3), good(4), good(5), (" 6 ", CANARY, "1", ts(6), "t")])
+
+        report = project.run()
+
+        assert report["exit_code"] == 1
+        assert report["status"] == "failed"
+        assert report["error"]["code"] == "DPONE_CONTRACT_VIOLATION"
+        assert report["sink"]["committed"] is False
+        assert report["rows"]["loaded"] == 0
+        assert project.rows() == rows_before
+        assert project.state_bytes() == state_before
+        assert report["run_id"] not in project.dlq().run_ids()
+        evidence = project.evidence(report["run_id"])
+        assert evidence["execution_status"] == "failed"
+        assert evidence["data_outcome"] == "failed_quality_gate"
+        assert evidence["state"]["advanced"] is False
+        self.assert_no_staging(project)
+        project.check_artifacts()
+
+    def test_failed_assertion_after_quarantine_aborts_the_dlq_run(self, project: Project) -> None:
+        project.write_csv("a.csv", [good(1)])
+        project.write_manifest(enforcement="quarantine", assertions={"max_rows_per_load": 2})
+        assert project.run()["exit_code"] == 0
+        rows_before, state_before = project.rows(), project.state_bytes()
+        project.write_csv("b.csv", [good(2), LOSSY_AMOUNT, good(3)])
+
+        # Three rows would load (1, 2, 3): the batch verdict fails after the DLQ records of
+        # the lossy row are durable, and before the sink commits.
+        report = project.run()
+
+        assert report["exit_code"] == 1
+        assert report["error"]["code"] == "DPONE_ASSERTION_FAILED"
+        assert report["rows"]["loaded"] == 0
+        assert project.rows() == rows_before
+        assert project.state_bytes() == state_before
+        index = project.dlq_index(report["run_id"])
+        assert index["status"] == "aborted"
+        assert [e["code"] for e in index["records"]] == ["schema.type_mismatch"]
+        assert project.evidence(report["run_id"])["dlq"]["run_status"] == "aborted"
+        self.assert_no_staging(project)
+        project.check_artifacts()
+
+    # --- coerce -------------------------------------------------------------------------------
+
+    def test_coerce_loads_lossless_variants(self, project: Project) -> None:
+        project.write_csv(
+            "a.csv",
+            [
+                (" 7 ", "g", " 3.5 ", "2026-01-07 15:30+05:30", "yes"),
+                ("8", "h", "1e2", "2026-01-08T10:00:00Z", "0"),
+                good(9),
+            ],
+        )
+        project.write_manifest(enforcement="coerce")
+
+        report = project.run()
+
+        assert report["exit_code"] == 0
+        assert report["data_outcome"] == "passed"
+        assert project.rows() == [
+            (7, "g", "3.50", "2026-01-07T10:00:00+00:00", True),
+            (8, "h", "100.00", "2026-01-08T10:00:00+00:00", False),
+            loaded(9),
+        ]
+        project.check_artifacts()
+
+    def test_coerce_fails_on_a_lossy_value(self, project: Project) -> None:
+        project.write_csv("a.csv", [good(1), (" 2 ", CANARY, "12.345", ts(2), "yes")])
+        project.write_manifest(enforcement="coerce")
+
+        report = project.run()
+
+        assert report["exit_code"] == 1
+        assert report["error"]["code"] == "DPONE_CONTRACT_VIOLATION"
+        assert project.rows() is None
+        assert project.state_bytes() is None
+        assert project.dlq().run_ids() == []
+        evidence = project.evidence(report["run_id"])
+        assert violations(evidence) == {("amount", "schema.type_mismatch"): 1}
+        project.check_artifacts()
+
+    # --- quarantine ---------------------------------------------------------------------------
+
+    def test_quarantine_loads_good_rows_and_records_each_bad_one(self, project: Project) -> None:
+        project.write_csv("a.csv", [good(1), LOSSY_AMOUNT, good(2), NULL_ID, THREE_BAD, good(3)])
+        project.write_manifest(enforcement="quarantine")
+
+        report = project.run()
+
+        assert report["exit_code"] == 0
+        assert report["data_outcome"] == "passed_with_quarantine"
+        assert report["rows"] == {
+            "read": 6,
+            "loaded": 3,
+            "quarantined": 3,
+            "warned": 0,
+            "skipped": 0,
+            "chunks": 1,
+        }
+        assert project.rows() == [loaded(1), loaded(2), loaded(3)]
+
+        run_id = report["run_id"]
+        assert project.dlq().run_ids() == [run_id]
+        records = project.dlq_records(run_id)
+        expected = [
+            (2, "schema.type_mismatch", "amount", "decimal(10,2)"),
+            (4, "schema.required_null", "id", "integer"),
+            (5, "schema.type_mismatch", "amount", "decimal(10,2)"),  # first in column order
+        ]
+        assert [
+            (
+                r["record_ref"],
+                r["reason"]["code"],
+                r["reason"]["column"],
+                r["diagnostics"]["expected_type"],
+            )
+            for r in records
+        ] == [(project.file_ref("a.csv", row), code, col, typ) for row, code, col, typ in expected]
+        for record in records:
+            assert record["run_id"] == run_id
+            assert record["load_id"] == report["load_id"]
+            assert record["payload"] == {"policy": "reference_only", "value": None}
+            assert record["diagnostics"]["source_partition"] == "data/a.csv"
+            assert record["replay"] == {"status": "pending", "replayable": True}
+        assert [r["diagnostics"]["source_offset"] for r in records] == [2, 4, 5]
+
+        index = project.dlq_index(run_id)
+        assert index["status"] == "closed"
+        assert index["record_count"] == 3
+        assert sorted(e["record_id"] for e in index["records"]) == sorted(
+            r["record_id"] for r in records
+        )
+        evidence = project.evidence(run_id)
+        assert evidence["dlq"]["record_count"] == 3
+        assert evidence["dlq"]["reasons"] == {"schema.required_null": 1, "schema.type_mismatch": 2}
+        assert evidence["dlq"]["index_fingerprint"] == index["fingerprint"]
+        bundle = project.evidence_path(run_id).parent
+        assert (bundle / evidence["dlq"]["index_ref"]).resolve() == project.dlq_index_path(run_id)
+        # Every violation of a row counts, not only the first.
+        assert violations(evidence) == {
+            ("amount", "schema.type_mismatch"): 2,
+            ("id", "schema.required_null"): 1,
+            ("updated_at", "schema.type_mismatch"): 1,
+            ("active", "schema.type_mismatch"): 1,
+        }
+        assert project.state()["last_run_id"] == run_id
+        project.check_artifacts()
+
+    # --- warn ---------------------------------------------------------------------------------
+
+    def test_warn_loads_every_row_with_nulls_where_values_do_not_fit(
+        self, project: Project
+    ) -> None:
+        project.write_csv(
+            "a.csv",
+            [
+                good(1),
+                ("2", CANARY, CANARY, ts(2), "maybe"),
+                ("3", "n3", "12.345", ts(3), "t"),
+                (None, "n4", "4.00", ts(4), "f"),
+            ],
+        )
+        project.write_manifest(enforcement="warn")
+
+        report = project.run()
+
+        assert report["exit_code"] == 0
+        assert report["data_outcome"] == "passed_with_warnings"
+        assert report["rows"]["loaded"] == 4
+        assert report["rows"]["warned"] == 3  # rows, not values: row 2 has two bad values
+        assert project.rows() == [
+            loaded(1),
+            (2, CANARY, None, "2026-01-02T10:00:00+00:00", None),
+            (3, "n3", None, "2026-01-03T10:00:00+00:00", True),
+            (None, "n4", "4.00", "2026-01-04T10:00:00+00:00", False),
+        ]
+        nullable = project.nullable()
+        assert nullable["amount"] is True
+        assert nullable["id"] is True
+        assert project.dlq().run_ids() == []
+        evidence = project.evidence(report["run_id"])
+        assert evidence["summary"]["rows_warned"] == 3
+        assert violations(evidence) == {
+            ("amount", "schema.type_mismatch"): 2,
+            ("active", "schema.type_mismatch"): 1,
+            ("id", "schema.required_null"): 1,
+        }
+        assert project.state()["revision"] == 1
+        # The canary is a valid name here, so it is in the sink, but in none of dpone's files.
+        project.check_artifacts()
+
+    # --- strategies ---------------------------------------------------------------------------
+
+    def test_merge_twice_updates_overlapping_keys(self, project: Project) -> None:
+        project.write_manifest(enforcement="strict", mode="merge", unique_key=["id"])
+        project.write_csv("a.csv", [good(1), good(2), good(3)])
+        assert project.run()["exit_code"] == 0
+
+        project.write_csv(
+            "a.csv",
+            [
+                good(3, name="n3-v2", amount="33.00"),
+                good(4, name="n4-v1"),
+                good(4, name="n4-v2", amount="44.00"),  # the later row of a key wins
+                good(2),
+            ],
+        )
+        report = project.run()
+
+        assert report["exit_code"] == 0
+        assert project.rows() == [
+            loaded(1),
+            loaded(2),
+            loaded(3, name="n3-v2", amount="33.00"),
+            loaded(4, name="n4-v2", amount="44.00"),
+        ]
+        project.check_artifacts()
+
+    def test_replace_swaps_the_whole_table(self, project: Project) -> None:
+        project.write_manifest(enforcement="strict", mode="replace")
+        project.write_csv("a.csv", [good(1), good(2), good(3)])
+        assert project.run()["exit_code"] == 0
+        assert project.rows() == [loaded(1), loaded(2), loaded(3)]
+
+        project.write_csv("a.csv", [good(4), good(5)])
+        report = project.run()
+
+        assert report["exit_code"] == 0
+        assert project.rows() == [loaded(4), loaded(5)]
+        assert project.state()["revision"] == 2
+        project.check_artifacts()
+
+    # --- incremental --------------------------------------------------------------------------
+
+    def test_incremental_runs_pick_up_only_new_rows(self, project: Project) -> None:
+        project.write_manifest(enforcement="quarantine", incremental=True)
+        project.write_csv("a.csv", [good(1), good(3), good(2)])
+        first = project.run()
+        assert first["exit_code"] == 0
+        assert cursor_moment(project.state()) == datetime(2026, 1, 3, 10, tzinfo=UTC)
+
+        # A new file with later cursors, plus a row of an earlier window that must not load.
+        project.write_csv("b.csv", [good(4), good(9, day=2), good(5)])
+        second = project.run()
+
+        assert second["exit_code"] == 0
+        assert second["rows"]["read"] == 6
+        assert second["rows"]["loaded"] == 2
+        assert second["rows"]["skipped"] == 4
+        assert project.rows() == [loaded(i) for i in (1, 2, 3, 4, 5)]
+        state = project.state()
+        assert cursor_moment(state) == datetime(2026, 1, 5, 10, tzinfo=UTC)
+        assert state["revision"] == 2
+        assert state["last_run_id"] == second["run_id"]
+        assert second["state"]["to"] == state["cursor"]["value"]
+
+        # Nothing new: nothing loads and the cursor stays where it is.
+        third = project.run()
+        assert third["exit_code"] == 0
+        assert third["rows"]["loaded"] == 0
+        assert project.rows() == [loaded(i) for i in (1, 2, 3, 4, 5)]
+        assert cursor_moment(project.state()) == datetime(2026, 1, 5, 10, tzinfo=UTC)
+
+        # Rows with later cursors appended to a file that was already read.
+        project.write_csv("b.csv", [good(4), good(9, day=2), good(5), good(6), good(7)])
+        fourth = project.run()
+        assert fourth["rows"]["loaded"] == 2
+        assert project.rows() == [loaded(i) for i in (1, 2, 3, 4, 5, 6, 7)]
+        assert cursor_moment(project.state()) == datetime(2026, 1, 7, 10, tzinfo=UTC)
+        project.check_artifacts()
+
+    # --- per sink -----------------------------------------------------------------------------
+
+    def assert_no_staging(self, project: Project) -> None:
+        """Nothing staged by a failed run is left behind (overridden per sink)."""
