@@ -1,4 +1,4 @@
-"""The incremental cursor on typed Arrow columns: compare, filter, and keep as text.
+"""The incremental cursor: compare and filter typed Arrow columns, track a run's window.
 
 The committed cursor is kept as canonical text (ISO-8601 for temporal types, the decimal's
 digits, the integer) so resuming never goes through floats or a locale.
@@ -7,6 +7,8 @@ digits, the integer) so resuming never goes through floats or a locale.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -14,6 +16,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dpone.clock import iso_utc
+from dpone.connectors.base import SourceChunk
+from dpone.contracts.enforcer import ContractEnforcementService
+from dpone.contracts.spec import ColumnSpec, ContractSpec, EvolutionSpec, TypeInferenceSpec
+from dpone.errors import DponeError
+from dpone.state.model import PipelineState
 
 
 def to_text(value: Any) -> str | int | None:
@@ -76,3 +83,145 @@ def after_mask(
     keep = pc.greater(column, to_scalar(bound_text, column.type))
     result: pa.BooleanArray = pc.fill_null(keep, True)
     return result
+
+
+#: Rows whose cursor cannot be placed that the state remembers, at most (≈ 8 bytes each).
+MAX_UNPLACED_ROWS = 50_000
+
+
+class UnplacedLimit(DponeError):
+    code = "DPONE_CURSOR_UNPLACED_LIMIT"
+    stage = "read"
+
+
+@dataclass(slots=True)
+class CursorTracker:
+    """Skips rows of earlier windows and tracks the highest cursor value this run processed.
+
+    The cursor column is parsed on its own (the contract's type, warn mode, so a bad value
+    is NULL rather than an error) before the whole row is enforced, so rows of an earlier
+    window are skipped before they could be quarantined or loaded a second time. Every kept
+    row ends loaded or quarantined, so the cursor moves to the highest value among them.
+
+    A row whose cursor cannot be parsed belongs to no window. In a re-readable file it is
+    remembered by (file, file SHA-256, row number) in the state once a run committed it, and
+    skipped by later runs while the file is unchanged; a rewritten file is new data.
+    """
+
+    column: str | None
+    spec: ColumnSpec | None
+    committed: str | int | None
+    initial: str | int | float | None
+    parser: ContractEnforcementService | None
+    previous: Mapping[str, list[int]] = field(default_factory=dict)
+    highest: Any = None
+    read_keys: dict[str, str] = field(default_factory=dict)
+    seen: dict[str, set[int]] = field(default_factory=dict)
+    _typed: pa.Array | None = None
+
+    @classmethod
+    def create(
+        cls, contract: ContractSpec, incremental: Any, state: PipelineState
+    ) -> CursorTracker:
+        if incremental is None:
+            return cls(None, None, None, None, None)
+        declared = contract.column(incremental.cursor_column)
+        spec = ColumnSpec(
+            name=incremental.cursor_column,
+            type=declared.type if declared else "string",
+            nullable=True,
+            precision=declared.precision if declared else None,
+            scale=declared.scale if declared else None,
+            timezone=declared.timezone if declared else None,
+        )
+        parser = ContractEnforcementService(
+            ContractSpec(
+                enforcement="warn",
+                columns=(spec,),
+                evolution=EvolutionSpec(),
+                type_inference=TypeInferenceSpec(enabled=False),
+            )
+        )
+        committed = state.cursor.value if state.cursor else None
+        return cls(
+            incremental.cursor_column,
+            spec,
+            committed,
+            incremental.initial_value,
+            parser,
+            previous=state.unplaced,
+        )
+
+    def keep(self, chunk: SourceChunk) -> tuple[pa.RecordBatch, pa.Int64Array | None, int]:
+        """The chunk's rows of this window, their positions in the chunk (None: all of them),
+        and how many were skipped."""
+        batch = chunk.batch
+        self._typed = None
+        if self.parser is None or self.column not in batch.schema.names:
+            return batch, None, 0
+        typed = self.parser.enforce(batch.select([self.column])).valid.column(0)
+        keep = after_mask(typed, self.committed, self.initial)
+        keep = self._unplaced(chunk, typed, keep)
+        self._typed = typed
+        if keep is None:
+            return batch, None, 0
+        kept = int(pc.sum(keep).as_py() or 0)
+        if kept == batch.num_rows:
+            return batch, None, 0
+        self._typed = typed.filter(keep)
+        return batch.filter(keep), pc.indices_nonzero(keep), batch.num_rows - kept
+
+    def _unplaced(
+        self, chunk: SourceChunk, typed: pa.Array, keep: pa.BooleanArray | None
+    ) -> pa.BooleanArray | None:
+        if not (chunk.rereadable and chunk.file_sha256):
+            return keep
+        key = f"{chunk.partition}@{chunk.file_sha256}"
+        self.read_keys[chunk.partition] = key
+        nulls = pc.indices_nonzero(pc.is_null(typed)).to_pylist()
+        if not nulls:
+            return keep
+        done = set(self.previous.get(key, ()))
+        flags = [True] * len(typed) if keep is None else keep.to_pylist()
+        seen = self.seen.setdefault(key, set())
+        for pos in nulls:
+            row = chunk.first_row + pos
+            if row in done:
+                flags[pos] = False
+            else:
+                seen.add(row)
+        return pa.array(flags, pa.bool_())
+
+    def observe(self) -> None:
+        """The kept rows of the last chunk are accounted for: the cursor covers them."""
+        if self._typed is None or len(self._typed) == 0:
+            return
+        top = max_value(self._typed)
+        if top is not None and (self.highest is None or top > self.highest):
+            self.highest = top
+
+    def committed_text(self) -> str | None:
+        value = to_text(self.highest) if self.highest is not None else self.committed
+        return None if value is None else str(value)
+
+    def unplaced_after_run(self) -> dict[str, list[int]]:
+        """The state's memory of unplaced rows once this run commits."""
+        out: dict[str, list[int]] = {}
+        read_partitions = set(self.read_keys)
+        for key, rows in self.previous.items():
+            partition = key.rsplit("@", 1)[0]
+            if partition not in read_partitions or self.read_keys[partition] == key:
+                out[key] = list(rows)
+        for key, new_rows in self.seen.items():
+            out[key] = sorted(new_rows.union(out.get(key, ())))
+        total = sum(len(rows) for rows in out.values())
+        if total > MAX_UNPLACED_ROWS:
+            raise UnplacedLimit(
+                f"{total} rows have an incremental cursor that cannot be parsed; the limit "
+                f"is {MAX_UNPLACED_ROWS}",
+                fixes=(
+                    "fix the cursor values in the source, or declare the cursor column so its "
+                    "values parse",
+                ),
+            )
+        return out

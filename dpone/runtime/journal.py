@@ -37,6 +37,8 @@ class JournalEntry:
     started_at: str
     evidence: dict[str, Any] | None = None
     """The evidence the run will publish once its sink commits (written before the commit)."""
+    unplaced: dict[str, list[int]] | None = None
+    """The state's unplaced rows once the run commits (see ``runtime/cursor.py``)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -46,6 +48,7 @@ class JournalEntry:
             "phase": self.phase,
             "started_at": self.started_at,
             "evidence": self.evidence,
+            "unplaced": self.unplaced,
         }
 
 
@@ -91,6 +94,7 @@ class RunJournal:
             phase=doc["phase"],
             started_at=doc["started_at"],
             evidence=doc.get("evidence"),
+            unplaced=doc.get("unplaced"),
         )
 
     def write(self, entry: JournalEntry) -> None:

@@ -32,7 +32,6 @@ from dpone.connectors.sources import make_source
 from dpone.contracts.enforcer import ContractEnforcementService
 from dpone.contracts.reasons import ReasonCode
 from dpone.contracts.result import EnforcementResult
-from dpone.contracts.spec import ColumnSpec, ContractSpec, EvolutionSpec, TypeInferenceSpec
 from dpone.contracts.types import sink_schema
 from dpone.dlq.errors import DlqRunNotFound
 from dpone.dlq.model import rejected_rows
@@ -44,7 +43,7 @@ from dpone.evidence.model import DlqEvidence, Evidence, Summary
 from dpone.evidence.writer import EVIDENCE_FILE, bundle_dir, publish_evidence_doc
 from dpone.faults import checkpoint
 from dpone.manifest.plan import Plan
-from dpone.runtime import cursor as cursors
+from dpone.runtime.cursor import CursorTracker
 from dpone.runtime.journal import JournalEntry, RunJournal
 from dpone.runtime.report import Recovery, RowCounts, RunReport
 from dpone.state.model import Cursor, PipelineState
@@ -170,7 +169,7 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
             JournalEntry(plan.name, run.run_id, run.load_id, "running", run.report.started_at)
         )
         try:
-            evidence_doc, cursor_to = _load(run, source, sink, dlq, engine, state)
+            evidence_doc, cursor_to, unplaced = _load(run, source, sink, dlq, engine, state)
             # What this run will publish is durable before the sink commits, so a process
             # killed right after the commit is finished, identically, by the next run.
             journal.write(
@@ -181,6 +180,7 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
                     "running",
                     run.report.started_at,
                     evidence=evidence_doc,
+                    unplaced=unplaced,
                 )
             )
             checkpoint("before_sink_commit")
@@ -199,7 +199,7 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
         # The sink committed: from here on the run is finished even if this process dies.
         _publish_evidence(run, evidence_doc)
         checkpoint("after_evidence")
-        _advance_state(run, states, state, evidence_doc)
+        _advance_state(run, states, state, evidence_doc, unplaced)
         checkpoint("after_state")
         journal.write(
             JournalEntry(plan.name, run.run_id, run.load_id, "finished", run.report.started_at)
@@ -232,19 +232,20 @@ def _load(
     dlq: DlqStore,
     engine: AssertionEngine,
     state: PipelineState,
-) -> tuple[dict[str, Any], str | None]:
+) -> tuple[dict[str, Any], str | None, dict[str, list[int]]]:
     """Read, enforce, assert, quarantine, stage; close the DLQ run. Returns the evidence the
     run will publish and the cursor it will commit. The sink has not committed yet."""
     plan = run.plan
     enforcer = ContractEnforcementService(plan.sink.contract)
-    tracker = CursorTracker.create(plan, state)
+    tracker = CursorTracker.create(plan.sink.contract, plan.source.incremental, state)
     existing = sink.existing_schema()
     after = state.cursor.value if (state.cursor and source.cursor_pushdown) else None
 
     for chunk in source.chunks(plan.runtime.chunk_size, after=after):
         run.counts.read += chunk.num_rows
         run.counts.chunks += 1
-        batch, positions = tracker.keep(chunk.batch, run)
+        batch, positions, skipped = tracker.keep(chunk)
+        run.counts.skipped += skipped
         result = enforcer.enforce(batch, existing_schema=existing)
         _count_violations(run, result)
         result.raise_for_failure()
@@ -259,7 +260,7 @@ def _load(
             run.sink_load.write(valid)
         run.counts.loaded += valid.num_rows
         run.counts.warned += _warned_rows(result)
-        tracker.observe(batch, result)
+        tracker.observe()
         checkpoint("after_chunk_staged")
         if run.options.progress is not None:
             run.options.progress(run.counts)
@@ -272,7 +273,8 @@ def _load(
         # Nothing valid to load still commits an empty load: its marker is the run's proof.
         run.sink_load = sink.begin(_load_spec(run, sink_schema(plan.sink.contract)))
     cursor_to = tracker.committed_text()
-    return _evidence(run, engine, failure=None, state=state, cursor_to=cursor_to), cursor_to
+    evidence = _evidence(run, engine, failure=None, state=state, cursor_to=cursor_to)
+    return evidence, cursor_to, tracker.unplaced_after_run()
 
 
 def _load_spec(run: _Run, schema: pa.Schema, cursor_to: str | None = None) -> LoadSpec:
@@ -380,100 +382,6 @@ def _quarantine(
 # --- incremental cursor ------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class CursorTracker:
-    """Skips rows at or below the committed cursor and tracks the highest value processed.
-
-    The cursor column is parsed on its own (the contract's type, warn mode, so a bad value
-    is NULL rather than an error) before the whole row is enforced: rows of an earlier
-    window are skipped before they could be quarantined a second time. A row whose cursor
-    cannot be parsed is kept (it belongs to no window).
-    """
-
-    column: str | None
-    spec: ColumnSpec | None
-    committed: str | int | None
-    initial: str | int | float | None
-    parser: ContractEnforcementService | None
-    highest: Any = None
-    dtype: pa.DataType | None = None
-    _typed: pa.Array | None = None
-
-    @classmethod
-    def create(cls, plan: Plan, state: PipelineState) -> CursorTracker:
-        inc = plan.source.incremental
-        if inc is None:
-            return cls(None, None, None, None, None)
-        declared = plan.sink.contract.column(inc.cursor_column)
-        spec = ColumnSpec(
-            name=inc.cursor_column,
-            type=declared.type if declared else "string",
-            nullable=True,
-            precision=declared.precision if declared else None,
-            scale=declared.scale if declared else None,
-            timezone=declared.timezone if declared else None,
-        )
-        parser = ContractEnforcementService(
-            ContractSpec(
-                enforcement="warn",
-                columns=(spec,),
-                evolution=EvolutionSpec(),
-                type_inference=TypeInferenceSpec(enabled=False),
-            )
-        )
-        committed = state.cursor.value if state.cursor else None
-        return cls(inc.cursor_column, spec, committed, inc.initial_value, parser)
-
-    def _parse(self, batch: pa.RecordBatch) -> pa.Array | None:
-        if self.column is None or self.parser is None:
-            return None
-        if self.column not in batch.schema.names:
-            return None
-        one = batch.select([self.column])
-        typed = self.parser.enforce(one).valid.column(0)
-        return typed
-
-    def keep(self, batch: pa.RecordBatch, run: _Run) -> tuple[pa.RecordBatch, pa.Int64Array | None]:
-        """The rows past the committed cursor, and their positions in the chunk (None: all)."""
-        typed = self._parse(batch)
-        self._typed = typed
-        if typed is None:
-            return batch, None
-        mask = cursors.after_mask(typed, self.committed, self.initial)
-        if mask is None:
-            return batch, None
-        kept = int(pc.sum(mask).as_py() or 0)
-        if kept == batch.num_rows:
-            return batch, None
-        run.counts.skipped += batch.num_rows - kept
-        positions = pc.indices_nonzero(mask)
-        self._typed = typed.filter(mask)
-        return batch.filter(mask), positions
-
-    def observe(self, batch: pa.RecordBatch, result: EnforcementResult) -> None:
-        """Every kept row is accounted for (loaded or quarantined): the cursor covers them."""
-        if self._typed is None or len(self._typed) == 0:
-            return
-        top = cursors.max_value(self._typed)
-        if top is None:
-            return
-        self.dtype = self._typed.type
-        if self.highest is None or top > self.highest:
-            self.highest = top
-
-    def committed_text(self) -> str | None:
-        value = cursors.to_text(self.highest) if self.highest is not None else self.committed
-        return None if value is None else str(value)
-
-    def state_cursor(self) -> Cursor | None:
-        if self.column is None or self.spec is None:
-            return None
-        value = cursors.to_text(self.highest) if self.highest is not None else self.committed
-        if value is None:
-            return None
-        return Cursor(self.column, self.spec.type, value)
-
-
 # --- evidence, state, failure -----------------------------------------------------------------
 
 
@@ -542,29 +450,58 @@ def _publish_evidence(run: _Run, doc: dict[str, Any]) -> None:
     log.info("evidence.written", run_id=run.run_id)
 
 
-def _advance_state(
-    run: _Run, states: StateStore, state: PipelineState, evidence: dict[str, Any]
+def commit_state(
+    plan: Plan,
+    states: StateStore,
+    *,
+    expected_revision: int,
+    run_id: str,
+    load_id: str,
+    cursor_to: str | int | None,
+    unplaced: dict[str, list[int]] | None,
+    clock: Clock,
 ) -> None:
-    to = evidence["state"]["to"]
-    if run.plan.state_type == "disabled":
-        run.report.state = {"advanced": False, "from": None, "to": None, "revision": None}
-        return
-    inc = run.plan.source.incremental
+    """Advance the pipeline's state to a committed load (a live run's, or a dead one's)."""
+    inc = plan.source.incremental
     cursor = None
-    if inc is not None and to is not None:
-        declared = run.plan.sink.contract.column(inc.cursor_column)
-        cursor = Cursor(inc.cursor_column, declared.type if declared else "string", to)
-    with states.commit(run.plan.name, expected_revision=state.revision) as txn:
+    if inc is not None and cursor_to is not None:
+        declared = plan.sink.contract.column(inc.cursor_column)
+        cursor = Cursor(inc.cursor_column, declared.type if declared else "string", cursor_to)
+    with states.commit(plan.name, expected_revision=expected_revision) as txn:
         txn.set(
             txn.current.advanced(
-                run_id=run.run_id,
-                load_id=run.load_id,
+                run_id=run_id,
+                load_id=load_id,
                 cursor=cursor,
-                manifest_fingerprint=run.plan.fingerprint,
-                updated_at=iso_utc(run.clock()),
+                manifest_fingerprint=plan.fingerprint,
+                updated_at=iso_utc(clock()),
+                unplaced=unplaced,
             )
         )
         txn.before_publish = lambda: checkpoint("during_state_replace")
+
+
+def _advance_state(
+    run: _Run,
+    states: StateStore,
+    state: PipelineState,
+    evidence: dict[str, Any],
+    unplaced: dict[str, list[int]],
+) -> None:
+    if run.plan.state_type == "disabled":
+        run.report.state = {"advanced": False, "from": None, "to": None, "revision": None}
+        return
+    to = evidence["state"]["to"]
+    commit_state(
+        run.plan,
+        states,
+        expected_revision=state.revision,
+        run_id=run.run_id,
+        load_id=run.load_id,
+        cursor_to=to,
+        unplaced=unplaced,
+        clock=run.clock,
+    )
     run.report.state = {
         "advanced": True,
         "from": evidence["state"]["from"],
@@ -677,23 +614,16 @@ def _finish_committed(
 ) -> Recovery:
     state = states.read(plan.name)
     if state.last_load_id != entry.load_id and plan.state_type == "file":
-        inc = plan.source.incremental
-        cursor = None
-        if inc is not None and marker.cursor_to is not None:
-            declared = plan.sink.contract.column(inc.cursor_column)
-            cursor = Cursor(
-                inc.cursor_column, declared.type if declared else "string", marker.cursor_to
-            )
-        with states.commit(plan.name, expected_revision=state.revision) as txn:
-            txn.set(
-                txn.current.advanced(
-                    run_id=entry.run_id,
-                    load_id=entry.load_id,
-                    cursor=cursor,
-                    manifest_fingerprint=plan.fingerprint,
-                    updated_at=iso_utc(clock()),
-                )
-            )
+        commit_state(
+            plan,
+            states,
+            expected_revision=state.revision,
+            run_id=entry.run_id,
+            load_id=entry.load_id,
+            cursor_to=marker.cursor_to,
+            unplaced=entry.unplaced,
+            clock=clock,
+        )
     note = "its evidence was already published"
     if entry.evidence is not None:
         publish_evidence_doc(plan.sink.evidence_dir, entry.evidence, exist_ok=True)

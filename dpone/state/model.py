@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 STATE_SCHEMA_ID = "dpone.state.v1"
@@ -38,6 +38,8 @@ class PipelineState:
     last_load_id: str | None = None
     manifest_fingerprint: str | None = None
     updated_at: str | None = None
+    unplaced: dict[str, list[int]] = field(default_factory=dict)
+    """Rows whose cursor could not be parsed, already committed: ``file@sha256`` -> rows."""
 
     def advanced(
         self,
@@ -47,12 +49,14 @@ class PipelineState:
         cursor: Cursor | None,
         manifest_fingerprint: str,
         updated_at: str,
+        unplaced: dict[str, list[int]] | None = None,
     ) -> PipelineState:
-        """The next revision; a cursor of None keeps the committed one."""
+        """The next revision; a cursor (or unplaced rows) of None keeps the committed one."""
         return replace(
             self,
             revision=self.revision + 1,
             cursor=cursor if cursor is not None else self.cursor,
+            unplaced=unplaced if unplaced is not None else self.unplaced,
             last_run_id=run_id,
             last_load_id=load_id,
             manifest_fingerprint=manifest_fingerprint,
@@ -69,6 +73,7 @@ class PipelineState:
             "last_load_id": self.last_load_id,
             "manifest_fingerprint": self.manifest_fingerprint,
             "updated_at": self.updated_at,
+            "unplaced": self.unplaced,
         }
 
     @classmethod
@@ -82,4 +87,5 @@ class PipelineState:
             last_load_id=doc.get("last_load_id"),
             manifest_fingerprint=doc.get("manifest_fingerprint"),
             updated_at=doc.get("updated_at"),
+            unplaced={k: list(v) for k, v in doc.get("unplaced", {}).items()},
         )
