@@ -68,6 +68,7 @@ from dpone.dlq.store import (
     scan_records,
     take_lock,
 )
+from dpone.faults import checkpoint
 
 log = structlog.get_logger("dpone.dlq")
 
@@ -409,6 +410,7 @@ class RunWriter:
             for i in outcome.existing:
                 self._same_as_existing(items[i])
                 self._on_disk.add(items[i].record_id)
+            checkpoint("during_dlq_group_commit")
             fsio.group_sync(self._records_fd, self._store.sync_mode, self._where)
         except BaseException:
             self._dirty = True
