@@ -268,7 +268,7 @@ def _entry_from_json(doc: Any, position: int) -> IndexEntry:
         raise _invalid(pointer + "/record_id")
     if type(doc["sha256"]) is not str or not _CHECKSUM.match(doc["sha256"]):
         raise _invalid(pointer + "/sha256")
-    if doc["code"] not in _CODES:
+    if type(doc["code"]) is not str or doc["code"] not in _CODES:
         raise _invalid(pointer + "/code")
     column = doc["column"]
     if column is not None and (type(column) is not str or not 0 < len(column) <= MAX_NAME_LENGTH):

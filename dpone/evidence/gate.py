@@ -460,6 +460,7 @@ _WHAT: Mapping[Subject, str] = {"evidence": "the bundle", "dlq_index": "the DLQ 
 
 
 def _real_root(path: Path, shown: str) -> Path:
+    """A ``--root`` resolved (it may be a symlink: the operator chose it); it must exist."""
     try:
         real = path.resolve(strict=True)
     except (OSError, RuntimeError):
@@ -492,7 +493,7 @@ def _confine(path: Path, roots: Sequence[Path], subject: Subject) -> tuple[Path,
                     subject,
                 )
         real = path.resolve()
-    except (OSError, RuntimeError):  # a symlink loop, a folder that may not be entered
+    except (OSError, RuntimeError, ValueError):  # a symlink loop, no entry, a NUL in a name
         raise _Refused(GateCode.PATH_REFUSED, f"{what} cannot be resolved", subject) from None
     for root in roots:
         if real.is_relative_to(root) and real != root:
@@ -569,9 +570,9 @@ def write_report(doc: Mapping[str, Any], output_dir: Path) -> Path:
     data = orjson.dumps(
         doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE
     )
-    try:
-        replace_atomic(path, data)
+    try:  # the JSON last: when it is there, so is the Markdown of the same decision
         replace_atomic(output_dir / REPORT_MD, render_markdown(doc).encode())
+        replace_atomic(path, data)
     except OSError as exc:
         raise GateUsageError(
             f"cannot write the release gate report ({exc.strerror or 'I/O error'})",
