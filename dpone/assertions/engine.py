@@ -265,15 +265,3 @@ class AssertionEngine:
                 )
             )
         return tuple(out)
-
-    def openlineage_facets(self) -> dict[str, Any]:
-        """The standard dataQualityAssertions facet's shape plus a dpone facet."""
-        verdicts = self.verdicts()
-        return {
-            "dataQualityAssertions": {
-                "assertions": [
-                    {"assertion": v.name, "success": v.verdict == "passed"} for v in verdicts
-                ]
-            },
-            "dpone": {"rowsPassedAssertions": self.rows_passed, "assertionCount": len(verdicts)},
-        }

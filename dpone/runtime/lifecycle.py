@@ -39,6 +39,7 @@ from dpone.dlq.refs import file_refs, run_row_refs
 from dpone.dlq.store import DlqStore
 from dpone.dlq.writer import RunResult, RunWriter
 from dpone.errors import EXIT_OK, ConfigError, DponeError, ErrorDetail, Interrupted, UsageError
+from dpone.evidence import lineage
 from dpone.evidence.model import DlqEvidence, Evidence, Summary
 from dpone.evidence.writer import EVIDENCE_FILE, bundle_dir, publish_evidence_doc
 from dpone.faults import checkpoint
@@ -116,6 +117,7 @@ class _Run:
         self.cursor_max: pa.Scalar | None = None
         self.cursor_type: pa.DataType | None = None
         self.global_row = 0
+        self.lineage: lineage.LineageEmitter | None = None
 
 
 def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
@@ -163,6 +165,7 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
     try:
         run.report.recovered = recover(plan, journal, sink, dlq, states, options.clock)
         checkpoint("after_recover")
+        _emit(run, source.identity, sink.identity, "START")
         _refuse_used_run_id(run, dlq)
         state = states.read(plan.name)
         journal.write(
@@ -191,6 +194,7 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
         except (DponeError, KeyboardInterrupt) as exc:
             err = exc if isinstance(exc, DponeError) else Interrupted("the run was interrupted")
             _fail(run, err, engine, state)
+            _emit(run, source.identity, sink.identity, "FAIL")
             journal.write(
                 JournalEntry(plan.name, run.run_id, run.load_id, "failed", run.report.started_at)
             )
@@ -205,6 +209,7 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
             JournalEntry(plan.name, run.run_id, run.load_id, "finished", run.report.started_at)
         )
         _finish(run, evidence_doc["data_outcome"])
+        _emit(run, source.identity, sink.identity, "COMPLETE", evidence_doc)
         return run.report
     finally:
         journal.unlock()
@@ -439,7 +444,13 @@ def _evidence(
         },
         started_at=run.report.started_at,
         finished_at=iso_utc(run.clock()),
-        facets=engine.openlineage_facets(),
+        facets=lineage.facets(
+            engine.verdicts(),
+            rows_read=run.counts.read,
+            rows_loaded=run.counts.loaded if failure is None else 0,
+            rows_quarantined=run.counts.quarantined,
+            enforcement=plan.sink.contract.enforcement,
+        ),
     )
     return evidence.to_json()
 
@@ -525,6 +536,28 @@ def _finish(run: _Run, outcome: str) -> None:
         rows_loaded=run.counts.loaded,
         rows_quarantined=run.counts.quarantined,
     )
+
+
+def _emit(
+    run: _Run, source: str, target: str, state: str, evidence: dict[str, Any] | None = None
+) -> None:
+    """OpenLineage events, when the manifest asks for them; never fails the run."""
+    config = run.plan.observability.get("openlineage")
+    if not config:
+        return
+    try:
+        if run.lineage is None:
+            run.lineage = lineage.LineageEmitter(config, run.plan.manifest_dir, run.plan.name)
+        run.lineage.emit(
+            lineage.RunState[state],
+            run_id=run.run_id,
+            event_time=iso_utc(run.clock()),
+            source=source,
+            target=target,
+            facets_doc=evidence["openlineage_facets"] if evidence else None,
+        )
+    except Exception as exc:  # lineage is observability: report it, keep the run's outcome
+        log.warning("lineage.emit_failed", run_id=run.run_id, error=type(exc).__name__)
 
 
 def _fail(run: _Run, err: DponeError, engine: AssertionEngine, state: PipelineState) -> None:

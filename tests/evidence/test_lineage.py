@@ -1,0 +1,68 @@
+"""OpenLineage: standard facets in the evidence, run events through the file transport."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from dpone.manifest.compiler import compile_text
+from dpone.runtime.lifecycle import run_pipeline
+
+MANIFEST = """\
+name: lineage_orders
+source: {type: file, format: csv, path: orders.csv}
+sink:
+  type: duckdb
+  table: orders
+  options:
+    schema_contract:
+      enforcement: quarantine
+      columns:
+        id: {type: integer, nullable: false}
+        amount: {type: decimal, precision: 8, scale: 2}
+quality:
+  assertions:
+    unique_columns: {value: [id], on_failure: quarantine}
+    min_rows_per_load: 1
+observability:
+  openlineage:
+    namespace: shop
+    transport: {type: file, log_file_path: .dpone/lineage.jsonl}
+"""
+CANARY = "canary-7f3a"
+
+
+def test_run_emits_start_and_complete_with_quality_facets(tmp_path: Path) -> None:
+    (tmp_path / "orders.csv").write_text(f"id,amount\n1,1.00\n2,{CANARY}\n1,3.00\n3,4.00\n")
+    (tmp_path / "manifest.yaml").write_text(MANIFEST)
+    report = run_pipeline(compile_text(MANIFEST, path=tmp_path / "manifest.yaml"))
+    assert report.status == "succeeded"
+    assert report.rows.quarantined == 2
+
+    raw = (tmp_path / ".dpone" / "lineage.jsonl").read_text()
+    assert CANARY not in raw
+    assert str(tmp_path) not in raw
+    events = [json.loads(line) for line in raw.splitlines() if line.strip()]
+    assert [e["eventType"] for e in events] == ["START", "COMPLETE"]
+    complete = events[-1]
+    assert (complete["job"]["namespace"], complete["job"]["name"]) == ("shop", "lineage_orders")
+    facets = complete["inputs"][0]["inputFacets"]
+    assertions = {a["name"]: a["success"] for a in facets["dataQualityAssertions"]["assertions"]}
+    assert assertions == {"unique_columns": False, "min_rows_per_load": True}
+    assert facets["inputStatistics"]["rowCount"] == 4
+    assert complete["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] == 2
+
+    evidence_path = tmp_path / str(report.evidence)
+    evidence = json.loads(evidence_path.read_text())
+    ol = evidence["openlineage_facets"]
+    assert ol["dataQualityAssertions"]["_schemaURL"].startswith("https://openlineage.io/spec/")
+    assert ol["dpone"]["rowsQuarantined"] == 2
+
+
+def test_failed_run_emits_fail(tmp_path: Path) -> None:
+    manifest = MANIFEST.replace("enforcement: quarantine", "enforcement: strict")
+    (tmp_path / "orders.csv").write_text("id,amount\n1,1.001\n")
+    report = run_pipeline(compile_text(manifest, path=tmp_path / "manifest.yaml"))
+    assert report.status == "failed"
+    lines = (tmp_path / ".dpone" / "lineage.jsonl").read_text().splitlines()
+    assert [json.loads(x)["eventType"] for x in lines if x.strip()] == ["START", "FAIL"]
