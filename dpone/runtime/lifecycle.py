@@ -114,8 +114,6 @@ class _Run:
         self.dlq_writer: RunWriter | None = None
         self.dlq_result: RunResult | None = None
         self.sink_load: SinkLoad | None = None
-        self.cursor_max: pa.Scalar | None = None
-        self.cursor_type: pa.DataType | None = None
         self.global_row = 0
         self.lineage: lineage.LineageEmitter | None = None
 
@@ -282,7 +280,8 @@ def _load(
     return evidence, cursor_to, tracker.unplaced_after_run()
 
 
-def _load_spec(run: _Run, schema: pa.Schema, cursor_to: str | None = None) -> LoadSpec:
+def _load_spec(run: _Run, schema: pa.Schema) -> LoadSpec:
+    """The load's identity and strategy; its cursor is given at commit, once it is known."""
     strategy = run.plan.sink.strategy
     return LoadSpec(
         pipeline=run.plan.name,
@@ -291,7 +290,6 @@ def _load_spec(run: _Run, schema: pa.Schema, cursor_to: str | None = None) -> Lo
         schema=schema,
         mode=strategy.mode,
         unique_key=strategy.unique_key,
-        cursor_to=cursor_to,
     )
 
 
@@ -382,9 +380,6 @@ def _quarantine(
     run.counts.quarantined += len(rows)
     run.report.dlq["records"] = run.counts.quarantined
     run.global_row += chunk.num_rows
-
-
-# --- incremental cursor ------------------------------------------------------------------------
 
 
 # --- evidence, state, failure -----------------------------------------------------------------
