@@ -101,6 +101,7 @@ class _Chunk:
     warnings: list[Diagnostic] = field(default_factory=list)
     frozen: dict[str, list[str]] = field(default_factory=dict)
     frozen_rows: pa.BooleanArray | None = None
+    warned: pa.BooleanArray | None = None  # rows with a value handled by a warning action
 
     def violate(self, column: str, code: ReasonCode, mask: pa.BooleanArray, action: Action) -> None:
         k = int(mask.true_count)
@@ -116,6 +117,7 @@ class _Chunk:
         else:
             first = pc.indices_nonzero(mask).slice(0, DIAGNOSTIC_POSITIONS).to_pylist()
             self.warnings.append(Diagnostic(column, code, action, k, tuple(first)))
+            self.warned = mask if self.warned is None else pc.or_(self.warned, mask)
 
 
 class ContractEnforcementService:
@@ -377,7 +379,10 @@ class ContractEnforcementService:
                 schema = pa.schema(fields)
             valid = pa.RecordBatch.from_arrays(arrays, schema=schema)
             if chunk.reject is not None:
-                valid = valid.filter(pc.invert(chunk.reject))
+                keep = pc.invert(chunk.reject)
+                valid = valid.filter(keep)
+                if chunk.warned is not None:
+                    chunk.warned = chunk.warned.filter(keep)
         rejects = Rejects(chunk.reject, tuple(chunk.violations), plan.expected_types, actual)
         error: ContractError | None = None
         if chunk.frozen:
@@ -396,6 +401,7 @@ class ContractEnforcementService:
             expected_types=plan.expected_types,
             actual_types=actual,
             variant_columns=tuple(name for name, _ in variants),
+            warned=None if table_only else chunk.warned,
         )
 
 

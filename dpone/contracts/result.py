@@ -266,6 +266,14 @@ class EnforcementResult:
     expected_types: Mapping[str, str] = field(default_factory=dict)
     actual_types: Mapping[str, str] = field(default_factory=dict)
     variant_columns: tuple[str, ...] = ()
+    #: Clean mask aligned with ``valid``: rows that loaded with at least one warning (a value
+    #: nulled, moved to a variant column or dropped). None: no such row.
+    warned: pa.BooleanArray | None = None
+
+    @property
+    def warned_rows(self) -> int:
+        """Rows (not values) of ``valid`` that loaded with at least one warning."""
+        return 0 if self.warned is None else int(self.warned.true_count)
 
     @property
     def valid_positions(self) -> pa.Int64Array:

@@ -539,10 +539,9 @@ def _timestamp_fast(arr: pa.Array, tz: bool) -> Conversion | None:
         shaped = pc.or_(shaped, pc.equal(pc.binary_length(arr), 10))
     if clean(shaped).true_count != len(arr) - arr.null_count:
         return None
-    if tz:
-        low, high = pc.min_max(fast.cast(pa.int64())).values()
-        if low.is_valid and (low.as_py() < _TS_MIN_US or high.as_py() > _TS_MAX_US):
-            return None
+    low, high = pc.min_max(fast.cast(pa.int64())).values()
+    if low.is_valid and (low.as_py() < _TS_MIN_US or high.as_py() > _TS_MAX_US):
+        return None
     return Conversion(fast)
 
 

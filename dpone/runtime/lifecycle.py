@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ from dpone.contracts.reasons import ReasonCode
 from dpone.contracts.result import EnforcementResult
 from dpone.contracts.types import sink_schema
 from dpone.dlq.errors import DlqRunNotFound
-from dpone.dlq.model import rejected_rows
+from dpone.dlq.model import RejectedRow, rejected_rows
 from dpone.dlq.refs import file_refs, run_row_refs
 from dpone.dlq.store import DlqStore
 from dpone.dlq.writer import RunResult, RunWriter
@@ -92,6 +93,55 @@ def relative(path: Path, base: Path) -> str:
         return path.name
 
 
+class DlqPipe:
+    """Writes each chunk's DLQ records on one background thread, one chunk in flight.
+
+    A chunk's records are built on the main thread and made durable on this one while the
+    main thread reads and enforces the next chunk: file creation is IO the CPU work can
+    overlap. At most one chunk waits, so memory stays bounded by two chunks' rejects, and
+    :meth:`drain` runs before the DLQ index closes, so every record is durable before the
+    sink may commit (SPEC §6). Rows count as quarantined only once durable.
+    """
+
+    def __init__(self, run: _Run, dlq: DlqStore) -> None:
+        self._run = run
+        self._dlq = dlq
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: Future[int] | None = None
+
+    def submit(self, rows: list[RejectedRow]) -> None:
+        self.drain()
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpone-dlq")
+        self._pending = self._pool.submit(self._write, rows)
+
+    def _write(self, rows: list[RejectedRow]) -> int:
+        run = self._run
+        if run.dlq_writer is None:
+            run.dlq_writer = self._dlq.open_run(run.run_id, run.load_id, pipeline=run.plan.name)
+        run.dlq_writer.write_chunk(rows)
+        checkpoint("after_chunk_dlq")
+        return len(rows)
+
+    def drain(self) -> None:
+        """Wait for the chunk in flight; its error, if any, is raised here."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            written = pending.result()
+            self._run.counts.quarantined += written
+            self._run.report.dlq["run_id"] = self._run.run_id
+            self._run.report.dlq["records"] = self._run.counts.quarantined
+
+    def shutdown(self) -> None:
+        """After a failure: let the write in flight end (its outcome no longer matters)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            wait([pending])
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+
 class _Run:
     """The mutable bookkeeping of one run; the control flow lives in :func:`run_pipeline`."""
 
@@ -116,6 +166,7 @@ class _Run:
         self.sink_load: SinkLoad | None = None
         self.global_row = 0
         self.lineage: lineage.LineageEmitter | None = None
+        self.dlq_pipe: DlqPipe | None = None
 
 
 def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
@@ -243,6 +294,7 @@ def _load(
     tracker = CursorTracker.create(plan.sink.contract, plan.source.incremental, state)
     existing = sink.existing_schema()
     after = state.cursor.value if (state.cursor and source.cursor_pushdown) else None
+    run.dlq_pipe = pipe = DlqPipe(run, dlq)
 
     for chunk in source.chunks(plan.runtime.chunk_size, after=after):
         run.counts.read += chunk.num_rows
@@ -253,8 +305,7 @@ def _load(
         _count_violations(run, result)
         result.raise_for_failure()
         valid, quarantine_mask, rules = engine.observe(result.valid)
-        _quarantine(run, dlq, chunk, positions, batch, result, quarantine_mask, rules)
-        checkpoint("after_chunk_dlq")
+        _quarantine(run, pipe, chunk, positions, batch, result, quarantine_mask, rules)
         if quarantine_mask is not None:
             valid = valid.filter(pc.invert(quarantine_mask))
         if valid.num_rows:
@@ -262,13 +313,15 @@ def _load(
                 run.sink_load = sink.begin(_load_spec(run, valid.schema))
             run.sink_load.write(valid)
         run.counts.loaded += valid.num_rows
-        run.counts.warned += _warned_rows(result)
+        run.counts.warned += result.warned_rows
         tracker.observe()
         checkpoint("after_chunk_staged")
         if run.options.progress is not None:
             run.options.progress(run.counts)
 
     engine.finalize()
+    pipe.drain()
+    pipe.shutdown()
     if run.dlq_writer is not None:
         run.dlq_result = run.dlq_writer.close()
     checkpoint("after_dlq_close")
@@ -299,30 +352,9 @@ def _count_violations(run: _Run, result: EnforcementResult) -> None:
         run.violations[key] = run.violations.get(key, 0) + count
 
 
-def _warned_rows(result: EnforcementResult) -> int:
-    """Rows (not values) that loaded with at least one warning.
-
-    A row with two bad values is one warned row. Diagnostics keep only their first few
-    positions, so the rows are counted exactly when every diagnostic lists all of its
-    positions, and bounded by the number of warnings (and of rows) otherwise.
-    """
-    if not result.warnings:
-        return 0
-    positions: set[int] = set()
-    total = 0
-    complete = True
-    for diag in result.warnings:
-        total += diag.count
-        positions.update(diag.positions)
-        complete = complete and len(diag.positions) == diag.count
-    if complete:
-        return len(positions)
-    return min(total, result.valid_rows)
-
-
 def _quarantine(
     run: _Run,
-    dlq: DlqStore,
+    pipe: DlqPipe,
     chunk: SourceChunk,
     positions: pa.Int64Array | None,
     batch: pa.RecordBatch,
@@ -330,12 +362,13 @@ def _quarantine(
     quarantine_mask: pa.BooleanArray | None,
     rules: list[str | None] | None,
 ) -> None:
-    """Write this chunk's rejected rows to the DLQ, durably, before anything else happens."""
+    """Hand this chunk's rejected rows to the DLQ pipe (durable before the index closes)."""
     rejects = result.rejects
     contract_rows = len(rejects)
     rule_rows = 0 if quarantine_mask is None else int(pc.sum(quarantine_mask).as_py() or 0)
     if not contract_rows and not rule_rows:
         run.global_row += chunk.num_rows
+        checkpoint("after_chunk_dlq")
         return
     in_batch = rejects.positions.to_pylist()
     reasons: list[str] = [str(r) for r in rejects.reasons.to_pylist()]
@@ -373,12 +406,7 @@ def _quarantine(
         source_partitions=chunk.partition,
         rows=values,
     )
-    if run.dlq_writer is None:
-        run.dlq_writer = dlq.open_run(run.run_id, run.load_id, pipeline=run.plan.name)
-        run.report.dlq["run_id"] = run.run_id
-    run.dlq_writer.write_chunk(rows)
-    run.counts.quarantined += len(rows)
-    run.report.dlq["records"] = run.counts.quarantined
+    pipe.submit(rows)
     run.global_row += chunk.num_rows
 
 
@@ -557,12 +585,17 @@ def _emit(
 
 def _fail(run: _Run, err: DponeError, engine: AssertionEngine, state: PipelineState) -> None:
     """Before the sink commit: drop staging, abort the DLQ run, record the failure."""
+    if run.dlq_pipe is not None:
+        run.dlq_pipe.shutdown()
     if run.sink_load is not None:
         run.sink_load.abort()
     if run.dlq_writer is not None:
         # Open or already closed (the sink commit itself failed): either way the run's DLQ
         # records must not count, so the run ends aborted.
         run.dlq_result = run.dlq_writer.abort("run_failed")
+        # The aborted index holds every record that reached the disk, in flight or not.
+        run.counts.quarantined = run.dlq_result.record_count
+        run.report.dlq.update(run_id=run.run_id, records=run.dlq_result.record_count)
     run.report.sink["committed"] = False
     run.counts.loaded = 0  # staged rows were dropped: none of them reached the sink
     run.report.status = "failed"

@@ -130,6 +130,24 @@ def test_warn_loads_every_row_with_nulls_and_counts_warnings() -> None:
     assert by_key[("at", TM)].count == 2
     assert by_key[("id", RN)].count == 1
     assert sum(d.count for d in result.warnings) == sum(result.counts.values())
+    # rows, not values: rows 1, 2, 3 have warnings (row 3 twice)
+    assert result.warned is not None
+    assert result.warned.to_pylist() == [False, True, True, True, True, False]
+    assert result.warned_rows == 4
+
+
+def test_warned_rows_exclude_rejected_rows() -> None:
+    svc = ContractEnforcementService(
+        contract(
+            ColumnSpec("a", "integer"),
+            ColumnSpec("b", "integer"),
+            type_inference=TypeInferenceSpec(conflict_policy="variant_column"),
+        )
+    )
+    result = svc.enforce(text_batch(a=["x", "1", "y"], b=["1", "2", "3"]))
+    assert result.warned_rows == 2
+    assert result.warned is not None
+    assert len(result.warned) == result.valid.num_rows
 
 
 def test_messages_and_diagnostics_never_contain_values() -> None:

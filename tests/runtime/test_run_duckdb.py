@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from .conftest import Project, good, ts
 from .scenarios import SinkScenarios
 
@@ -15,11 +13,6 @@ class TestDuckDbRuns(SinkScenarios):
         assert [t for t in project.duckdb_tables() if t.startswith("_dpone_stage_")] == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="warned rows are counted exactly only while every contract Diagnostic lists all its "
-    "positions (at most 5 per column and chunk); EnforcementResult has no warned-row mask",
-)
 def test_warned_rows_are_rows_not_values_beyond_five_per_column(project: Project) -> None:
     bad = [(str(i), f"n{i}", "x", ts(i), "maybe") for i in range(7, 13)]  # two bad values each
     project.write_csv("a.csv", [good(i) for i in range(1, 7)] + bad)
