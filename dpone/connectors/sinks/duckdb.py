@@ -254,25 +254,15 @@ class DuckDbLoad(LoadState):
                 con.execute("ROLLBACK")
                 drop_stage(con, sink, self._stage_table)
                 return marker_from_row(found[0])
-            self._prepare_target(con)
             target, stage = q(sink.table), q(self._stage_table)
-            cols = ", ".join(quote_ident(n) for n in spec.schema.names)
-            if spec.mode == "replace":
-                con.execute(f"DELETE FROM {target}")
-            if spec.mode == "merge":
-                keys = [quote_ident(k) for k in spec.unique_key]
-                on = " AND ".join(f"{target}.{k} = s.{k}" for k in keys)
-                con.execute(
-                    f"DELETE FROM {target} USING (SELECT DISTINCT {', '.join(keys)} "
-                    f"FROM {stage}) AS s WHERE {on}"
-                )
-                source = (
-                    f"(SELECT *, row_number() OVER (PARTITION BY {', '.join(keys)} "
-                    f"ORDER BY {_SEQ} DESC) AS _dpone_rn FROM {stage}) WHERE _dpone_rn = 1"
-                )
+            adopted = spec.mode != "merge" and not sink._exists(con, sink.table)
+            if adopted:
+                # A first load into a table that does not exist yet: the staging table becomes
+                # the target, inside this transaction, instead of copying every row again.
+                self._adopt_stage(con)
             else:
-                source = stage
-            con.execute(f"INSERT INTO {target} ({cols}) SELECT {cols} FROM {source}")
+                self._prepare_target(con)
+                self._apply(con, target, stage)
             marker = LoadMarker(
                 load_id=spec.load_id,
                 pipeline=spec.pipeline,
@@ -297,13 +287,45 @@ class DuckDbLoad(LoadState):
                     marker.mode,
                 ],
             )
-            con.execute(f"DROP TABLE {stage}")
+            if not adopted:
+                con.execute(f"DROP TABLE {stage}")
             con.execute(f"DELETE FROM {q(_STAGES)} WHERE stage_table = ?", [self._stage_table])
             con.execute("COMMIT")
             return marker
         except duckdb.Error as exc:
             _rollback(con)
             raise duck_error(exc, "committing the load") from None
+
+    def _apply(self, con: duckdb.DuckDBPyConnection, target: str, stage: str) -> None:
+        """Move the staged rows into an existing target per the strategy."""
+        spec = self.spec
+        cols = ", ".join(quote_ident(n) for n in spec.schema.names)
+        if spec.mode == "replace":
+            con.execute(f"DELETE FROM {target}")
+        if spec.mode == "merge":
+            keys = [quote_ident(k) for k in spec.unique_key]
+            on = " AND ".join(f"{target}.{k} = s.{k}" for k in keys)
+            con.execute(
+                f"DELETE FROM {target} USING (SELECT DISTINCT {', '.join(keys)} "
+                f"FROM {stage}) AS s WHERE {on}"
+            )
+            source = (
+                f"(SELECT *, row_number() OVER (PARTITION BY {', '.join(keys)} "
+                f"ORDER BY {_SEQ} DESC) AS _dpone_rn FROM {stage}) WHERE _dpone_rn = 1"
+            )
+        else:
+            source = stage
+        con.execute(f"INSERT INTO {target} ({cols}) SELECT {cols} FROM {source}")
+
+    def _adopt_stage(self, con: duckdb.DuckDBPyConnection) -> None:
+        sink = self._sink
+        con.execute(f"ALTER TABLE {sink._q(self._stage_table)} RENAME TO {quote_ident(sink.table)}")
+        for field in self.spec.schema:
+            if not field.nullable:
+                con.execute(
+                    f"ALTER TABLE {sink._q(sink.table)} ALTER COLUMN {quote_ident(field.name)} "
+                    "SET NOT NULL"
+                )
 
     def _prepare_target(self, con: duckdb.DuckDBPyConnection) -> None:
         """Create the target from the staged column types, or add the columns it lacks."""
