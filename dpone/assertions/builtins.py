@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -26,50 +27,52 @@ def _columns_problems(name: str, params: Mapping[str, Any]) -> list[str]:
     return []
 
 
-class MinRowsPerLoad:
-    """Batch: fails when the load carries fewer rows than ``value`` (silent empty loads)."""
+class _RowCountLimit(ABC):
+    """Batch scope: counts the rows that would load; the verdict comes after the last chunk."""
+
+    name: ClassVar[str]
+    scope: ClassVar[Scope] = "batch"
+    value_kind: ClassVar[ValueKind] = "count"
+    minimum: ClassVar[int]
+
+    @classmethod
+    def check_config(cls, params: Mapping[str, Any]) -> list[str]:
+        return _count_problems(cls.name, params, cls.minimum)
+
+    def __init__(self, params: Mapping[str, Any]) -> None:
+        self.limit = int(params["value"])
+
+    def observe(self, batch: pa.RecordBatch) -> pa.BooleanArray | None:
+        return None
+
+    @abstractmethod
+    def breaks(self, rows: int) -> bool:
+        """Whether ``rows`` breaks this limit."""
+
+    def finalize(self, rows: int) -> str | None:
+        if self.breaks(rows):
+            return f"{rows} row(s) against {self.name} {self.limit}"
+        return None
+
+
+class MinRowsPerLoad(_RowCountLimit):
+    """Fails when the load carries fewer rows than ``value`` (silent empty loads)."""
 
     name: ClassVar[str] = "min_rows_per_load"
-    scope: ClassVar[Scope] = "batch"
-    value_kind: ClassVar[ValueKind] = "count"
+    minimum: ClassVar[int] = 0
 
-    @classmethod
-    def check_config(cls, params: Mapping[str, Any]) -> list[str]:
-        return _count_problems(cls.name, params, 0)
-
-    def __init__(self, params: Mapping[str, Any]) -> None:
-        self.limit = int(params["value"])
-
-    def observe(self, batch: pa.RecordBatch) -> pa.BooleanArray | None:
-        return None
-
-    def finalize(self, rows: int) -> str | None:
-        if rows < self.limit:
-            return f"{rows} row(s) is below min_rows_per_load {self.limit}"
-        return None
+    def breaks(self, rows: int) -> bool:
+        return rows < self.limit
 
 
-class MaxRowsPerLoad:
-    """Batch: fails when the load carries more rows than ``value`` (runaway extraction)."""
+class MaxRowsPerLoad(_RowCountLimit):
+    """Fails when the load carries more rows than ``value`` (runaway extraction)."""
 
     name: ClassVar[str] = "max_rows_per_load"
-    scope: ClassVar[Scope] = "batch"
-    value_kind: ClassVar[ValueKind] = "count"
+    minimum: ClassVar[int] = 1
 
-    @classmethod
-    def check_config(cls, params: Mapping[str, Any]) -> list[str]:
-        return _count_problems(cls.name, params, 1)
-
-    def __init__(self, params: Mapping[str, Any]) -> None:
-        self.limit = int(params["value"])
-
-    def observe(self, batch: pa.RecordBatch) -> pa.BooleanArray | None:
-        return None
-
-    def finalize(self, rows: int) -> str | None:
-        if rows > self.limit:
-            return f"{rows} row(s) is above max_rows_per_load {self.limit}"
-        return None
+    def breaks(self, rows: int) -> bool:
+        return rows > self.limit
 
 
 class RequiredColumns:

@@ -32,6 +32,20 @@ class LoadState:
         self.cursor_to = spec.cursor_to
         self.marker: LoadMarker | None = None
 
+    def new_marker(self, target: str, committed_at: str) -> LoadMarker:
+        """The marker this load commits with (every sink records the same facts)."""
+        spec = self.spec
+        return LoadMarker(
+            load_id=spec.load_id,
+            pipeline=spec.pipeline,
+            run_id=spec.run_id,
+            rows=self.rows,
+            cursor_to=self.cursor_to,
+            committed_at=committed_at,
+            target=target,
+            mode=spec.mode,
+        )
+
     def write(self, batch: pa.RecordBatch) -> None:
         """Conform and check the batch (a failure here leaves the load open), then stage it
         (a failure here aborts the load: the staging may be half-written)."""

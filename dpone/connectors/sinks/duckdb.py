@@ -263,16 +263,7 @@ class DuckDbLoad(LoadState):
             else:
                 self._prepare_target(con)
                 self._apply(con, target, stage)
-            marker = LoadMarker(
-                load_id=spec.load_id,
-                pipeline=spec.pipeline,
-                run_id=spec.run_id,
-                rows=self.rows,
-                cursor_to=self.cursor_to,
-                committed_at=iso_utc(sink._clock()),
-                target=sink.target,
-                mode=spec.mode,
-            )
+            marker = self.new_marker(sink.target, iso_utc(sink._clock()))
             con.execute(
                 f"INSERT INTO {q(_LOADS)} ({MARKER_COLUMNS}, load_seq) SELECT ?, ?, ?, ?, ?, ?, "
                 f"?, ?, coalesce(max(load_seq), 0) + 1 FROM {q(_LOADS)}",

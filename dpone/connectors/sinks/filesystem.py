@@ -279,16 +279,7 @@ class FilesystemLoad(LoadState):
             _fsync_dir(self._staging)
             doc: dict[str, Any] = {
                 "schema": MARKER_SCHEMA,
-                **LoadMarker(
-                    load_id=spec.load_id,
-                    pipeline=spec.pipeline,
-                    run_id=spec.run_id,
-                    rows=self.rows,
-                    cursor_to=self.cursor_to,
-                    committed_at=iso_utc(sink._clock()),
-                    target=sink.target,
-                    mode=spec.mode,
-                ).to_json(),
+                **self.new_marker(sink.target, iso_utc(sink._clock())).to_json(),
                 "seq": 1 + max((int(d["seq"]) for d in sink._marker_docs()), default=0),
                 "staging_token": self._token,
                 "arrow_schema": base64.b64encode(spec.schema.serialize().to_pybytes()).decode(),

@@ -224,16 +224,7 @@ class PostgresLoad(LoadState):
         else:
             source = f"SELECT {select} FROM {stage}"
         cur.execute(f"INSERT INTO {target} ({', '.join(names)}) {source}")
-        marker = LoadMarker(
-            load_id=spec.load_id,
-            pipeline=spec.pipeline,
-            run_id=spec.run_id,
-            rows=self.rows,
-            cursor_to=self.cursor_to,
-            committed_at=iso_utc(sink._clock()),
-            target=sink.target,
-            mode=spec.mode,
-        )
+        marker = self.new_marker(sink.target, iso_utc(sink._clock()))
         cur.execute(
             f"INSERT INTO {q(_LOADS)} ({MARKER_COLUMNS}, load_seq) SELECT $1, $2, $3, $4, $5, "
             f"$6, $7, $8, coalesce(max(load_seq), 0) + 1 FROM {q(_LOADS)}",
