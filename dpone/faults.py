@@ -23,6 +23,9 @@ POINTS: tuple[str, ...] = (
     "after_evidence",
     "during_state_replace",
     "after_state",
+    # Not on the path of `dpone run`: the replay executor, between a row's sink commit and
+    # its acknowledgement (dpone/dlq/replay.py).
+    "replay_after_apply",
 )
 
 _hook: Callable[[str], None] | None = None

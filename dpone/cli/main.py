@@ -31,6 +31,11 @@ cli.add_command(plugins_group)
 from dpone.cli.ops_dlq import dlq_group  # noqa: E402
 
 ops.add_command(dlq_group)
+from dpone.cli.ops_replay import quarantine_replay_cmd  # noqa: E402
+from dpone.cli.ops_retention import retention_group  # noqa: E402
+
+ops.add_command(quarantine_replay_cmd)
+ops.add_command(retention_group)
 from dpone.cli.ops_gate import release_gate_cmd  # noqa: E402
 
 ops.add_command(release_gate_cmd)

@@ -22,10 +22,12 @@ import re
 import secrets
 import shutil
 import stat
-from collections.abc import Iterator, Mapping
+from bisect import bisect_left
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -394,13 +396,15 @@ class DlqStore:
             raise DlqRecordNotFound(f"{where} does not exist")
         return parse_record(data, run_id, record_id, where)
 
-    def iter_records(self, run_id: str) -> Iterator[DlqRecord]:
+    def iter_records(self, run_id: str, index: DlqIndex | None = None) -> Iterator[DlqRecord]:
         """Every record of a run, verified, in record-id order.
 
         A closed or aborted run is read through its index: a record missing or different
         from its index entry is ``DPONE_DLQ_INDEX_DRIFT``. An open run is read from disk.
+        ``index`` is the run's verified index when the caller read it already.
         """
-        index = self.read_index(run_id)
+        if index is None or index.run_id != run_id:
+            index = self.read_index(run_id)
         with self.open_path(RUNS_DIR, run_id, RECORDS_DIR, missing=DlqRunNotFound) as fd:
             if index.status == "open":
                 scan = scan_records(fd, run_id, remove_torn=False)
@@ -550,21 +554,29 @@ class DlqStore:
     # --- acknowledgements -----------------------------------------------------------------------
 
     def write_ack(
-        self, run_id: str, record_id: str, ack: ReplayAck | Mapping[str, Any]
+        self,
+        run_id: str,
+        record_id: str,
+        ack: ReplayAck | Mapping[str, Any],
+        *,
+        index: DlqIndex | None = None,
     ) -> ReplayAck:
         """Acknowledge the replay of one record of a closed run, create-only.
 
         ``ack`` is a :class:`ReplayAck` or its fields (``schema``, ``run_id``, ``record_id``,
         ``acknowledged_at`` and ``sha256`` may be left out and are filled in). Writing the same
         acknowledgement again is a no-op; another one is ``DPONE_DLQ_ACK_CONFLICT``.
+        ``index`` is the run's verified index when a caller acknowledges many records of one
+        run (a replay): it saves reading and verifying the whole index once per record.
         """
         check_identifier(run_id, "run id")
         check_identifier(record_id, "record id")
-        index = self.read_index(run_id)
+        if index is None or index.run_id != run_id:
+            index = self.read_index(run_id)
         if index.status != "closed":
             raise DlqRunNotOpen(f"run {run_id} is {index.status}; only closed runs are replayed")
         record = self.read_record(run_id, record_id)
-        if record.sha256 != index.checksums().get(record_id):
+        if record.sha256 != _indexed_checksum(index, record_id):
             raise DlqIndexDrift(f"record {record_id} of run {run_id} differs from its index")
         sealed = self._seal_ack(run_id, record_id, ack)
         if sealed.record_sha256 != record.sha256:
@@ -609,6 +621,78 @@ class DlqStore:
             raise DlqRecordNotFound(f"{where} does not exist")
         return parse_ack(data, run_id, record_id, where)
 
+    def read_acks(self, run_id: str) -> dict[str, ReplayAck]:
+        """Every acknowledgement of a run, verified, by record id (empty when there is none).
+
+        Files that are not named like a record are left to ``verify`` (a stray file); a
+        symlink is a path escape and an acknowledgement that does not verify raises.
+        """
+        check_identifier(run_id, "run id")
+        folder = f"{ACKS_DIR}/{run_id}"
+        if not (self.root / ACKS_DIR / run_id).exists():
+            return {}
+        acks: dict[str, ReplayAck] = {}
+        with self.open_path(ACKS_DIR, run_id) as fd:
+            for item in sorted(fsio.entries(fd, folder), key=lambda e: e.name):
+                match = RECORD_FILE.match(item.name)
+                where = f"{folder}/{item.name}"
+                if item.is_symlink() or not item.is_file(follow_symlinks=False):
+                    raise fsio.escape(where)
+                if match is None:
+                    continue
+                data = fsio.read_file(fd, item.name, where, MAX_ACK_BYTES) or b""
+                acks[match[1]] = parse_ack(data, run_id, match[1], where)
+        return acks
+
+    def delete_records(self, run_id: str, record_ids: Collection[str]) -> DlqIndex:
+        """Delete records of an ended run with their acknowledgements (for retention).
+
+        The index is rewritten first, atomically, keeping the run's status and listing exactly
+        the records that remain; then the record files and their acknowledgements are removed
+        and their folders synced. An interrupted call leaves files the index no longer lists
+        (``verify`` reports them); calling it again with the same ids finishes the job, which
+        is why ids the index does not list are removed from disk without complaint. The
+        caller decides what may go (``dpone.dlq.retention`` plans it); an open run, or one
+        with a live writer, is refused.
+        """
+        check_identifier(run_id, "run id")
+        doomed = sorted(set(record_ids))
+        for record_id in doomed:
+            check_identifier(record_id, "record id")
+        where = f"{RUNS_DIR}/{run_id}"
+        with self.open_path(RUNS_DIR, run_id, missing=DlqRunNotFound) as run_fd:
+            lock_fd = take_lock(run_fd, where, create=True)
+            if lock_fd is None:
+                raise DlqRunLocked(f"{where} has a live writer; its records cannot be deleted")
+            try:
+                index = read_index_at(run_fd, run_id)
+                if index.status == "open":
+                    raise DlqRunNotOpen(f"run {run_id} is open; records of an open run stay")
+                gone = set(doomed)
+                kept = [e.to_json() for e in index.entries if e.record_id not in gone]
+                if len(kept) != index.record_count:
+                    doc = self.index_doc(
+                        RunHeader.of(index),
+                        index.status,
+                        index.status_reason,
+                        owner=False,
+                        entries=kept,
+                    )
+                    fsio.replace_atomic(run_fd, INDEX_FILE, dumps(doc), f"{where}/{INDEX_FILE}")
+                    index = DlqIndex.from_json(doc)
+                records_fd, _ = fsio.open_dir(run_fd, RECORDS_DIR, f"{where}/{RECORDS_DIR}")
+                try:
+                    _unlink_all(records_fd, doomed, f"{where}/{RECORDS_DIR}")
+                finally:
+                    os.close(records_fd)
+            finally:
+                release_lock(run_fd, lock_fd)
+        if (self.root / ACKS_DIR / run_id).exists():
+            with self.open_path(ACKS_DIR, run_id) as acks_fd:
+                _unlink_all(acks_fd, doomed, f"{ACKS_DIR}/{run_id}")
+        log.info("dlq.records.deleted", run_id=run_id, records=len(doomed))
+        return index
+
     # --- whole-store services -------------------------------------------------------------------
 
     def verify(self, run_id: str | None = None) -> list[Finding]:
@@ -643,6 +727,23 @@ def name_exists(dir_fd: int, name: str, where: str) -> bool:
     if stat.S_ISLNK(info.st_mode):
         raise fsio.escape(where)
     return True
+
+
+def _indexed_checksum(index: DlqIndex, record_id: str) -> str | None:
+    """The checksum ``index`` lists for ``record_id`` (entries are sorted by id)."""
+    at = bisect_left(index.entries, record_id, key=attrgetter("record_id"))
+    if at < len(index.entries) and index.entries[at].record_id == record_id:
+        return index.entries[at].sha256
+    return None
+
+
+def _unlink_all(dir_fd: int, record_ids: list[str], where: str) -> None:
+    """Remove ``<id>.json`` for every id that exists in ``dir_fd``, then sync the folder."""
+    for record_id in record_ids:
+        name = f"{record_id}.json"
+        with fsio.os_errors("remove", f"{where}/{name}"), suppress(FileNotFoundError):
+            os.unlink(name, dir_fd=dir_fd)
+    fsio.fsync_fd(dir_fd, where)
 
 
 def _close_all(fds: list[int]) -> None:

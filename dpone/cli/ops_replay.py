@@ -1,0 +1,209 @@
+"""``dpone ops quarantine-replay``: plan a replay, or execute it for a file source (SPEC §8).
+
+Without ``--manifest`` the command prints the run's plan with ``unbound`` identities: it shows
+what a replay would touch and can never apply anything. ``--manifest M`` pins M's resolver and
+sink; ``--execute`` applies the plan with the first-party file executor
+(:mod:`dpone.runtime.replay`). ``--yes`` is the old "apply" switch: it exits 4
+(``DPONE_DLQ_REPLAY_EXECUTOR_REQUIRED``) and applies nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from dpone.cli.ops_dlq import _logs_to_stderr, _store_at
+from dpone.cli.output import print_json, run_command
+from dpone.errors import UsageError
+
+#: Items shown in Markdown (the JSON output always holds every item).
+MD_ITEMS = 50
+EXECUTOR_FIX = (
+    "pass --execute --manifest M to apply the plan with the first-party file executor, or "
+    "use dpone.dlq.replay with a resolver and sink of your own"
+)
+
+
+@click.command("quarantine-replay")
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="The DLQ root. Default with --manifest: the manifest's dlq.directory.",
+)
+@click.option("--run-id", required=True, help="The closed DLQ run to replay.")
+@click.option(
+    "--manifest",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Pin the plan to this manifest's file source and sink (a bound plan).",
+)
+@click.option(
+    "--execute",
+    is_flag=True,
+    help="Apply the plan: re-read, re-check and load each row once, then acknowledge it.",
+)
+@click.option(
+    "--plan",
+    "plan_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="With --execute: a plan printed earlier (--format json); refused unless it is the "
+    "plan the store, the manifest and the sink give now.",
+)
+@click.option(
+    "--max-items",
+    type=click.IntRange(1, 1_000_000),
+    default=None,
+    help="The plan's bound. Default: the manifest's dlq.max_records_per_run, or 100000.",
+)
+@click.option(
+    "--yes",
+    is_flag=True,
+    help="Deprecated. Without --execute it exits 4 and applies nothing.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["md", "json"]),
+    default="md",
+    show_default=True,
+    help="md for people, json (the plan or result document) for programs.",
+)
+def quarantine_replay_cmd(
+    directory: Path | None,
+    run_id: str,
+    manifest: Path | None,
+    execute: bool,
+    plan_file: Path | None,
+    max_items: int | None,
+    yes: bool,
+    fmt: str,
+) -> None:
+    """Print the replay plan of a DLQ run; with --execute --manifest M, apply it."""
+
+    def body() -> int:
+        from dpone.dlq import replay
+
+        _logs_to_stderr()
+        if (yes or execute) and (not execute or manifest is None):
+            raise replay.ReplayExecutorRequired(
+                "no replay executor: generic replay is plan-only and nothing was applied",
+                fixes=(EXECUTOR_FIX,),
+            )
+        if plan_file is not None and not execute:
+            raise UsageError("--plan is the plan --execute checks and applies; add --execute")
+        if manifest is None:
+            if directory is None:
+                raise UsageError("pass the DLQ root with --dir (or a manifest with --manifest)")
+            store = _store_at(directory)
+            bound = max_items if max_items is not None else replay.DEFAULT_MAX_ITEMS
+            _show_plan(replay.plan(store, run_id, max_items=bound).to_json(), fmt)
+            return 0
+
+        from dpone.manifest.compiler import compile_manifest
+        from dpone.runtime.replay import bind, execute_replay
+
+        if directory is not None:
+            _store_at(directory)  # a missing folder is a usage error, as everywhere
+        binding = bind(compile_manifest(manifest), run_id, dlq_dir=directory)
+        if not execute:
+            _show_plan(binding.plan(max_items=max_items).to_json(), fmt)
+            return 0
+        stored = replay.load_plan(plan_file) if plan_file is not None else None
+        result = execute_replay(binding, stored, max_items=max_items).to_json()
+        if fmt == "json":
+            print_json(result)
+        else:
+            click.echo(render_result(result), nl=False)
+        return 0
+
+    run_command("json" if fmt == "json" else "text", body)
+
+
+def _show_plan(doc: dict[str, Any], fmt: str) -> None:
+    if fmt == "json":
+        print_json(doc)
+    else:
+        click.echo(render_plan(doc), nl=False)
+
+
+def _code(text: object) -> str:
+    return "`" + str(text).replace("`", "'").replace("|", "\\|") + "`"
+
+
+def render_plan(doc: dict[str, Any]) -> str:
+    run = doc["run"]
+    unbound = "unbound" in (doc["resolver_identity"], doc["target_identity"])
+    lines = [
+        "# DLQ replay plan",
+        "",
+        f"- plan: {_code(doc['plan_id'])}",
+        f"- run: {_code(run['run_id'])} of pipeline {_code(run['pipeline'] or '-')}, "
+        f"load {_code(run['load_id'])}",
+        f"- items: {doc['item_count']} ({doc['replayable_count']} replayable), "
+        f"bound {doc['max_items']}",
+        f"- resolver: {_code(doc['resolver_identity'])}",
+        f"- target: {_code(doc['target_identity'])}",
+        "",
+    ]
+    if unbound:
+        lines += [
+            "This plan is unbound: it names no resolver and no target, so it can be read but "
+            "never executed. Replay with `--execute --manifest M` (after fixing M's contract).",
+            "",
+        ]
+    items = doc["items"]
+    if items:
+        lines += [
+            "| # | record | reason | record_ref | idempotency key |",
+            "| ---: | --- | --- | --- | --- |",
+        ]
+        for n, item in enumerate(items[:MD_ITEMS], 1):
+            lines.append(
+                f"| {n} | {item['record_id']} | {item['reason_code']} | "
+                f"{_code(item['record_ref'])} | {_code(item['idempotency_key'])} |"
+            )
+        if len(items) > MD_ITEMS:
+            lines.append(f"\n{len(items) - MD_ITEMS} more item(s): use --format json for all.")
+    else:
+        lines.append("The run holds no records.")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def render_result(doc: dict[str, Any]) -> str:
+    counts = doc["counts"]
+    lines = [
+        "# DLQ replay result",
+        "",
+        f"- plan: {_code(doc['plan_id'])}",
+        f"- run: {_code(doc['run_id'])}",
+        f"- target: {_code(doc['target_identity'])}",
+        "",
+        "| outcome | items |",
+        "| --- | ---: |",
+        *(f"| {name} | {count} |" for name, count in counts.items()),
+        "",
+        f"{counts['applied']} row(s) applied and acknowledged now; "
+        f"{doc['pending']} record(s) stay pending.",
+        "",
+    ]
+    if doc["still_rejected_by_reason"]:
+        lines += ["## Still rejected", "", "| reason | rows |", "| --- | ---: |"]
+        lines += [f"| {code} | {n} |" for code, n in doc["still_rejected_by_reason"].items()]
+        shown = [i for i in doc["items"] if i["outcome"] == "still_rejected"][:MD_ITEMS]
+        lines += ["", "| record | reason | column |", "| --- | --- | --- |"]
+        lines += [
+            f"| {i['record_id']} | {i['reason_code']} | "
+            f"{_code(i['column']) if i['column'] else '-'} |"
+            for i in shown
+        ]
+        lines.append("")
+    return "\n".join(lines)
+
+
+__all__ = ["quarantine_replay_cmd", "render_plan", "render_result"]

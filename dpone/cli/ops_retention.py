@@ -1,0 +1,215 @@
+"""``dpone ops retention plan|apply``: mark-and-sweep retention of the DLQ (SPEC §8)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from dpone.cli.ops_dlq import _logs_to_stderr, _store_at
+from dpone.cli.output import print_json, run_command
+from dpone.errors import UsageError
+
+FORMAT = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["md", "json"]),
+    default="md",
+    show_default=True,
+    help="md for people, json (the plan or result document) for programs.",
+)
+
+
+@click.group("retention")
+def retention_group() -> None:
+    """Delete expired DLQ records: plan first, then apply the plan."""
+
+
+def _moment(text: str | None) -> datetime:
+    from dpone.clock import utc_now
+
+    if text is None:
+        return utc_now()
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(
+            f"--now {text!r} is not an ISO-8601 time", fixes=("e.g. 2026-03-01T00:00:00Z",)
+        ) from None
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise UsageError("--now needs a time zone", fixes=("e.g. 2026-03-01T00:00:00Z",))
+    return moment
+
+
+@retention_group.command("plan")
+@click.option(
+    "--dir",
+    "directory",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="The DLQ root (dlq.directory, by default <work_dir>/dlq).",
+)
+@click.option("--now", "now", default=None, help="Judge expiry at this time (default: now).")
+@click.option(
+    "--include-unacknowledged",
+    is_flag=True,
+    help="Also delete expired records that were never acknowledged (never replayed).",
+)
+@click.option(
+    "--pin-evidence",
+    "evidence_dirs",
+    multiple=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="A folder of evidence bundles to keep (repeatable): the DLQ runs they point at "
+    "(dlq.index_ref) are protected whole.",
+)
+@click.option(
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write the plan here (what `dpone ops retention apply` takes).",
+)
+@FORMAT
+def plan_cmd(
+    directory: Path,
+    now: str | None,
+    include_unacknowledged: bool,
+    evidence_dirs: tuple[Path, ...],
+    output: Path | None,
+    fmt: str,
+) -> None:
+    """Mark: decide which records may be deleted; deletes nothing."""
+
+    def body() -> int:
+        from dpone.dlq.retention import plan_retention
+        from dpone.durable import replace_atomic
+
+        _logs_to_stderr()
+        store = _store_at(directory)
+        for folder in evidence_dirs:
+            if not folder.is_dir():
+                raise UsageError(f"--pin-evidence {folder} is not a folder")
+        plan = plan_retention(
+            store,
+            _moment(now),
+            include_unacknowledged=include_unacknowledged,
+            evidence_dirs=evidence_dirs,
+        )
+        doc = plan.to_json()
+        if output is not None:
+            replace_atomic(output, orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+        if fmt == "json":
+            print_json(doc)
+        else:
+            click.echo(render_plan(doc, output), nl=False)
+        return 0
+
+    run_command("json" if fmt == "json" else "text", body)
+
+
+@retention_group.command("apply")
+@click.argument("plan_file", type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="The DLQ root, when it moved since the plan was made (default: the plan's dir).",
+)
+@FORMAT
+def apply_cmd(plan_file: Path, directory: Path | None, fmt: str) -> None:
+    """Sweep: refuse if the store drifted from the plan, else delete what it planned.
+
+    Exit 0 when every touched run verifies afterwards, 1 on drift or findings."""
+
+    def body() -> int:
+        from dpone.dlq.retention import apply_retention, load_plan
+
+        _logs_to_stderr()
+        plan = load_plan(plan_file)
+        store = _store_at(directory if directory is not None else Path(plan.directory))
+        result = apply_retention(store, plan)
+        doc = result.to_json()
+        if fmt == "json":
+            print_json(doc)
+        else:
+            click.echo(render_result(doc), nl=False)
+        return 0 if result.clean else 1
+
+    run_command("json" if fmt == "json" else "text", body)
+
+
+def render_plan(doc: dict[str, Any], output: Path | None) -> str:
+    totals = doc["totals"]
+    protected = totals["protected"]
+    unacked = (
+        "**deleted when expired** (--include-unacknowledged)"
+        if doc["include_unacknowledged"]
+        else "protected as pending_replay"
+    )
+    lines = [
+        "# DLQ retention plan",
+        "",
+        f"- dir: `{doc['dir']}`",
+        f"- now: {doc['now']}",
+        f"- unacknowledged records: {unacked}",
+        f"- evidence pins: {len(doc['pinned_runs'])} run(s) from "
+        f"{len(doc['evidence_dirs'])} folder(s)",
+        f"- snapshot: `{doc['snapshot']['fingerprint']}`",
+        "",
+        f"{totals['records']} record(s): {totals['delete']} to delete, "
+        + ", ".join(f"{n} {name}" for name, n in protected.items())
+        + " protected.",
+        "",
+    ]
+    if doc["runs"]:
+        lines += [
+            "| run | status | records | delete | active | evidence_pinned | unexpired "
+            "| pending_replay |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for run in doc["runs"]:
+            p = run["protected"]
+            lines.append(
+                f"| {run['run_id']} | {run['status']} | {run['record_count']} | "
+                f"{len(run['delete'])} | {p['active']} | {p['evidence_pinned']} | "
+                f"{p['unexpired']} | {p['pending_replay']} |"
+            )
+        lines.append("")
+    if output is not None:
+        lines += [f"Written to {output}; apply it with `dpone ops retention apply {output}`.", ""]
+    else:
+        lines += ["Nothing was written: pass --output F to apply this plan later.", ""]
+    return "\n".join(lines)
+
+
+def render_result(doc: dict[str, Any]) -> str:
+    lines = [
+        "# DLQ retention applied",
+        "",
+        f"Deleted {doc['deleted_records']} record(s) and {doc['deleted_acks']} "
+        f"acknowledgement(s) from {len(doc['runs'])} run(s); plan `{doc['plan_id']}`.",
+        "",
+    ]
+    if doc["runs"]:
+        lines += ["| run | deleted | left | resumed |", "| --- | ---: | ---: | --- |"]
+        lines += [
+            f"| {r['run_id']} | {r['deleted']} | {r['record_count']} | "
+            f"{'yes' if r['resumed'] else 'no'} |"
+            for r in doc["runs"]
+        ]
+        lines.append("")
+    findings = doc["verify"]["findings"]
+    if findings:
+        lines.append(f"verify: {len(findings)} finding(s)")
+        lines += [f"- {f['code']}: {f['message']}" for f in findings]
+    else:
+        lines.append("verify: every touched run verifies")
+    lines.append("")
+    return "\n".join(lines)
+
+
+__all__ = ["retention_group"]

@@ -1,0 +1,813 @@
+"""Replay of quarantined rows: an immutable plan, then an executor that applies it once (SPEC §8).
+
+:func:`plan` reads a *closed* run's records, verifying each, and builds a bounded
+``dpone.dlq-replay-plan.v1``: the records sorted by id with their checksums and refs, the
+pinned resolver and target identities (``unbound`` when nobody said which), a ``plan_id``
+(the checksum of the plan body, which holds no timestamp, so the same run and identities give
+the same id every time) and one idempotency key per item, derived from the plan id, the
+record id and the record checksum, usable as a sink load id.
+
+:func:`execute` applies a plan through two small Protocols, in this order:
+
+1. the plan checks itself (its id is the checksum of its body, its keys derive from it) and
+   its identities must be the resolver's and the sink's;
+2. the plan is rebuilt from the store, verifying every record again, and must be identical;
+3. existing acknowledgements are read (verified): those records are skipped;
+4. the resolver prepares and resolves every pending record, so anything that refuses the
+   whole replay (a changed source file) happens before a single row is applied; a row that
+   still fails its contract raises :class:`RowStillRejected` and stays pending;
+5. each resolved row goes to the sink under its idempotency key, and only then is its
+   acknowledgement written (create-only). A crash in between is harmless: the retry applies
+   the same key again, which the sink must treat as a no-op.
+
+Nothing here knows about sources, contracts or databases; ``dpone.runtime.replay`` is the
+first-party executor that binds a manifest's file source and sink.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
+
+import orjson
+import structlog
+
+from dpone.dlq.canonical import CHECKSUM_PATTERN, CHECKSUM_PREFIX
+from dpone.dlq.errors import DlqAckMismatch
+from dpone.dlq.ids import check_identifier, is_identifier, is_ulid
+from dpone.dlq.index import PIPELINE_PATTERN, DlqIndex
+from dpone.dlq.model import TIMESTAMP_PATTERN, DlqRecord, format_timestamp
+from dpone.dlq.policy import MAX_RECORDS_PER_RUN
+from dpone.errors import EXIT_CONFIG, EXIT_REPLAY_EXECUTOR_REQUIRED, DponeError, Stage
+from dpone.faults import checkpoint
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from dpone.contracts.reasons import ReasonCode
+    from dpone.dlq.store import DlqStore
+
+log = structlog.get_logger("dpone.replay")
+
+PLAN_SCHEMA = "dpone.dlq-replay-plan.v1"
+RESULT_SCHEMA = "dpone.dlq-replay-result.v1"
+#: The identity of a plan printed without an executor: it can be read, never executed.
+UNBOUND = "unbound"
+IDENTITY_MAX = 512
+KEY_PREFIX = "replay-"
+KEY_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
+#: A plan holds at most this many items unless asked otherwise (the default run bound).
+DEFAULT_MAX_ITEMS = MAX_RECORDS_PER_RUN[0]
+HARD_MAX_ITEMS = MAX_RECORDS_PER_RUN[2]
+
+Outcome = Literal["applied", "already_acknowledged", "still_rejected", "not_replayable"]
+OUTCOMES: tuple[str, ...] = get_args(Outcome)
+
+_KEY = re.compile(KEY_PATTERN)
+_CHECKSUM = re.compile(CHECKSUM_PATTERN)
+_TIMESTAMP = re.compile(TIMESTAMP_PATTERN)
+_IDENTITY = re.compile(r"^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$")
+_PIPELINE = re.compile(PIPELINE_PATTERN)
+_SORTED = orjson.OPT_SORT_KEYS
+
+
+# --- errors -------------------------------------------------------------------------------------
+
+
+class ReplayError(DponeError):
+    """Root of the replay failures; all of them stop before a row is applied."""
+
+    code = "DPONE_DLQ_REPLAY_ERROR"
+    stage: Stage = "replay"
+
+
+class ReplayRunAborted(ReplayError):
+    code = "DPONE_DLQ_REPLAY_RUN_ABORTED"
+
+
+class ReplayRunOpen(ReplayError):
+    code = "DPONE_DLQ_REPLAY_RUN_OPEN"
+
+
+class ReplayExecutorRequired(ReplayError):
+    code = "DPONE_DLQ_REPLAY_EXECUTOR_REQUIRED"
+    exit_code = EXIT_REPLAY_EXECUTOR_REQUIRED
+
+
+class ReplayPlanMismatch(ReplayError):
+    """The plan is not the plan the store, the resolver and the sink give now."""
+
+    code = "DPONE_DLQ_REPLAY_PLAN_MISMATCH"
+
+
+class ReplayPlanInvalid(ReplayError):
+    code = "DPONE_DLQ_REPLAY_PLAN_INVALID"
+    exit_code = EXIT_CONFIG
+
+
+class ReplayPlanTooLarge(ReplayError):
+    code = "DPONE_DLQ_REPLAY_PLAN_TOO_LARGE"
+
+
+class ReplaySourceChanged(ReplayError):
+    """A source file is not the file the record was read from (its SHA-256 differs)."""
+
+    code = "DPONE_DLQ_REPLAY_SOURCE_CHANGED"
+
+
+class ReplayUnsupported(ReplayError):
+    code = "DPONE_DLQ_REPLAY_UNSUPPORTED"
+    exit_code = EXIT_CONFIG
+
+
+class ReplayLoadNotCommitted(ReplayError):
+    """The run that quarantined the rows never committed its own load."""
+
+    code = "DPONE_DLQ_REPLAY_LOAD_NOT_COMMITTED"
+
+
+class RowStillRejected(ReplayError):
+    """Raised by a resolver for one record whose row still fails: it stays pending."""
+
+    code = "DPONE_DLQ_REPLAY_ROW_REJECTED"
+
+    def __init__(self, reason: ReasonCode, column: str | None = None) -> None:
+        where = f" (column {column})" if column else ""
+        super().__init__(f"the row is still rejected: {reason.value}{where}")
+        self.reason = reason
+        self.column_name = column
+
+
+# --- the two Protocols --------------------------------------------------------------------------
+
+
+class RecordResolver(Protocol):
+    """Finds a quarantined row again from its ``record_ref`` and checks it once more."""
+
+    @property
+    def identity(self) -> str:
+        """Stable, secret-free name of what resolves (pinned in the plan)."""
+        ...
+
+    def prepare(self, records: Sequence[DlqRecord]) -> None:
+        """Called once with every record about to be resolved, before any is applied.
+
+        Read sources in bulk here, and raise here for anything that must refuse the whole
+        replay (a changed source file raises :class:`ReplaySourceChanged`).
+        """
+        ...
+
+    def resolve(self, record: DlqRecord) -> pa.RecordBatch:
+        """The row, ready for the sink; :class:`RowStillRejected` if it still fails."""
+        ...
+
+
+class ReplaySink(Protocol):
+    """Applies resolved rows. ``apply`` must be idempotent per key: a key applied once is a
+    no-op the second time (a retry after a crash between apply and acknowledgement)."""
+
+    @property
+    def identity(self) -> str: ...
+
+    def apply(self, idempotency_key: str, batch: pa.RecordBatch) -> None: ...
+
+
+# --- the plan -----------------------------------------------------------------------------------
+
+
+def idempotency_key(plan_id: str, record_id: str, record_sha256: str) -> str:
+    """The key one item is applied with: ``replay-`` and 64 hex digits (a valid load id)."""
+    digest = hashlib.sha256(f"{plan_id}\n{record_id}\n{record_sha256}".encode()).hexdigest()
+    return KEY_PREFIX + digest
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayItem:
+    record_id: str
+    record_sha256: str
+    record_ref: str
+    replayable: bool
+    reason_code: str
+    idempotency_key: str
+
+    def body(self) -> dict[str, Any]:
+        """The hashed part (the key is derived from the plan id, so it cannot be in it)."""
+        return {
+            "record_id": self.record_id,
+            "record_sha256": self.record_sha256,
+            "record_ref": self.record_ref,
+            "replayable": self.replayable,
+            "reason_code": self.reason_code,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return self.body() | {"idempotency_key": self.idempotency_key}
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayPlan:
+    """A bounded, immutable replay plan of one closed run (``dpone.dlq-replay-plan.v1``)."""
+
+    run_id: str
+    load_id: str
+    pipeline: str | None
+    index_fingerprint: str
+    resolver_identity: str
+    target_identity: str
+    items: tuple[ReplayItem, ...]
+    max_items: int
+    plan_id: str
+    created_at: str
+
+    @property
+    def bound(self) -> bool:
+        """Whether both identities are pinned (an unbound plan is for reading only)."""
+        return UNBOUND not in (self.resolver_identity, self.target_identity)
+
+    def body(self) -> dict[str, Any]:
+        """What ``plan_id`` is the checksum of: no timestamp, no key, no bound."""
+        return plan_body(
+            self.run_id,
+            self.load_id,
+            self.pipeline,
+            self.index_fingerprint,
+            self.resolver_identity,
+            self.target_identity,
+            [item.body() for item in self.items],
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        body = self.body()
+        return {
+            "schema": PLAN_SCHEMA,
+            "plan_id": self.plan_id,
+            "run": body["run"],
+            "resolver_identity": self.resolver_identity,
+            "target_identity": self.target_identity,
+            "max_items": self.max_items,
+            "item_count": len(self.items),
+            "replayable_count": sum(1 for item in self.items if item.replayable),
+            "items": [item.to_json() for item in self.items],
+            "created_at": self.created_at,
+        }
+
+    def problems(self) -> list[str]:
+        """Why this plan does not check itself (empty when it does)."""
+        found = []
+        if self.plan_id != body_checksum(self.body()):
+            found.append("its plan_id is not the checksum of its body (the plan was changed)")
+        for item in self.items:
+            if item.idempotency_key != idempotency_key(
+                self.plan_id, item.record_id, item.record_sha256
+            ):
+                found.append(f"the idempotency key of record {item.record_id} was changed")
+                break
+        if len(self.items) > self.max_items:
+            found.append("it holds more items than its max_items")
+        return found
+
+    @classmethod
+    def from_json(cls, doc: Any) -> ReplayPlan:
+        """Check ``doc``'s shape (not its consistency: :meth:`problems` does that)."""
+        keys = {
+            "schema",
+            "plan_id",
+            "run",
+            "resolver_identity",
+            "target_identity",
+            "max_items",
+            "item_count",
+            "replayable_count",
+            "items",
+            "created_at",
+        }
+        if not isinstance(doc, dict) or set(doc) != keys or doc["schema"] != PLAN_SCHEMA:
+            raise _invalid("/")
+        run = doc["run"]
+        run_keys = {"run_id", "load_id", "pipeline", "index_fingerprint", "record_count"}
+        if not isinstance(run, dict) or set(run) != run_keys:
+            raise _invalid("/run")
+        if not is_identifier(run["run_id"]) or not is_identifier(run["load_id"]):
+            raise _invalid("/run")
+        pipeline = run["pipeline"]
+        if pipeline is not None and (type(pipeline) is not str or not _PIPELINE.match(pipeline)):
+            raise _invalid("/run/pipeline")
+        for key, value in (
+            ("plan_id", doc["plan_id"]),
+            ("run/index_fingerprint", run["index_fingerprint"]),
+        ):
+            if type(value) is not str or not _CHECKSUM.match(value):
+                raise _invalid(f"/{key}")
+        for key in ("resolver_identity", "target_identity"):
+            if not is_valid_identity(doc[key]):
+                raise _invalid(f"/{key}")
+        max_items = doc["max_items"]
+        if type(max_items) is not int or not 1 <= max_items <= HARD_MAX_ITEMS:
+            raise _invalid("/max_items")
+        if type(doc["created_at"]) is not str or not _TIMESTAMP.match(doc["created_at"]):
+            raise _invalid("/created_at")
+        if not isinstance(doc["items"], list):
+            raise _invalid("/items")
+        items = tuple(_item_from_json(item, i) for i, item in enumerate(doc["items"]))
+        ids = [item.record_id for item in items]
+        if ids != sorted(set(ids)):
+            raise _invalid("/items")
+        if doc["item_count"] != len(items) or run["record_count"] != len(items):
+            raise _invalid("/item_count")
+        if doc["replayable_count"] != sum(1 for item in items if item.replayable):
+            raise _invalid("/replayable_count")
+        return cls(
+            run_id=run["run_id"],
+            load_id=run["load_id"],
+            pipeline=run["pipeline"],
+            index_fingerprint=run["index_fingerprint"],
+            resolver_identity=doc["resolver_identity"],
+            target_identity=doc["target_identity"],
+            items=items,
+            max_items=max_items,
+            plan_id=doc["plan_id"],
+            created_at=doc["created_at"],
+        )
+
+
+def plan_body(
+    run_id: str,
+    load_id: str,
+    pipeline: str | None,
+    index_fingerprint: str,
+    resolver_identity: str,
+    target_identity: str,
+    items: list[dict[str, Any]],
+) -> dict[str, Any]:
+    return {
+        "schema": PLAN_SCHEMA,
+        "run": {
+            "run_id": run_id,
+            "load_id": load_id,
+            "pipeline": pipeline,
+            "index_fingerprint": index_fingerprint,
+            "record_count": len(items),
+        },
+        "resolver_identity": resolver_identity,
+        "target_identity": target_identity,
+        "items": items,
+    }
+
+
+def body_checksum(body: dict[str, Any]) -> str:
+    """``dpone.dlq.canonical.checksum`` of a plan body, without its generic domain check.
+
+    A body holds fixed ASCII keys, strings, booleans and one small integer, which is exactly
+    where orjson with sorted keys writes the RFC 8785 bytes (see ``dpone.dlq.canonical``);
+    skipping the per-value check saves a walk over every item (a test compares the two).
+    """
+    return CHECKSUM_PREFIX + hashlib.sha256(orjson.dumps(body, option=_SORTED)).hexdigest()
+
+
+def is_valid_identity(value: Any) -> bool:
+    """1..512 printable ASCII characters, no surrounding space."""
+    return type(value) is str and len(value) <= IDENTITY_MAX and bool(_IDENTITY.match(value))
+
+
+def _invalid(pointer: str) -> ReplayPlanInvalid:
+    return ReplayPlanInvalid(
+        f"the replay plan is not a valid {PLAN_SCHEMA} document at {pointer}",
+        fixes=("print the plan again with `dpone ops quarantine-replay ... --format json`",),
+    )
+
+
+def _item_from_json(doc: Any, position: int) -> ReplayItem:
+    pointer = f"/items/{position}"
+    keys = {
+        "record_id",
+        "record_sha256",
+        "record_ref",
+        "replayable",
+        "reason_code",
+        "idempotency_key",
+    }
+    if not isinstance(doc, dict) or set(doc) != keys:
+        raise _invalid(pointer)
+    if not is_ulid(doc["record_id"]):
+        raise _invalid(pointer + "/record_id")
+    if type(doc["record_sha256"]) is not str or not _CHECKSUM.match(doc["record_sha256"]):
+        raise _invalid(pointer + "/record_sha256")
+    if type(doc["record_ref"]) is not str or not doc["record_ref"].startswith("dpone://"):
+        raise _invalid(pointer + "/record_ref")
+    if type(doc["replayable"]) is not bool or type(doc["reason_code"]) is not str:
+        raise _invalid(pointer)
+    if type(doc["idempotency_key"]) is not str or not _KEY.match(doc["idempotency_key"]):
+        raise _invalid(pointer + "/idempotency_key")
+    return ReplayItem(
+        doc["record_id"],
+        doc["record_sha256"],
+        doc["record_ref"],
+        doc["replayable"],
+        doc["reason_code"],
+        doc["idempotency_key"],
+    )
+
+
+def load_plan(path: Path) -> ReplayPlan:
+    """A plan written earlier (``--plan FILE``), checked against its published schema."""
+    from dpone.published import schema_errors
+
+    try:
+        doc = orjson.loads(path.read_bytes())
+    except OSError as exc:
+        raise ReplayPlanInvalid(
+            f"cannot read the replay plan {path.name} ({type(exc).__name__})"
+        ) from None
+    except orjson.JSONDecodeError:
+        raise ReplayPlanInvalid(f"the replay plan {path.name} is not JSON") from None
+    errors = schema_errors(doc, PLAN_SCHEMA)
+    if errors:
+        raise ReplayPlanInvalid(f"the replay plan {path.name} breaks its schema: {errors[0]}")
+    return ReplayPlan.from_json(doc)
+
+
+# --- building -----------------------------------------------------------------------------------
+
+
+def replayable_index(store: DlqStore, run_id: str) -> DlqIndex:
+    """The verified index of a run that may be replayed: closed, not open nor aborted."""
+    index = store.read_index(run_id)
+    if index.status == "aborted":
+        raise ReplayRunAborted(
+            f"run {run_id} is aborted ({index.status_reason}); its rows were never committed "
+            "as quarantined and are read again by the pipeline's next run",
+            fixes=("nothing to replay: rerun the pipeline (with the fixed contract)",),
+        )
+    if index.status == "open":
+        raise ReplayRunOpen(
+            f"run {run_id} is still open: its writer is running, or died and was not recovered",
+            fixes=(
+                "wait for the run to end, or run `dpone ops dlq verify --repair` "
+                "(which closes a dead run as aborted)",
+            ),
+        )
+    return index
+
+
+#: What a plan needs of one record: id, checksum, ref, replayable, reason code.
+_Row = tuple[str, str, str, bool, str]
+
+
+def _collect(
+    store: DlqStore,
+    run_id: str,
+    max_items: int,
+    keep: Callable[[DlqRecord], bool] | None = None,
+) -> tuple[DlqIndex, list[_Row], dict[str, DlqRecord]]:
+    """The run's index, every record's plan fields (each record verified against its checksum
+    and its index entry, in id order), and the records ``keep`` asks for.
+
+    Only small tuples outlive the loop: holding 100,000 record objects costs a second of
+    garbage collection on its own.
+    """
+    check_identifier(run_id, "run id")
+    if not 1 <= max_items <= HARD_MAX_ITEMS:
+        raise ReplayPlanTooLarge(f"max_items must be within 1..{HARD_MAX_ITEMS}")
+    index = replayable_index(store, run_id)
+    if index.record_count > max_items:
+        raise ReplayPlanTooLarge(
+            f"run {run_id} holds {index.record_count} records; a plan holds at most {max_items}",
+            fixes=(f"raise --max-items (up to {HARD_MAX_ITEMS})",),
+        )
+    rows: list[_Row] = []
+    kept: dict[str, DlqRecord] = {}
+    for record in store.iter_records(run_id, index):
+        rows.append(
+            (
+                record.record_id,
+                record.sha256,
+                record.record_ref,
+                record.replay.replayable,
+                record.reason.code.value,
+            )
+        )
+        if keep is not None and keep(record):
+            kept[record.record_id] = record
+    return index, rows, kept
+
+
+def _assemble(
+    index: DlqIndex,
+    rows: list[_Row],
+    resolver_identity: str,
+    target_identity: str,
+    max_items: int,
+    created_at: str,
+) -> ReplayPlan:
+    for name, identity in (("resolver", resolver_identity), ("target", target_identity)):
+        if not is_valid_identity(identity):
+            raise ReplayPlanInvalid(f"the {name} identity is not 1..512 printable characters")
+    bodies = [
+        {
+            "record_id": record_id,
+            "record_sha256": sha256,
+            "record_ref": ref,
+            "replayable": replayable,
+            "reason_code": code,
+        }
+        for record_id, sha256, ref, replayable, code in rows
+    ]
+    plan_id = body_checksum(
+        plan_body(
+            index.run_id,
+            index.load_id,
+            index.pipeline,
+            index.fingerprint,
+            resolver_identity,
+            target_identity,
+            bodies,
+        )
+    )
+    items = tuple(
+        ReplayItem(
+            record_id,
+            sha256,
+            ref,
+            replayable,
+            code,
+            idempotency_key(plan_id, record_id, sha256),
+        )
+        for record_id, sha256, ref, replayable, code in rows
+    )
+    return ReplayPlan(
+        run_id=index.run_id,
+        load_id=index.load_id,
+        pipeline=index.pipeline,
+        index_fingerprint=index.fingerprint,
+        resolver_identity=resolver_identity,
+        target_identity=target_identity,
+        items=items,
+        max_items=max_items,
+        plan_id=plan_id,
+        created_at=created_at,
+    )
+
+
+def plan(
+    store: DlqStore,
+    run_id: str,
+    resolver_identity: str = UNBOUND,
+    target_identity: str = UNBOUND,
+    *,
+    max_items: int = DEFAULT_MAX_ITEMS,
+) -> ReplayPlan:
+    """The replay plan of closed run ``run_id``; every record is read and verified."""
+    index, rows, _ = _collect(store, run_id, max_items)
+    return _assemble(
+        index,
+        rows,
+        resolver_identity,
+        target_identity,
+        max_items,
+        format_timestamp(store.now()),
+    )
+
+
+# --- executing ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ItemOutcome:
+    record_id: str
+    idempotency_key: str
+    outcome: Outcome
+    reason_code: str | None = None
+    column: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "record_id": self.record_id,
+            "idempotency_key": self.idempotency_key,
+            "outcome": self.outcome,
+            "reason_code": self.reason_code,
+            "column": self.column,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayResult:
+    """What one execution did, item by item (``dpone.dlq-replay-result.v1``)."""
+
+    plan_id: str
+    run_id: str
+    pipeline: str | None
+    resolver_identity: str
+    target_identity: str
+    items: tuple[ItemOutcome, ...]
+    started_at: str
+    finished_at: str
+
+    def counts(self) -> dict[str, int]:
+        found: Counter[str] = Counter(item.outcome for item in self.items)
+        return {outcome: found.get(outcome, 0) for outcome in OUTCOMES}
+
+    def still_rejected(self) -> dict[str, int]:
+        """Rows that still fail, per reason code."""
+        found = Counter(
+            item.reason_code or "unknown.unclassified"
+            for item in self.items
+            if item.outcome == "still_rejected"
+        )
+        return dict(sorted(found.items()))
+
+    @property
+    def pending(self) -> int:
+        """Records that are still not acknowledged after this execution."""
+        counts = self.counts()
+        return counts["still_rejected"] + counts["not_replayable"]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": RESULT_SCHEMA,
+            "plan_id": self.plan_id,
+            "run_id": self.run_id,
+            "pipeline": self.pipeline,
+            "resolver_identity": self.resolver_identity,
+            "target_identity": self.target_identity,
+            "item_count": len(self.items),
+            "counts": self.counts(),
+            "pending": self.pending,
+            "still_rejected_by_reason": self.still_rejected(),
+            "items": [item.to_json() for item in self.items],
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+        }
+
+
+def _check_plan(plan_: ReplayPlan, resolver: RecordResolver, sink: ReplaySink) -> None:
+    problems = plan_.problems()
+    if problems:
+        raise ReplayPlanMismatch(f"the replay plan does not check: {problems[0]}")
+    if not plan_.bound:
+        raise ReplayPlanMismatch(
+            "the replay plan is unbound (no resolver or target was pinned); it cannot be executed",
+            fixes=("build the plan with --manifest M, or execute with --execute --manifest M",),
+        )
+    for name, pinned, actual in (
+        ("resolver", plan_.resolver_identity, resolver.identity),
+        ("target", plan_.target_identity, sink.identity),
+    ):
+        if pinned != actual:
+            raise ReplayPlanMismatch(
+                f"the plan pins another {name} ({pinned}) than the one given ({actual})",
+                fixes=("build a new plan against this manifest",),
+            )
+
+
+def execute(
+    store: DlqStore, plan_: ReplayPlan, resolver: RecordResolver, sink: ReplaySink
+) -> ReplayResult:
+    """Apply ``plan_`` once (see the module docstring for the order of the checks)."""
+    started_at = format_timestamp(store.now())
+    _check_plan(plan_, resolver, sink)
+    acks = store.read_acks(plan_.run_id)
+    index, rows, records = _collect(
+        store,
+        plan_.run_id,
+        plan_.max_items,
+        keep=lambda record: record.replay.replayable and record.record_id not in acks,
+    )
+    fresh = _assemble(
+        index,
+        rows,
+        plan_.resolver_identity,
+        plan_.target_identity,
+        plan_.max_items,
+        plan_.created_at,
+    )
+    if fresh.plan_id != plan_.plan_id or fresh.items != plan_.items:
+        raise ReplayPlanMismatch(
+            f"the plan is not the plan of run {plan_.run_id} as the store holds it now",
+            fixes=("build a new plan; the run's records changed since this one was made",),
+        )
+    outcomes: dict[str, ItemOutcome] = {}
+    pending: list[ReplayItem] = []
+    for item in plan_.items:
+        ack = acks.get(item.record_id)
+        if ack is not None:
+            if ack.record_sha256 != item.record_sha256:
+                raise DlqAckMismatch(
+                    f"the acknowledgement of record {item.record_id} names another checksum"
+                )
+            outcomes[item.record_id] = ItemOutcome(
+                item.record_id, item.idempotency_key, "already_acknowledged"
+            )
+        elif not item.replayable:
+            outcomes[item.record_id] = ItemOutcome(
+                item.record_id,
+                item.idempotency_key,
+                "not_replayable",
+                reason_code=item.reason_code,
+            )
+        else:
+            pending.append(item)
+
+    # Resolve everything first: a refusal of the whole replay comes before any row is applied.
+    resolver.prepare([records[item.record_id] for item in pending])
+    ready: list[tuple[ReplayItem, pa.RecordBatch]] = []
+    for item in pending:
+        try:
+            ready.append((item, resolver.resolve(records[item.record_id])))
+        except RowStillRejected as rejected:
+            outcomes[item.record_id] = ItemOutcome(
+                item.record_id,
+                item.idempotency_key,
+                "still_rejected",
+                reason_code=rejected.reason.value,
+                column=rejected.column_name,
+            )
+
+    for item, batch in ready:
+        sink.apply(item.idempotency_key, batch)
+        checkpoint("replay_after_apply")
+        store.write_ack(
+            plan_.run_id,
+            item.record_id,
+            index=index,
+            ack={
+                "record_sha256": item.record_sha256,
+                "plan_id": plan_.plan_id,
+                "idempotency_key": item.idempotency_key,
+                "outcome": "applied",
+                "resolver_identity": plan_.resolver_identity,
+                "target_identity": plan_.target_identity,
+            },
+        )
+        outcomes[item.record_id] = ItemOutcome(item.record_id, item.idempotency_key, "applied")
+
+    result = ReplayResult(
+        plan_id=plan_.plan_id,
+        run_id=plan_.run_id,
+        pipeline=plan_.pipeline,
+        resolver_identity=plan_.resolver_identity,
+        target_identity=plan_.target_identity,
+        items=tuple(outcomes[item.record_id] for item in plan_.items),
+        started_at=started_at,
+        finished_at=format_timestamp(store.now()),
+    )
+    log.info("replay.executed", run_id=plan_.run_id, **result.counts())
+    return result
+
+
+class DlqReplayService:
+    """The replay service of one store: ``plan`` then ``execute`` (the seed's Python API)."""
+
+    def __init__(self, store: DlqStore) -> None:
+        self.store = store
+
+    def plan(
+        self,
+        run_id: str,
+        resolver_identity: str = UNBOUND,
+        target_identity: str = UNBOUND,
+        *,
+        max_items: int = DEFAULT_MAX_ITEMS,
+    ) -> ReplayPlan:
+        return plan(self.store, run_id, resolver_identity, target_identity, max_items=max_items)
+
+    def execute(
+        self, plan_: ReplayPlan, *, resolver: RecordResolver, sink: ReplaySink
+    ) -> ReplayResult:
+        return execute(self.store, plan_, resolver, sink)
+
+
+__all__ = [
+    "DEFAULT_MAX_ITEMS",
+    "OUTCOMES",
+    "PLAN_SCHEMA",
+    "RESULT_SCHEMA",
+    "UNBOUND",
+    "DlqReplayService",
+    "ItemOutcome",
+    "Outcome",
+    "RecordResolver",
+    "ReplayError",
+    "ReplayExecutorRequired",
+    "ReplayItem",
+    "ReplayLoadNotCommitted",
+    "ReplayPlan",
+    "ReplayPlanInvalid",
+    "ReplayPlanMismatch",
+    "ReplayPlanTooLarge",
+    "ReplayResult",
+    "ReplayRunAborted",
+    "ReplayRunOpen",
+    "ReplaySink",
+    "ReplaySourceChanged",
+    "ReplayUnsupported",
+    "RowStillRejected",
+    "execute",
+    "idempotency_key",
+    "load_plan",
+    "plan",
+]

@@ -1,0 +1,604 @@
+"""Retention of the dead-letter store: mark and sweep, plan first (SPEC §8).
+
+:func:`plan_retention` marks. It reads every run (indexes, acknowledgements and, for runs that
+may lose records, every record, verified) and decides record by record. Protected, in this
+order of precedence:
+
+* ``active``: the run is still ``open`` (being written, or dead and not yet recovered);
+* ``evidence_pinned``: an evidence bundle under one of the ``evidence_dirs`` points at the
+  run's index (``dlq.index_ref``); the whole run stays so the bundle keeps verifying;
+* ``unexpired``: ``expires_at`` is after ``now``;
+* ``pending_replay``: no acknowledgement, unless ``include_unacknowledged`` (which the plan
+  says). Records that can never be acknowledged (of aborted runs, or not replayable) count
+  here too: only the flag deletes them.
+
+Everything else (expired and acknowledged, or expired and unacknowledged with the flag) is
+planned for deletion. The plan pins a snapshot of what it looked at: per run its status, the
+fingerprint of its records (the index's, or of the file names of an open run), its record
+count and the checksum of its acknowledgements, plus the set of evidence-pinned runs.
+
+:func:`apply_retention` sweeps. It recomputes the snapshot and refuses any drift
+(``DPONE_DLQ_RETENTION_SNAPSHOT_DRIFT``) before deleting anything, re-verifies each record it
+deletes, and deletes through :meth:`DlqStore.delete_records`, which rewrites the run's index
+atomically first. An apply that was interrupted leaves runs whose index already lost the
+planned records: applying the same plan again recognizes exactly that state (the run's
+planned ``after`` snapshot) and finishes the job.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+import orjson
+import structlog
+
+from dpone.dlq import fsio
+from dpone.dlq.ack import ReplayAck
+from dpone.dlq.canonical import checksum, verify_checksum
+from dpone.dlq.errors import DlqRecordNotFound
+from dpone.dlq.index import fingerprint
+from dpone.dlq.model import format_timestamp
+from dpone.dlq.store import INDEX_FILE, RECORD_FILE, RECORDS_DIR, RUNS_DIR
+from dpone.errors import EXIT_CONFIG, DponeError, Stage
+
+if TYPE_CHECKING:
+    from dpone.dlq.store import DlqStore
+    from dpone.dlq.verify import Finding
+
+log = structlog.get_logger("dpone.retention")
+
+PLAN_SCHEMA = "dpone.dlq-retention-plan.v1"
+RESULT_SCHEMA = "dpone.dlq-retention-result.v1"
+#: The evidence bundle's file name (SPEC §7); ``dlq.index_ref`` is relative to its folder.
+EVIDENCE_FILE = "data_contract_evidence.json"
+
+Protection = Literal["active", "evidence_pinned", "unexpired", "pending_replay"]
+PROTECTIONS: tuple[str, ...] = get_args(Protection)
+
+
+class RetentionError(DponeError):
+    code = "DPONE_DLQ_RETENTION_ERROR"
+    stage: Stage = "retention"
+
+
+class RetentionSnapshotDrift(RetentionError):
+    """The store is not what the plan looked at; nothing was deleted."""
+
+    code = "DPONE_DLQ_RETENTION_SNAPSHOT_DRIFT"
+
+
+class RetentionPlanInvalid(RetentionError):
+    code = "DPONE_DLQ_RETENTION_PLAN_INVALID"
+    exit_code = EXIT_CONFIG
+
+
+class RetentionEvidenceInvalid(RetentionError):
+    """A bundle under a pin folder cannot be read: what it pins is unknown, so nothing goes."""
+
+    code = "DPONE_DLQ_RETENTION_EVIDENCE_INVALID"
+
+
+# --- the snapshot -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RunSnapshot:
+    """What retention saw of one run."""
+
+    run_id: str
+    status: str
+    fingerprint: str
+    record_count: int
+    acks: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "status": self.status,
+            "fingerprint": self.fingerprint,
+            "record_count": self.record_count,
+            "acks": self.acks,
+        }
+
+    @classmethod
+    def from_json(cls, doc: Any) -> RunSnapshot:
+        if not isinstance(doc, dict) or set(doc) != {
+            "run_id",
+            "status",
+            "fingerprint",
+            "record_count",
+            "acks",
+        }:
+            raise _invalid("a run snapshot")
+        return cls(
+            str(doc["run_id"]),
+            str(doc["status"]),
+            str(doc["fingerprint"]),
+            int(doc["record_count"]),
+            str(doc["acks"]),
+        )
+
+
+def acks_fingerprint(acks: Mapping[str, ReplayAck]) -> str:
+    """Checksum of the sorted ``[record_id, ack sha256]`` pairs."""
+    return checksum(sorted([rid, ack.sha256] for rid, ack in acks.items()))
+
+
+def snapshot_fingerprint(runs: Iterable[RunSnapshot], pinned: Iterable[str]) -> str:
+    return checksum({"runs": [run.to_json() for run in runs], "pinned_runs": sorted(set(pinned))})
+
+
+@dataclass(slots=True)
+class _Seen:
+    """One run as read now: its snapshot and acknowledgements (kept to judge a resume)."""
+
+    snapshot: RunSnapshot
+    acks: dict[str, ReplayAck] = field(default_factory=dict)
+
+
+def _open_names(store: DlqStore, run_id: str) -> list[str]:
+    """The record file names of an open run (listed, not read: a writer may be at work)."""
+    where = f"{RUNS_DIR}/{run_id}/{RECORDS_DIR}"
+    if not (store.root / RUNS_DIR / run_id / RECORDS_DIR).exists():
+        return []
+    with store.open_path(RUNS_DIR, run_id, RECORDS_DIR) as fd:
+        return sorted(e.name for e in fsio.entries(fd, where) if RECORD_FILE.match(e.name))
+
+
+def _see(store: DlqStore) -> dict[str, _Seen]:
+    seen: dict[str, _Seen] = {}
+    for run_id in store.run_ids():
+        index = store.read_index(run_id)
+        acks = store.read_acks(run_id)
+        if index.status == "open":
+            names = _open_names(store, run_id)
+            snap = RunSnapshot(run_id, "open", checksum(names), len(names), acks_fingerprint(acks))
+        else:
+            snap = RunSnapshot(
+                run_id, index.status, index.fingerprint, index.record_count, acks_fingerprint(acks)
+            )
+        seen[run_id] = _Seen(snap, acks)
+    return seen
+
+
+def pinned_runs(store: DlqStore, evidence_dirs: Sequence[str]) -> list[str]:
+    """Runs of this store whose index an evidence bundle under ``evidence_dirs`` points at."""
+    runs_dir = (store.root / RUNS_DIR).resolve()
+    pinned: set[str] = set()
+    for folder in evidence_dirs:
+        base = Path(folder)
+        if not base.is_dir():
+            raise RetentionEvidenceInvalid(
+                f"the evidence folder {folder} does not exist",
+                fixes=("pass folders that hold the evidence bundles to keep (--pin-evidence)",),
+            )
+        for path in sorted(base.rglob(EVIDENCE_FILE)):
+            ref = _index_ref(path, base)
+            if ref is None:
+                continue
+            target = (path.parent / ref).resolve()
+            if target.name == INDEX_FILE and target.parent.parent == runs_dir:
+                pinned.add(target.parent.name)
+    return sorted(pinned)
+
+
+def _index_ref(path: Path, base: Path) -> str | None:
+    shown = os.path.relpath(path, base)
+    try:
+        doc = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        raise RetentionEvidenceInvalid(f"the evidence bundle {shown} cannot be read") from None
+    if not isinstance(doc, dict) or not verify_checksum(doc):
+        raise RetentionEvidenceInvalid(
+            f"the evidence bundle {shown} does not verify; what it pins is unknown",
+            fixes=("restore the bundle, or move it out of the pinned folder",),
+        )
+    dlq = doc.get("dlq")
+    ref = dlq.get("index_ref") if isinstance(dlq, dict) else None
+    return ref if isinstance(ref, str) else None
+
+
+# --- the plan -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Doomed:
+    """A record the plan deletes."""
+
+    record_id: str
+    sha256: str
+    acknowledged: bool
+    expires_at: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "record_id": self.record_id,
+            "sha256": self.sha256,
+            "acknowledged": self.acknowledged,
+            "expires_at": self.expires_at,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RunDecision:
+    """What the plan does with one run; ``after`` is its snapshot once the deletes are done."""
+
+    run_id: str
+    status: str
+    record_count: int
+    protected: Mapping[str, int]
+    delete: tuple[Doomed, ...] = ()
+    after: RunSnapshot | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "status": self.status,
+            "record_count": self.record_count,
+            "protected": {name: self.protected.get(name, 0) for name in PROTECTIONS},
+            "delete": [d.to_json() for d in self.delete],
+            "after": None if self.after is None else self.after.to_json(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionPlan:
+    """``dpone.dlq-retention-plan.v1``: what to delete, and the snapshot it was decided on."""
+
+    directory: str
+    now: str
+    include_unacknowledged: bool
+    evidence_dirs: tuple[str, ...]
+    pinned_runs: tuple[str, ...]
+    snapshot: tuple[RunSnapshot, ...]
+    runs: tuple[RunDecision, ...]
+    created_at: str
+
+    @property
+    def snapshot_fingerprint(self) -> str:
+        return snapshot_fingerprint(self.snapshot, self.pinned_runs)
+
+    @property
+    def delete_count(self) -> int:
+        return sum(len(run.delete) for run in self.runs)
+
+    def protected(self) -> dict[str, int]:
+        return {name: sum(run.protected.get(name, 0) for run in self.runs) for name in PROTECTIONS}
+
+    def body(self) -> dict[str, Any]:
+        """Everything but ``plan_id`` and ``created_at``: what ``plan_id`` is the checksum of."""
+        return {
+            "schema": PLAN_SCHEMA,
+            "dir": self.directory,
+            "now": self.now,
+            "include_unacknowledged": self.include_unacknowledged,
+            "evidence_dirs": list(self.evidence_dirs),
+            "pinned_runs": list(self.pinned_runs),
+            "snapshot": {
+                "fingerprint": self.snapshot_fingerprint,
+                "runs": [run.to_json() for run in self.snapshot],
+            },
+            "runs": [run.to_json() for run in self.runs],
+            "totals": {
+                "records": sum(run.record_count for run in self.runs),
+                "delete": self.delete_count,
+                "protected": self.protected(),
+            },
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        body = self.body()
+        return {"plan_id": checksum(body), **body, "created_at": self.created_at}
+
+    @classmethod
+    def from_json(cls, doc: Any) -> RetentionPlan:
+        """A plan read back; its ``plan_id`` must be the checksum of its body."""
+        if not isinstance(doc, dict) or doc.get("schema") != PLAN_SCHEMA:
+            raise _invalid("the document")
+        try:
+            snapshot = tuple(RunSnapshot.from_json(r) for r in doc["snapshot"]["runs"])
+            runs = tuple(_decision_from_json(r) for r in doc["runs"])
+            plan = cls(
+                directory=str(doc["dir"]),
+                now=str(doc["now"]),
+                include_unacknowledged=bool(doc["include_unacknowledged"]),
+                evidence_dirs=tuple(str(d) for d in doc["evidence_dirs"]),
+                pinned_runs=tuple(str(r) for r in doc["pinned_runs"]),
+                snapshot=snapshot,
+                runs=runs,
+                created_at=str(doc["created_at"]),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise _invalid("the document") from None
+        body = plan.body()
+        expected = {k: v for k, v in doc.items() if k not in ("plan_id", "created_at")}
+        if doc.get("plan_id") != checksum(body) or expected != body:
+            raise RetentionPlanInvalid(
+                "the retention plan was changed after it was made (its plan_id does not match)",
+                fixes=("make a new plan with `dpone ops retention plan`",),
+            )
+        return plan
+
+
+def counts(**found: int) -> dict[str, int]:
+    """Protected records per reason, every reason present (0 when none)."""
+    unknown = set(found) - set(PROTECTIONS)
+    if unknown:
+        raise ValueError(f"unknown protection {sorted(unknown)[0]}")
+    return {name: found.get(name, 0) for name in PROTECTIONS}
+
+
+def _invalid(what: str) -> RetentionPlanInvalid:
+    return RetentionPlanInvalid(f"{what} is not a valid {PLAN_SCHEMA} document")
+
+
+def _decision_from_json(doc: Any) -> RunDecision:
+    after = doc["after"]
+    return RunDecision(
+        run_id=str(doc["run_id"]),
+        status=str(doc["status"]),
+        record_count=int(doc["record_count"]),
+        protected=counts(**{str(k): int(v) for k, v in doc["protected"].items()}),
+        delete=tuple(
+            Doomed(
+                str(d["record_id"]), str(d["sha256"]), bool(d["acknowledged"]), str(d["expires_at"])
+            )
+            for d in doc["delete"]
+        ),
+        after=None if after is None else RunSnapshot.from_json(after),
+    )
+
+
+def plan_retention(
+    store: DlqStore,
+    now: datetime,
+    *,
+    include_unacknowledged: bool = False,
+    evidence_dirs: Sequence[str | os.PathLike[str]] = (),
+) -> RetentionPlan:
+    """Mark: decide, record by record, what may go (see the module docstring)."""
+    moment = format_timestamp(now)
+    folders = tuple(str(Path(d).resolve()) for d in evidence_dirs)
+    pinned = pinned_runs(store, folders)
+    seen = _see(store)
+    decisions = []
+    for run_id, entry in seen.items():
+        snap = entry.snapshot
+        if snap.status == "open":
+            decisions.append(
+                RunDecision(run_id, "open", snap.record_count, counts(active=snap.record_count))
+            )
+            continue
+        if run_id in pinned:
+            protected = counts(evidence_pinned=snap.record_count)
+            decisions.append(RunDecision(run_id, snap.status, snap.record_count, protected))
+            continue
+        decisions.append(
+            _decide(store, entry, moment, include_unacknowledged=include_unacknowledged)
+        )
+    return RetentionPlan(
+        directory=str(store.root.resolve()),
+        now=moment,
+        include_unacknowledged=include_unacknowledged,
+        evidence_dirs=folders,
+        pinned_runs=tuple(pinned),
+        snapshot=tuple(entry.snapshot for entry in seen.values()),
+        runs=tuple(decisions),
+        created_at=format_timestamp(store.now()),
+    )
+
+
+def _decide(
+    store: DlqStore, entry: _Seen, now: str, *, include_unacknowledged: bool
+) -> RunDecision:
+    snap = entry.snapshot
+    index = store.read_index(snap.run_id)
+    protected = counts()
+    doomed: list[Doomed] = []
+    for record in store.iter_records(snap.run_id, index):
+        acked = record.record_id in entry.acks
+        if record.expires_at > now:
+            protected["unexpired"] += 1
+        elif not acked and not include_unacknowledged:
+            protected["pending_replay"] += 1
+        else:
+            doomed.append(Doomed(record.record_id, record.sha256, acked, record.expires_at))
+    after = None
+    if doomed:
+        gone = {d.record_id for d in doomed}
+        after = RunSnapshot(
+            snap.run_id,
+            snap.status,
+            fingerprint((e.record_id, e.sha256) for e in index.entries if e.record_id not in gone),
+            snap.record_count - len(doomed),
+            acks_fingerprint({k: v for k, v in entry.acks.items() if k not in gone}),
+        )
+    return RunDecision(snap.run_id, snap.status, snap.record_count, protected, tuple(doomed), after)
+
+
+# --- the sweep ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RunSweep:
+    run_id: str
+    deleted: int
+    record_count: int
+    index_fingerprint: str
+    resumed: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "deleted": self.deleted,
+            "record_count": self.record_count,
+            "index_fingerprint": self.index_fingerprint,
+            "resumed": self.resumed,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionResult:
+    """``dpone.dlq-retention-result.v1``: what an apply deleted, and the verify afterwards."""
+
+    plan_id: str
+    directory: str
+    runs: tuple[RunSweep, ...]
+    deleted_acks: int
+    findings: tuple[Finding, ...]
+    applied_at: str
+
+    @property
+    def deleted(self) -> int:
+        return sum(run.deleted for run in self.runs)
+
+    @property
+    def clean(self) -> bool:
+        return not self.findings
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": RESULT_SCHEMA,
+            "plan_id": self.plan_id,
+            "dir": self.directory,
+            "deleted_records": self.deleted,
+            "deleted_acks": self.deleted_acks,
+            "runs": [run.to_json() for run in self.runs],
+            "verify": {"clean": self.clean, "findings": [f.to_json() for f in self.findings]},
+            "applied_at": self.applied_at,
+        }
+
+
+def _drift(message: str) -> RetentionSnapshotDrift:
+    return RetentionSnapshotDrift(
+        f"the store changed since the plan was made: {message}; nothing was deleted",
+        fixes=("make a new plan with `dpone ops retention plan` and apply that one",),
+    )
+
+
+def _resumable(plan: RetentionPlan, seen: Mapping[str, _Seen], pinned: Sequence[str]) -> set[str]:
+    """Refuse drift; return the runs an interrupted apply of this plan already rewrote."""
+    current = [entry.snapshot for entry in seen.values()]
+    if snapshot_fingerprint(current, pinned) == plan.snapshot_fingerprint:
+        return set()
+    if list(pinned) != list(plan.pinned_runs):
+        raise _drift("other runs are pinned by evidence now")
+    planned = {snap.run_id: snap for snap in plan.snapshot}
+    if set(planned) != set(seen):
+        added = sorted(set(seen) - set(planned))
+        removed = sorted(set(planned) - set(seen))
+        raise _drift(
+            f"runs were added ({', '.join(added) or '-'}) or removed ({', '.join(removed) or '-'})"
+        )
+    decisions = {run.run_id: run for run in plan.runs}
+    resumed = set()
+    for run_id, snap in planned.items():
+        entry = seen[run_id]
+        if entry.snapshot == snap:
+            continue
+        decision = decisions.get(run_id)
+        after = decision.after if decision is not None else None
+        if after is not None and decision is not None:
+            gone = {d.record_id for d in decision.delete}
+            # The index already lost the planned records; acknowledgements of those records may
+            # still be there (they go last), those of the others must be as planned.
+            kept = acks_fingerprint({k: v for k, v in entry.acks.items() if k not in gone})
+            current_snap = entry.snapshot
+            if (
+                current_snap.status,
+                current_snap.fingerprint,
+                current_snap.record_count,
+                kept,
+            ) == (after.status, after.fingerprint, after.record_count, after.acks):
+                resumed.add(run_id)
+                continue
+        raise _drift(f"run {run_id} is not as it was (records, status or acknowledgements)")
+    return resumed
+
+
+def apply_retention(store: DlqStore, plan: RetentionPlan) -> RetentionResult:
+    """Sweep: check the snapshot, then delete exactly the planned records."""
+    seen = _see(store)
+    pinned = pinned_runs(store, plan.evidence_dirs)
+    resumed = _resumable(plan, seen, pinned)
+    sweeps = []
+    deleted_acks = 0
+    for decision in plan.runs:
+        if not decision.delete:
+            continue
+        run_id = decision.run_id
+        present = 0
+        for doomed in decision.delete:
+            try:
+                record = store.read_record(run_id, doomed.record_id)
+            except DlqRecordNotFound:
+                if run_id in resumed:
+                    continue  # removed by an earlier, interrupted apply of this plan
+                raise
+            if record.sha256 != doomed.sha256:
+                raise _drift(f"record {doomed.record_id} of run {run_id} is another record now")
+            present += 1
+        acks = seen[run_id].acks
+        deleted_acks += sum(1 for d in decision.delete if d.record_id in acks)
+        index = store.delete_records(run_id, [d.record_id for d in decision.delete])
+        resumed_run = run_id in resumed
+        sweeps.append(RunSweep(run_id, present, index.record_count, index.fingerprint, resumed_run))
+        log.info("retention.run.swept", run_id=run_id, deleted=present, resumed=resumed_run)
+    findings: list[Finding] = []
+    for sweep in sweeps:
+        findings.extend(store.verify(sweep.run_id))
+    return RetentionResult(
+        plan_id=checksum(plan.body()),
+        directory=str(store.root),
+        runs=tuple(sweeps),
+        deleted_acks=deleted_acks,
+        findings=tuple(findings),
+        applied_at=format_timestamp(store.now()),
+    )
+
+
+def load_plan(path: Path) -> RetentionPlan:
+    """A plan file written by ``dpone ops retention plan --output``, schema-checked."""
+    from dpone.published import schema_errors
+
+    try:
+        doc = orjson.loads(path.read_bytes())
+    except OSError as exc:
+        raise RetentionPlanInvalid(
+            f"cannot read the retention plan {path.name} ({type(exc).__name__})"
+        ) from None
+    except orjson.JSONDecodeError:
+        raise RetentionPlanInvalid(f"the retention plan {path.name} is not JSON") from None
+    errors = schema_errors(doc, PLAN_SCHEMA)
+    if errors:
+        raise RetentionPlanInvalid(f"the retention plan {path.name} breaks its schema: {errors[0]}")
+    return RetentionPlan.from_json(doc)
+
+
+__all__ = [
+    "PLAN_SCHEMA",
+    "PROTECTIONS",
+    "RESULT_SCHEMA",
+    "Doomed",
+    "Protection",
+    "RetentionError",
+    "RetentionEvidenceInvalid",
+    "RetentionPlan",
+    "RetentionPlanInvalid",
+    "RetentionResult",
+    "RetentionSnapshotDrift",
+    "RunDecision",
+    "RunSnapshot",
+    "RunSweep",
+    "acks_fingerprint",
+    "apply_retention",
+    "load_plan",
+    "pinned_runs",
+    "plan_retention",
+    "snapshot_fingerprint",
+]
