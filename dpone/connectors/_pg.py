@@ -19,7 +19,7 @@ from dpone.connectors.errors import (
     SinkSchemaError,
     SinkUnavailable,
 )
-from dpone.errors import DponeError
+from dpone.errors import DponeError, Interrupted
 
 Connection = adbc_pg.Connection
 Error = adbc_driver_manager.Error
@@ -40,9 +40,15 @@ def sqlstate(exc: BaseException) -> str | None:
 
 
 def classify(exc: BaseException) -> tuple[str, str]:
-    """(kind, detail) of a driver exception; kind is one of unavailable, read_only, disk_full,
-    locked, invalid, failed. The detail is the SQLSTATE or the exception's class name."""
+    """(kind, detail) of a driver exception; kind is one of interrupted, unavailable,
+    read_only, disk_full, locked, invalid, failed. The detail is the SQLSTATE or the
+    exception's class name."""
     state = sqlstate(exc)
+    if state == "57014" and "user request" in str(exc):
+        # The ADBC driver answers Ctrl-C during a blocking call with a cancel request and
+        # raises this instead of KeyboardInterrupt (so does an operator's pg_cancel_backend);
+        # a statement timeout, the same SQLSTATE, says so and stays a failure.
+        return "interrupted", f"SQLSTATE {state}"
     if state is None:
         status = getattr(exc, "status_code", None)
         kind = (
@@ -66,6 +72,8 @@ def classify(exc: BaseException) -> tuple[str, str]:
 def sink_error(exc: BaseException, doing: str) -> DponeError:
     """A typed sink error for a driver exception: transient or terminal by SQLSTATE class."""
     kind, detail = classify(exc)
+    if kind == "interrupted":
+        return Interrupted(f"PostgreSQL sink: {doing} was cancelled: the run was interrupted")
     message = f"PostgreSQL sink: {doing} failed ({detail})"
     if kind == "read_only":
         return SinkReadOnly(message)

@@ -46,6 +46,7 @@ from dpone.evidence.writer import EVIDENCE_FILE, bundle_dir, publish_evidence_do
 from dpone.faults import checkpoint
 from dpone.manifest.plan import Plan
 from dpone.runtime.cursor import CursorTracker
+from dpone.runtime.interrupts import InterruptWatch
 from dpone.runtime.journal import JournalEntry, RunJournal
 from dpone.runtime.report import Recovery, RowCounts, RunReport
 from dpone.state.model import Cursor, PipelineState
@@ -167,6 +168,7 @@ class _Run:
         self.global_row = 0
         self.lineage: lineage.LineageEmitter | None = None
         self.dlq_pipe: DlqPipe | None = None
+        self.interrupts = InterruptWatch()
 
 
 def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
@@ -211,6 +213,7 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
     }
 
     journal.lock()
+    run.interrupts.start()
     try:
         run.report.recovered = recover(plan, journal, sink, dlq, states, options.clock)
         checkpoint("after_recover")
@@ -236,6 +239,7 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
                 )
             )
             checkpoint("before_sink_commit")
+            run.interrupts.check()
             assert run.sink_load is not None
             run.sink_load.commit(cursor_to=cursor_to)
             run.report.sink["committed"] = True
@@ -250,17 +254,24 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
             return run.report
 
         # The sink committed: from here on the run is finished even if this process dies.
-        _publish_evidence(run, evidence_doc)
-        checkpoint("after_evidence")
-        _advance_state(run, states, state, evidence_doc, unplaced)
-        checkpoint("after_state")
-        journal.write(
-            JournalEntry(plan.name, run.run_id, run.load_id, "finished", run.report.started_at)
-        )
+        try:
+            _publish_evidence(run, evidence_doc)
+            checkpoint("after_evidence")
+            _advance_state(run, states, state, evidence_doc, unplaced)
+            checkpoint("after_state")
+            journal.write(
+                JournalEntry(plan.name, run.run_id, run.load_id, "finished", run.report.started_at)
+            )
+        except KeyboardInterrupt:
+            raise Interrupted(
+                "the run was interrupted after its sink commit; the next run of the pipeline "
+                "publishes its evidence and advances the state"
+            ) from None
         _finish(run, evidence_doc["data_outcome"])
         _emit(run, source.identity, sink.identity, "COMPLETE", evidence_doc)
         return run.report
     finally:
+        run.interrupts.stop()
         journal.unlock()
 
 
@@ -316,6 +327,7 @@ def _load(
         run.counts.warned += result.warned_rows
         tracker.observe()
         checkpoint("after_chunk_staged")
+        run.interrupts.check()
         if run.options.progress is not None:
             run.options.progress(run.counts)
 
@@ -592,10 +604,17 @@ def _fail(run: _Run, err: DponeError, engine: AssertionEngine, state: PipelineSt
     if run.dlq_writer is not None:
         # Open or already closed (the sink commit itself failed): either way the run's DLQ
         # records must not count, so the run ends aborted.
-        run.dlq_result = run.dlq_writer.abort("run_failed")
-        # The aborted index holds every record that reached the disk, in flight or not.
-        run.counts.quarantined = run.dlq_result.record_count
-        run.report.dlq.update(run_id=run.run_id, records=run.dlq_result.record_count)
+        try:
+            run.dlq_result = run.dlq_writer.abort("run_failed")
+        except DponeError as abort_err:
+            # The DLQ's storage failed too (a full disk cannot take the aborted index): the
+            # run stays open on disk, its writer gone, and the next run of the pipeline closes
+            # it as aborted. This run still reports its own error, evidence and journal.
+            log.error("dlq.abort_failed", run_id=run.run_id, code=abort_err.code)
+        else:
+            # The aborted index holds every record that reached the disk, in flight or not.
+            run.counts.quarantined = run.dlq_result.record_count
+            run.report.dlq.update(run_id=run.run_id, records=run.dlq_result.record_count)
     run.report.sink["committed"] = False
     run.counts.loaded = 0  # staged rows were dropped: none of them reached the sink
     run.report.status = "failed"

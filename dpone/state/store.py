@@ -106,4 +106,12 @@ class StateStore:
         txn = StateTransaction(current)
         yield txn
         if txn.next is not None:
+            self._remove_dead_temps(pipeline)
             self.write(txn.next, before_publish=txn.before_publish)
+
+    def _remove_dead_temps(self, pipeline: str) -> None:
+        """Drop temp files of a replace that died before its rename (``durable.py`` names
+        them ``.<file>.<token>.tmp``). Commits run under the pipeline lock, so any such file
+        belongs to a dead process, and nothing reads it."""
+        for temp in self.directory.glob(f".{self.path(pipeline).name}.*.tmp"):
+            temp.unlink(missing_ok=True)

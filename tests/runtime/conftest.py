@@ -124,6 +124,8 @@ class Project:
     sink: dict[str, Any]
     env: dict[str, str] = field(default_factory=dict)
     name: str = PIPELINE
+    dlq_directory: str | None = None
+    """``dlq.directory`` of the manifest, relative to the root (None: ``.dpone/dlq``)."""
 
     # --- writing ----------------------------------------------------------------------------
 
@@ -150,7 +152,9 @@ class Project:
         incremental: bool = False,
         assertions: dict[str, Any] | None = None,
         chunk_size: int = 1000,
+        dlq: dict[str, Any] | None = None,
     ) -> Path:
+        self.dlq_directory = (dlq or {}).get("directory")
         strategy: dict[str, Any] = {"mode": mode}
         if unique_key:
             strategy["unique_key"] = list(unique_key)
@@ -172,7 +176,7 @@ class Project:
                 "strategy": strategy,
                 "options": {
                     "schema_contract": {"enforcement": enforcement, "columns": CONTRACT_COLUMNS},
-                    "dlq": {"pii_policy": "reference_only"},
+                    "dlq": {"pii_policy": "reference_only", **(dlq or {})},
                     "runtime_evidence": {"output_dir": ".dpone/evidence"},
                 },
             },
@@ -277,6 +281,44 @@ class Project:
                 ).fetchall()
             )
 
+    def load_markers(self) -> list[dict[str, Any]]:
+        """This pipeline's load markers in the sink (the proof of each committed load), in
+        commit order: ``run_id``, ``load_id``, ``rows`` and ``cursor_to`` of each."""
+        columns = "run_id, load_id, row_count, cursor_to"
+        where = f"WHERE pipeline = '{self.name}' AND target = '{self.dataset}.{TABLE}'"
+        found: list[tuple[Any, ...]] = []
+        if self.kind == "duckdb":
+            if "_dpone_loads" not in self.duckdb_tables():
+                return []
+            with self._duckdb() as con:
+                found = con.execute(
+                    f'SELECT {columns} FROM "{self.dataset}"._dpone_loads {where} ORDER BY load_seq'
+                ).fetchall()
+        elif self.kind == "postgres":
+            exists = pg_query(PG_URL, f"SELECT to_regclass('\"{self.dataset}\"._dpone_loads')")
+            if exists[0][0] is not None:
+                found = pg_query(
+                    PG_URL,
+                    f'SELECT {columns} FROM "{self.dataset}"._dpone_loads {where} '
+                    "ORDER BY load_seq",
+                )
+        else:
+            docs = sorted(
+                (
+                    json.loads(p.read_text(encoding="utf-8"))
+                    for p in (self.lake / "_dpone_loads").glob("*.json")
+                ),
+                key=lambda d: int(d["seq"]),
+            )
+            found = [
+                (d["run_id"], d["load_id"], d["rows"], d["cursor_to"])
+                for d in docs
+                if d["pipeline"] == self.name and d["target"] == f"{self.dataset}.{TABLE}"
+            ]
+        return [
+            {"run_id": r[0], "load_id": r[1], "rows": int(r[2]), "cursor_to": r[3]} for r in found
+        ]
+
     def _postgres_table(self) -> pa.Table | None:
         conn = psycopg2.connect(PG_URL)
         try:
@@ -340,11 +382,17 @@ class Project:
         assert verify_checksum(doc)
         return doc
 
+    @property
+    def dlq_root(self) -> Path:
+        if self.dlq_directory is not None:
+            return self.root / self.dlq_directory
+        return self.work_dir / "dlq"
+
     def dlq(self) -> DlqStore:
-        return DlqStore(self.work_dir / "dlq")
+        return DlqStore(self.dlq_root)
 
     def dlq_index_path(self, run_id: str) -> Path:
-        return self.work_dir / "dlq" / "runs" / run_id / "index.json"
+        return self.dlq_root / "runs" / run_id / "index.json"
 
     def dlq_index(self, run_id: str) -> dict[str, Any]:
         doc: dict[str, Any] = json.loads(self.dlq_index_path(run_id).read_bytes())
@@ -352,7 +400,7 @@ class Project:
 
     def dlq_records(self, run_id: str) -> list[dict[str, Any]]:
         """The run's record files as written, sorted by their row (record_ref)."""
-        folder = self.work_dir / "dlq" / "runs" / run_id / "records"
+        folder = self.dlq_root / "runs" / run_id / "records"
         docs = [json.loads(p.read_bytes()) for p in folder.glob("*.json")]
         return sorted(docs, key=lambda d: int(d["record_ref"].rsplit("=", 1)[1]))
 
@@ -376,7 +424,7 @@ class Project:
             assert verify_checksum(doc), path
         if self.state_path.exists():
             self.state()
-        runs = self.work_dir / "dlq" / "runs"
+        runs = self.dlq_root / "runs"
         for run in sorted(runs.iterdir()) if runs.exists() else ():
             index = json.loads((run / "index.json").read_bytes())
             assert schema_errors(index, "dpone.dlq-index.v1") == [], run

@@ -35,7 +35,7 @@ from dpone.connectors.errors import (
     SinkUnavailable,
 )
 from dpone.connectors.sinks._common import LoadState, marker_from_row, os_error
-from dpone.connectors.sources.duckdb import utc_labels
+from dpone.connectors.sources.duckdb import interruptible, utc_labels
 from dpone.errors import DponeError
 
 _LOADS = "_dpone_loads"
@@ -118,9 +118,10 @@ class DuckDbSink:
         if con is None:
             return []
         try:
-            if not self._exists(con, _LOADS):
-                return []
-            return con.execute(sql, params).fetchall()
+            with interruptible("DuckDB sink: reading load markers"):
+                if not self._exists(con, _LOADS):
+                    return []
+                return con.execute(sql, params).fetchall()
         except duckdb.Error as exc:
             raise duck_error(exc, "reading load markers") from None
         finally:
@@ -133,11 +134,12 @@ class DuckDbSink:
         if con is None:
             return None
         try:
-            if not self._exists(con, self.table):
-                return None
-            schema = con.sql(f"SELECT * FROM {self._q(self.table)} LIMIT 0").to_arrow_table().schema
-            nullable = {name: flag for name, _, flag in self._columns(con, self.table)}
-            schema = pa.schema([f.with_nullable(nullable.get(f.name, True)) for f in schema])
+            with interruptible("DuckDB sink: reading the target schema"):
+                if not self._exists(con, self.table):
+                    return None
+                table = con.sql(f"SELECT * FROM {self._q(self.table)} LIMIT 0").to_arrow_table()
+                nullable = {name: flag for name, _, flag in self._columns(con, self.table)}
+            schema = pa.schema([f.with_nullable(nullable.get(f.name, True)) for f in table.schema])
             return utc_labels(schema)
         except duckdb.Error as exc:
             raise duck_error(exc, "reading the target schema") from None
@@ -166,23 +168,26 @@ class DuckDbSink:
         if load.mode == "merge":
             empty = empty.append_column(_SEQ, pa.array([], pa.int64()))
         try:
-            con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(self.dataset)}")
-            con.execute(_STAGES_DDL.format(t=self._q(_STAGES)))
-            con.execute("BEGIN TRANSACTION")
-            con.execute(f"DROP TABLE IF EXISTS {self._q(stage)}")
-            con.execute(f"DELETE FROM {self._q(_STAGES)} WHERE stage_table = ?", [stage])
-            con.register("_dpone_empty", empty)
-            con.execute(f"CREATE TABLE {self._q(stage)} AS SELECT * FROM _dpone_empty")
-            con.unregister("_dpone_empty")
-            con.execute(
-                f"INSERT INTO {self._q(_STAGES)} VALUES (?, ?, ?, ?, ?)",
-                [stage, load.load_id, load.pipeline, self.target, iso_utc(self._clock())],
-            )
-            con.execute("COMMIT")
-        except duckdb.Error as exc:
+            with interruptible("DuckDB sink: creating the staging table"):
+                con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(self.dataset)}")
+                con.execute(_STAGES_DDL.format(t=self._q(_STAGES)))
+                con.execute("BEGIN TRANSACTION")
+                con.execute(f"DROP TABLE IF EXISTS {self._q(stage)}")
+                con.execute(f"DELETE FROM {self._q(_STAGES)} WHERE stage_table = ?", [stage])
+                con.register("_dpone_empty", empty)
+                con.execute(f"CREATE TABLE {self._q(stage)} AS SELECT * FROM _dpone_empty")
+                con.unregister("_dpone_empty")
+                con.execute(
+                    f"INSERT INTO {self._q(_STAGES)} VALUES (?, ?, ?, ?, ?)",
+                    [stage, load.load_id, load.pipeline, self.target, iso_utc(self._clock())],
+                )
+                con.execute("COMMIT")
+        except BaseException as exc:  # an interrupt too: nothing half-begun stays open
             _rollback(con)
             con.close()
-            raise duck_error(exc, "creating the staging table") from None
+            if isinstance(exc, duckdb.Error):
+                raise duck_error(exc, "creating the staging table") from None
+            raise
         return DuckDbLoad(self, con, load, stage)
 
     def cleanup_abandoned(self, pipeline: str, keep_load_id: str | None = None) -> list[str]:
@@ -191,18 +196,19 @@ class DuckDbSink:
             return []
         removed: list[str] = []
         try:
-            if not self._exists(con, _STAGES):
-                return []
-            rows = con.execute(
-                f"SELECT stage_table, load_id FROM {self._q(_STAGES)} WHERE pipeline = ? "
-                "ORDER BY created_at",
-                [pipeline],
-            ).fetchall()
-            for stage, load_id in rows:
-                if load_id == keep_load_id:
-                    continue
-                drop_stage(con, self, str(stage))
-                removed.append(str(load_id))
+            with interruptible("DuckDB sink: dropping abandoned staging"):
+                if not self._exists(con, _STAGES):
+                    return []
+                rows = con.execute(
+                    f"SELECT stage_table, load_id FROM {self._q(_STAGES)} WHERE pipeline = ? "
+                    "ORDER BY created_at",
+                    [pipeline],
+                ).fetchall()
+                for stage, load_id in rows:
+                    if load_id == keep_load_id:
+                        continue
+                    drop_stage(con, self, str(stage))
+                    removed.append(str(load_id))
             return removed
         except duckdb.Error as exc:
             raise duck_error(exc, "dropping abandoned staging") from None
@@ -233,11 +239,12 @@ class DuckDbLoad(LoadState):
             seq = pa.array(range(self.rows, self.rows + batch.num_rows), pa.int64())
             batch = batch.append_column(_SEQ, seq)
         try:
-            self._con.register("_dpone_batch", pa.Table.from_batches([batch]))
-            self._con.execute(
-                f"INSERT INTO {self._sink._q(self._stage_table)} SELECT * FROM _dpone_batch"
-            )
-            self._con.unregister("_dpone_batch")
+            with interruptible("DuckDB sink: staging rows"):
+                self._con.register("_dpone_batch", pa.Table.from_batches([batch]))
+                self._con.execute(
+                    f"INSERT INTO {self._sink._q(self._stage_table)} SELECT * FROM _dpone_batch"
+                )
+                self._con.unregister("_dpone_batch")
         except duckdb.Error as exc:
             raise duck_error(exc, "staging rows") from None
 
@@ -245,47 +252,50 @@ class DuckDbLoad(LoadState):
         con, sink, spec = self._con, self._sink, self.spec
         q = sink._q
         try:
-            con.execute("BEGIN TRANSACTION")
-            con.execute(_LOADS_DDL.format(t=q(_LOADS)))
-            found = con.execute(
-                f"SELECT {MARKER_COLUMNS} FROM {q(_LOADS)} WHERE load_id = ?", [spec.load_id]
-            ).fetchall()
-            if found:
-                con.execute("ROLLBACK")
-                drop_stage(con, sink, self._stage_table)
-                return marker_from_row(found[0])
-            target, stage = q(sink.table), q(self._stage_table)
-            adopted = spec.mode != "merge" and not sink._exists(con, sink.table)
-            if adopted:
-                # A first load into a table that does not exist yet: the staging table becomes
-                # the target, inside this transaction, instead of copying every row again.
-                self._adopt_stage(con)
-            else:
-                self._prepare_target(con)
-                self._apply(con, target, stage)
-            marker = self.new_marker(sink.target, iso_utc(sink._clock()))
-            con.execute(
-                f"INSERT INTO {q(_LOADS)} ({MARKER_COLUMNS}, load_seq) SELECT ?, ?, ?, ?, ?, ?, "
-                f"?, ?, coalesce(max(load_seq), 0) + 1 FROM {q(_LOADS)}",
-                [
-                    marker.load_id,
-                    marker.pipeline,
-                    marker.run_id,
-                    marker.rows,
-                    marker.cursor_to,
-                    marker.committed_at,
-                    marker.target,
-                    marker.mode,
-                ],
-            )
-            if not adopted:
-                con.execute(f"DROP TABLE {stage}")
-            con.execute(f"DELETE FROM {q(_STAGES)} WHERE stage_table = ?", [self._stage_table])
-            con.execute("COMMIT")
-            return marker
-        except duckdb.Error as exc:
+            with interruptible("DuckDB sink: committing the load"):
+                con.execute("BEGIN TRANSACTION")
+                con.execute(_LOADS_DDL.format(t=q(_LOADS)))
+                found = con.execute(
+                    f"SELECT {MARKER_COLUMNS} FROM {q(_LOADS)} WHERE load_id = ?", [spec.load_id]
+                ).fetchall()
+                if found:
+                    con.execute("ROLLBACK")
+                    drop_stage(con, sink, self._stage_table)
+                    return marker_from_row(found[0])
+                target, stage = q(sink.table), q(self._stage_table)
+                adopted = spec.mode != "merge" and not sink._exists(con, sink.table)
+                if adopted:
+                    # A first load into a table that does not exist yet: the staging table becomes
+                    # the target, inside this transaction, instead of copying every row again.
+                    self._adopt_stage(con)
+                else:
+                    self._prepare_target(con)
+                    self._apply(con, target, stage)
+                marker = self.new_marker(sink.target, iso_utc(sink._clock()))
+                con.execute(
+                    f"INSERT INTO {q(_LOADS)} ({MARKER_COLUMNS}, load_seq) SELECT ?, ?, ?, ?, "
+                    f"?, ?, ?, ?, coalesce(max(load_seq), 0) + 1 FROM {q(_LOADS)}",
+                    [
+                        marker.load_id,
+                        marker.pipeline,
+                        marker.run_id,
+                        marker.rows,
+                        marker.cursor_to,
+                        marker.committed_at,
+                        marker.target,
+                        marker.mode,
+                    ],
+                )
+                if not adopted:
+                    con.execute(f"DROP TABLE {stage}")
+                con.execute(f"DELETE FROM {q(_STAGES)} WHERE stage_table = ?", [self._stage_table])
+                con.execute("COMMIT")
+                return marker
+        except BaseException as exc:  # an interrupt too: the transaction never half-stays
             _rollback(con)
-            raise duck_error(exc, "committing the load") from None
+            if isinstance(exc, duckdb.Error):
+                raise duck_error(exc, "committing the load") from None
+            raise
 
     def _apply(self, con: duckdb.DuckDBPyConnection, target: str, stage: str) -> None:
         """Move the staged rows into an existing target per the strategy."""

@@ -266,11 +266,16 @@ class PostgresLoad(LoadState):
         _close(self._conn)
 
 
+# Cleanup is best effort and must not hide the run's own error: after an interrupt inside the
+# driver, ADBC also raises RuntimeError ("Cannot close AdbcConnection with open AdbcStatement").
+_CLEANUP_ERRORS = (*_pg.DRIVER_ERRORS, RuntimeError)
+
+
 def _rollback(conn: Any) -> None:
-    with contextlib.suppress(*_pg.DRIVER_ERRORS):
+    with contextlib.suppress(*_CLEANUP_ERRORS):
         conn.rollback()
 
 
 def _close(conn: Any) -> None:
-    with contextlib.suppress(*_pg.DRIVER_ERRORS):
+    with contextlib.suppress(*_CLEANUP_ERRORS):
         conn.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from dpone.connectors.errors import (
     SourceUnavailable,
 )
 from dpone.connectors.sources._sql import Incremental, Relation, select_sql
+from dpone.errors import Interrupted
 
 
 class DuckDbSource:
@@ -58,15 +60,41 @@ class DuckDbSource:
         except duckdb.Error as exc:
             raise _source_error(exc) from None
         try:
-            reader = con.sql(sql, params=params or None).to_arrow_reader(chunk_size)
-            row = 1
-            for batch in rechunk(_batches(reader), chunk_size):
-                yield SourceChunk(batch, self.relation.partition, None, row, False)
-                row += batch.num_rows
+            with interruptible("reading the DuckDB source"):
+                reader = con.sql(sql, params=params or None).to_arrow_reader(chunk_size)
+                row = 1
+                for batch in rechunk(_batches(reader), chunk_size):
+                    yield SourceChunk(batch, self.relation.partition, None, row, False)
+                    row += batch.num_rows
         except duckdb.Error as exc:
             raise _source_error(exc) from None
         finally:
             con.close()
+
+
+@contextlib.contextmanager
+def interruptible(doing: str) -> Iterator[None]:
+    """A signal during a DuckDB call (Ctrl-C, or SIGTERM through the CLI's handler) does not
+    surface as ``KeyboardInterrupt``: DuckDB cancels the query and raises
+    ``RuntimeError('Query interrupted')`` (or ``InterruptException``), or wraps the interrupt
+    raised in Python code it called back (reading a registered Arrow object) in another error.
+    Give it back as ``DPONE_INTERRUPTED``, so the run rolls back and exits 130 instead of
+    failing as a sink error or an internal one. Use it inside the ``try`` that turns
+    ``duckdb.Error`` into a typed error."""
+    try:
+        yield
+    except (duckdb.Error, RuntimeError) as exc:
+        if not _is_interrupt(exc):
+            raise
+        raise Interrupted(f"{doing} was cancelled: the run was interrupted") from None
+
+
+def _is_interrupt(exc: BaseException) -> bool:
+    if isinstance(exc, duckdb.InterruptException):
+        return True
+    if isinstance(exc, duckdb.Error):
+        return "KeyboardInterrupt" in str(exc)
+    return "interrupted" in str(exc).lower()
 
 
 def _batches(reader: pa.RecordBatchReader) -> Iterator[pa.RecordBatch]:

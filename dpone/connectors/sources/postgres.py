@@ -21,7 +21,7 @@ from dpone.connectors.errors import (
     SourceUnavailable,
 )
 from dpone.connectors.sources._sql import Incremental, Relation, select_sql
-from dpone.errors import DponeError
+from dpone.errors import DponeError, Interrupted
 
 
 class PostgresSource:
@@ -66,7 +66,7 @@ class PostgresSource:
         except _pg.DRIVER_ERRORS as exc:
             raise _source_error(exc) from None
         finally:
-            with contextlib.suppress(*_pg.DRIVER_ERRORS):
+            with contextlib.suppress(*_pg.DRIVER_ERRORS, RuntimeError):  # see sinks/postgres.py
                 conn.close()
 
 
@@ -90,6 +90,8 @@ def sql_literal(value: object) -> str:
 
 def _source_error(exc: BaseException) -> DponeError:
     kind, detail = _pg.classify(exc)
+    if kind == "interrupted":
+        return Interrupted("the PostgreSQL source query was cancelled: the run was interrupted")
     if kind in ("unavailable", "locked", "disk_full"):
         return SourceUnavailable(f"the PostgreSQL source failed ({detail})")
     if kind == "read_only":
