@@ -15,6 +15,11 @@ from dpone.cli.schemas_cmds import schemas_group
 @click.version_option(__version__, "--version", prog_name="dpone")
 def cli() -> None:
     """dpone: load data safely from a YAML manifest, with runtime data contracts."""
+    from dpone.logs import configure
+
+    # Every command logs to stderr (console on a TTY, JSON lines otherwise): stdout carries
+    # only the command's own output, so `--format json` is always one parseable document.
+    configure()
 
 
 @cli.group("ops")
