@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
@@ -20,8 +21,8 @@ from dpone.connectors.errors import (
 from dpone.errors import DponeError
 
 
-class LoadState:
-    """Open until committed or aborted. Subclasses implement ``_write``, ``_commit``,
+class LoadState(ABC):
+    """Open until committed or aborted. Subclasses implement ``_stage``, ``_commit``,
     ``_abort`` and ``_close``; usable as a context manager (aborts unless committed)."""
 
     def __init__(self, spec: LoadSpec) -> None:
@@ -106,18 +107,21 @@ class LoadState:
 
     # --- for subclasses ---------------------------------------------------------------------------
 
+    @abstractmethod
     def _stage(self, batch: pa.RecordBatch) -> None:
         """Stage a batch already conformed to ``spec.schema``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _commit(self) -> LoadMarker:
-        raise NotImplementedError
+        """Apply the staged rows and write the marker, atomically."""
 
+    @abstractmethod
     def _abort(self) -> None:
-        raise NotImplementedError
+        """Drop what was staged."""
 
+    @abstractmethod
     def _close(self) -> None:
-        raise NotImplementedError
+        """Release the connection or handles."""
 
 
 def marker_from_row(row: Sequence[Any]) -> LoadMarker:
