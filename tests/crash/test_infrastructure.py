@@ -297,6 +297,9 @@ def test_dlq_disk_full_fails_typed_then_the_rerun_is_exactly_once(
 
     assert proc.returncode == 1, proc.stderr
     assert_clean_output(proc.stdout, proc.stderr)
+    # The run's own report, with its first error (writing the records), even though the
+    # full disk also refused the aborted index.
+    assert json.loads(proc.stdout)["schema"] == "dpone.run.v1"
     error = error_of(proc.stdout)
     assert (error["code"], error["stage"]) == ("DPONE_DLQ_DISK_FULL", "dlq")
     assert project.state_bytes() == state_before
@@ -315,6 +318,7 @@ def test_dlq_disk_full_fails_typed_then_the_rerun_is_exactly_once(
     write_rows(project, "c.csv", files["c.csv"])
     result = in_process(project, RERUN)
     assert result.exit_code == 0
+    assert result.doc["recovered"] == []  # the run ended (failed); only its DLQ run was open
     assert store.read_index(FAILED_RUN).status == "aborted"
     assert_no_infrastructure_records(store, FAILED_RUN)
     check_outcome(project, model, files, state_before_kill=state_before)
