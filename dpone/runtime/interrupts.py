@@ -1,11 +1,22 @@
-"""A Ctrl-C or SIGTERM that a library swallowed still stops the run.
+"""Ctrl-C and SIGTERM stop a run at its next safe point; a second one stops it at once.
 
-The CLI turns both signals into ``KeyboardInterrupt``. Raised asynchronously, wherever the
-main thread happens to be, that exception can land inside library code that swallows it
-(pyarrow importing an optional module lazily, for one), and the run would go on to commit as
-if no one had asked it to stop. While a run is under way, :class:`InterruptWatch` also
-remembers that the signal came; the lifecycle checks between chunks and before the sink
-commit, and stops there as interrupted (exit 130).
+A ``KeyboardInterrupt`` raised asynchronously lands wherever the main thread happens to be:
+inside a driver that turns it into its own error (DuckDB's "Query interrupted", ADBC's
+cancelled statement), inside library code that swallows it, or in the middle of the failure
+path itself, between "wait for the DLQ writer thread" and "write the aborted index". Each of
+those was a real bug of the first version (an aborted DLQ index that missed records the
+writer thread was still creating). So while a run is under way the first signal only
+*records* that a stop was asked for; the lifecycle looks between chunks, after recovery and
+just before the sink commit (:meth:`InterruptWatch.check`), and stops there through its
+ordinary failure path: staging dropped, DLQ run aborted with every record, exit 130.
+
+The wait is bounded by one chunk (read, enforce, stage). For a run stuck in a long driver
+call, a second signal falls through to the handler that was there before (Python's
+``KeyboardInterrupt``): the run dies where it is, and the next run recovers it exactly as it
+recovers a killed one.
+
+A signal that arrives once the sink has committed does not stop anything: the evidence and
+the state take milliseconds, and finishing is the only way to leave no work to recovery.
 """
 
 from __future__ import annotations
@@ -16,14 +27,17 @@ from collections.abc import Callable
 from types import FrameType, TracebackType
 from typing import Any
 
+import structlog
+
+log = structlog.get_logger("dpone.run")
+
 WATCHED = (signal.SIGINT, signal.SIGTERM)
 
 
 class InterruptWatch:
-    """Wraps the Python handlers of SIGINT and SIGTERM from :meth:`start` to :meth:`stop`
-    (or for a ``with`` block).
+    """Defers SIGINT and SIGTERM from :meth:`start` to :meth:`stop` (or for a ``with`` block).
 
-    Only handlers installed from Python are wrapped: a signal left at its default action or
+    Only handlers installed from Python are replaced: a signal left at its default action or
     ignored (``nohup``) keeps that disposition. Outside the main thread it watches nothing.
     """
 
@@ -38,7 +52,7 @@ class InterruptWatch:
             previous = signal.getsignal(signum)
             if callable(previous):
                 self._previous[signum] = previous
-                signal.signal(signum, self._wrap(previous))
+                signal.signal(signum, self._handler)
 
     def stop(self) -> None:
         for signum, previous in self._previous.items():
@@ -49,18 +63,18 @@ class InterruptWatch:
         self.start()
         return self
 
-    def _wrap(
-        self, previous: Callable[[int, FrameType | None], Any]
-    ) -> Callable[[int, FrameType | None], Any]:
-        def handler(signum: int, frame: FrameType | None) -> Any:
+    def _handler(self, signum: int, frame: FrameType | None) -> Any:
+        # Nothing but a flag: a handler runs between two bytecodes of whatever the main thread
+        # was doing, even in the middle of a buffered write to stderr, so it must not log.
+        if self.received is None:
             self.received = signum
-            return previous(signum, frame)
-
-        return handler
+            return None
+        return self._previous[signum](signum, frame)
 
     def check(self) -> None:
-        """Raise ``KeyboardInterrupt`` if a watched signal came since the block began."""
+        """Raise ``KeyboardInterrupt`` if a watched signal came since :meth:`start`."""
         if self.received is not None:
+            log.warning("run.stopping", signal=signal.Signals(self.received).name)
             raise KeyboardInterrupt
 
     def __exit__(

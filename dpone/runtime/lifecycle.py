@@ -217,6 +217,7 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
     try:
         run.report.recovered = recover(plan, journal, sink, dlq, states, options.clock)
         checkpoint("after_recover")
+        run.interrupts.check()  # a stop asked for during recovery: nothing of this run began
         _emit(run, source.identity, sink.identity, "START")
         _refuse_used_run_id(run, dlq)
         state = states.read(plan.name)
@@ -262,11 +263,13 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
             journal.write(
                 JournalEntry(plan.name, run.run_id, run.load_id, "finished", run.report.started_at)
             )
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # a second signal: the stop could not wait
             raise Interrupted(
                 "the run was interrupted after its sink commit; the next run of the pipeline "
                 "publishes its evidence and advances the state"
             ) from None
+        if run.interrupts.received is not None:
+            log.warning("run.stop_too_late", run_id=run.run_id, detail="the sink had committed")
         _finish(run, evidence_doc["data_outcome"])
         _emit(run, source.identity, sink.identity, "COMPLETE", evidence_doc)
         return run.report
