@@ -12,6 +12,7 @@ values are canonical, so the kernel and dpone's contract (quarantine) must agree
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -151,12 +152,19 @@ state: {{type: file}}
 
 
 def write_manifest(
-    path: Path, *, csv: str, work_dir: str, chunk_size: int, name: str = "orders_e2e"
+    path: Path,
+    *,
+    csv: str,
+    work_dir: str,
+    chunk_size: int,
+    name: str = "orders_e2e",
+    dlq_dir: str | None = None,
 ) -> Path:
-    path.write_text(
-        MANIFEST.format(name=name, csv=csv, work_dir=work_dir, chunk_size=chunk_size),
-        encoding="utf-8",
-    )
+    """The benchmark's manifest; ``dlq_dir`` moves the DLQ out of ``work_dir``."""
+    text = MANIFEST.format(name=name, csv=csv, work_dir=work_dir, chunk_size=chunk_size)
+    if dlq_dir is not None:
+        text = text.replace("dlq: {", f"dlq: {{directory: {json.dumps(dlq_dir)}, ", 1)
+    path.write_text(text, encoding="utf-8")
     return path
 
 

@@ -48,6 +48,7 @@ from dpone.manifest.plan import Plan
 from dpone.runtime.cursor import CursorTracker
 from dpone.runtime.interrupts import InterruptWatch
 from dpone.runtime.journal import JournalEntry, RunJournal
+from dpone.runtime.prefetch import Inline, ReadAhead
 from dpone.runtime.report import Recovery, RowCounts, RunReport
 from dpone.state.model import Cursor, PipelineState
 from dpone.state.store import StateStore
@@ -309,30 +310,9 @@ def _load(
     existing = sink.existing_schema()
     after = state.cursor.value if (state.cursor and source.cursor_pushdown) else None
     run.dlq_pipe = pipe = DlqPipe(run, dlq)
-
-    for chunk in source.chunks(plan.runtime.chunk_size, after=after):
-        run.counts.read += chunk.num_rows
-        run.counts.chunks += 1
-        batch, positions, skipped = tracker.keep(chunk)
-        run.counts.skipped += skipped
-        result = enforcer.enforce(batch, existing_schema=existing)
-        _count_violations(run, result)
-        result.raise_for_failure()
-        valid, quarantine_mask, rules = engine.observe(result.valid)
-        _quarantine(run, pipe, chunk, positions, batch, result, quarantine_mask, rules)
-        if quarantine_mask is not None:
-            valid = valid.filter(pc.invert(quarantine_mask))
-        if valid.num_rows:
-            if run.sink_load is None:
-                run.sink_load = sink.begin(_load_spec(run, valid.schema))
-            run.sink_load.write(valid)
-        run.counts.loaded += valid.num_rows
-        run.counts.warned += result.warned_rows
-        tracker.observe()
-        checkpoint("after_chunk_staged")
-        run.interrupts.check()
-        if run.options.progress is not None:
-            run.options.progress(run.counts)
+    with _chunks(source, plan.runtime.chunk_size, after) as chunks:
+        for chunk in chunks:
+            _one_chunk(run, chunk, tracker, enforcer, engine, sink, existing, pipe)
 
     engine.finalize()
     pipe.drain()
@@ -346,6 +326,52 @@ def _load(
     cursor_to = tracker.committed_text()
     evidence = _evidence(run, engine, failure=None, state=state, cursor_to=cursor_to)
     return evidence, cursor_to, tracker.unplaced_after_run()
+
+
+def _chunks(
+    source: Any, chunk_size: int, after: object | None
+) -> ReadAhead[SourceChunk] | Inline[SourceChunk]:
+    """The source's chunks, read one ahead on a thread when the source allows it (file
+    sources: pyarrow's reading overlaps enforcement and staging). Other sources run user code
+    or hold driver connections bound to the thread that opened them: they are read inline."""
+    if getattr(source, "read_ahead", False):
+        return ReadAhead(lambda: source.chunks(chunk_size, after=after), depth=1)
+    return Inline(source.chunks(chunk_size, after=after))
+
+
+def _one_chunk(
+    run: _Run,
+    chunk: SourceChunk,
+    tracker: CursorTracker,
+    enforcer: ContractEnforcementService,
+    engine: AssertionEngine,
+    sink: Any,
+    existing: pa.Schema | None,
+    pipe: DlqPipe,
+) -> None:
+    """Enforce, assert, quarantine and stage one chunk."""
+    run.counts.read += chunk.num_rows
+    run.counts.chunks += 1
+    batch, positions, skipped = tracker.keep(chunk)
+    run.counts.skipped += skipped
+    result = enforcer.enforce(batch, existing_schema=existing)
+    _count_violations(run, result)
+    result.raise_for_failure()
+    valid, quarantine_mask, rules = engine.observe(result.valid)
+    _quarantine(run, pipe, chunk, positions, batch, result, quarantine_mask, rules)
+    if quarantine_mask is not None:
+        valid = valid.filter(pc.invert(quarantine_mask))
+    if valid.num_rows:
+        if run.sink_load is None:
+            run.sink_load = sink.begin(_load_spec(run, valid.schema))
+        run.sink_load.write(valid)
+    run.counts.loaded += valid.num_rows
+    run.counts.warned += result.warned_rows
+    tracker.observe()
+    checkpoint("after_chunk_staged")
+    run.interrupts.check()
+    if run.options.progress is not None:
+        run.options.progress(run.counts)
 
 
 def _load_spec(run: _Run, schema: pa.Schema) -> LoadSpec:

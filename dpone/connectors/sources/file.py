@@ -89,6 +89,9 @@ class FileSource:
     """
 
     cursor_pushdown = False
+    # Pure pyarrow reading and hashing, nothing bound to a thread: the lifecycle may read
+    # the next chunk on a thread of its own (dpone/runtime/prefetch.py).
+    read_ahead = True
 
     def __init__(
         self,

@@ -1,0 +1,115 @@
+"""Read the next chunk while the current one is enforced and staged.
+
+A file source spends its time in pyarrow's CSV/JSON/Parquet readers and in hashing the file,
+all of which release the GIL; enforcement and staging are mostly Arrow kernels and DuckDB,
+which release it too. Reading one chunk ahead on a thread of its own lets the two overlap
+(on two cores, most of the reading disappears from the wall time). Memory stays bounded:
+at most ``depth`` chunks wait in the queue and one more is being read.
+
+Order, errors and the end of the stream are kept: chunks come out in the order the source
+made them, and an exception the source raised comes out of ``next()`` where the chunk would
+have, after every chunk before it. :meth:`ReadAhead.close` stops the reader after its current
+chunk and closes the source's iterator on the reader's own thread (the one that opened its
+files or connections).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from typing import Generic, Literal, TypeVar
+
+T = TypeVar("T")
+
+_Message = tuple[Literal["item", "error", "end"], object]
+
+
+class ReadAhead(Generic[T]):
+    """Iterate ``make()`` on a background thread, up to ``depth`` items ahead."""
+
+    def __init__(self, make: Callable[[], Iterator[T]], *, depth: int = 1) -> None:
+        if depth < 1:
+            raise ValueError("depth must be at least 1")
+        self._queue: queue.Queue[_Message] = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._finished = False
+        self._thread = threading.Thread(
+            target=self._produce, args=(make,), name="dpone-read-ahead", daemon=True
+        )
+        self._thread.start()
+
+    def _produce(self, make: Callable[[], Iterator[T]]) -> None:
+        try:
+            items = make()
+            try:
+                for item in items:
+                    self._queue.put(("item", item))
+                    if self._stop.is_set():
+                        return
+            finally:
+                close = getattr(items, "close", None)
+                if close is not None:
+                    close()
+        except BaseException as exc:  # handed to the consumer, raised there
+            self._queue.put(("error", exc))
+            return
+        self._queue.put(("end", None))
+
+    def __iter__(self) -> ReadAhead[T]:
+        return self
+
+    def __next__(self) -> T:
+        if self._finished:
+            raise StopIteration
+        kind, value = self._queue.get()
+        if kind == "item":
+            return value  # type: ignore[return-value]
+        self._finished = True
+        if kind == "error":
+            assert isinstance(value, BaseException)
+            raise value
+        raise StopIteration
+
+    def close(self) -> None:
+        """Stop reading ahead and wait for the reader to let go of the source."""
+        self._stop.set()
+        self._finished = True
+        while self._thread.is_alive():
+            # The reader may be blocked on a full queue: make room until it sees the stop.
+            try:
+                while True:
+                    self._queue.get_nowait()
+            except queue.Empty:
+                pass
+            self._thread.join(timeout=0.05)
+
+    def __enter__(self) -> ReadAhead[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Inline(Generic[T]):
+    """The same interface without a thread: the source's iterator, closed on exit."""
+
+    def __init__(self, items: Iterator[T]) -> None:
+        self._items = items
+
+    def __iter__(self) -> Iterator[T]:
+        return self._items
+
+    def close(self) -> None:
+        close = getattr(self._items, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> Inline[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["Inline", "ReadAhead"]

@@ -1,0 +1,91 @@
+"""Reading ahead on a thread keeps the source's order, errors, bound and cleanup."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from dpone.runtime.prefetch import Inline, ReadAhead
+
+
+class Tracked:
+    """A source iterator that records how far it got, on which thread, and its closing."""
+
+    def __init__(self, count: int, fail_at: int | None = None) -> None:
+        self.count = count
+        self.fail_at = fail_at
+        self.produced = 0
+        self.closed_on: str | None = None
+        self.opened_on: str | None = None
+
+    def __call__(self) -> Iterator[int]:
+        self.opened_on = threading.current_thread().name
+        try:
+            for i in range(self.count):
+                if i == self.fail_at:
+                    raise OSError(f"item {i} cannot be read")
+                self.produced += 1
+                yield i
+        finally:
+            self.closed_on = threading.current_thread().name
+
+
+def test_every_item_in_order_then_the_end() -> None:
+    source = Tracked(50)
+    with ReadAhead(source, depth=2) as items:
+        assert list(items) == list(range(50))
+        assert next(items, "end") == "end"
+    assert source.opened_on == source.closed_on == "dpone-read-ahead"
+
+
+@pytest.mark.parametrize("depth", [1, 3])
+def test_never_more_than_depth_plus_one_ahead(depth: int) -> None:
+    source = Tracked(40)
+    with ReadAhead(source, depth=depth) as items:
+        for consumed, _ in enumerate(items, start=1):
+            # ``depth`` wait in the queue, one more may be in the reader's hands.
+            assert source.produced <= consumed + depth + 1
+
+
+def test_an_error_comes_out_where_its_item_would_have() -> None:
+    source = Tracked(10, fail_at=6)
+    with ReadAhead(source) as items:
+        got = [next(items) for _ in range(6)]
+        with pytest.raises(OSError, match="item 6 cannot be read"):
+            next(items)
+        assert next(items, "end") == "end"
+    assert got == [0, 1, 2, 3, 4, 5]
+    assert source.closed_on == "dpone-read-ahead"
+
+
+def test_closing_midway_stops_the_reader_and_closes_the_source_on_its_thread() -> None:
+    source = Tracked(1_000_000)
+    items = ReadAhead(source, depth=1)
+    assert [next(items) for _ in range(3)] == [0, 1, 2]
+    items.close()
+    assert source.closed_on == "dpone-read-ahead"
+    assert source.produced <= 3 + 2
+    assert next(items, "end") == "end"
+    assert not [t for t in threading.enumerate() if t.name == "dpone-read-ahead"]
+
+
+def test_an_error_in_making_the_iterator_is_raised_by_next() -> None:
+    def broken() -> Iterator[int]:
+        raise LookupError("no files match")
+
+    with ReadAhead(broken) as items, pytest.raises(LookupError, match="no files match"):
+        next(items)
+
+
+def test_depth_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="depth"):
+        ReadAhead(lambda: iter(()), depth=0)
+
+
+def test_inline_reads_on_the_callers_thread_and_closes_the_source() -> None:
+    source = Tracked(5)
+    with Inline(source()) as items:
+        assert next(iter(items)) == 0
+    assert source.opened_on == source.closed_on == threading.current_thread().name
