@@ -4,57 +4,32 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 
 from dpone.connectors._util import rechunk
-from dpone.connectors.base import SourceChunk
 from dpone.connectors.errors import (
     SourceConfigError,
     SourceError,
     SourceUnavailable,
 )
-from dpone.connectors.sources._sql import Incremental, Relation, select_sql
+from dpone.connectors.sources._sql import DatabaseFileSource
 from dpone.errors import Interrupted
 
 
-class DuckDbSource:
-    """Rows of ``relation`` in ``database``; the incremental cursor is pushed down as a parameter.
+class DuckDbSource(DatabaseFileSource):
+    """Rows of ``relation`` in ``database``, streamed as Arrow straight from DuckDB.
 
     The file is opened ``read_only``, so a query that writes fails. In one process DuckDB
     refuses a read-only and a read-write connection to the same file at once: do not read
     from the file a DuckDB sink of the same run writes to.
     """
 
-    cursor_pushdown = True
+    kind = "duckdb"
+    product = "DuckDB"
 
-    def __init__(
-        self,
-        database: Path,
-        display_path: str,
-        relation: Relation,
-        incremental: Incremental | None = None,
-    ) -> None:
-        self.database = Path(database)
-        self.relation = relation
-        self.incremental = incremental
-        self.identity = f"duckdb:{display_path}:{relation.label}"
-
-    def chunks(self, chunk_size: int, after: object | None = None) -> Iterator[SourceChunk]:
-        """Chunks in cursor order; ``WHERE cursor > after`` runs inside DuckDB."""
-        if chunk_size < 1:
-            raise ValueError("chunk_size must be positive")
-        if not self.database.is_file():
-            raise SourceConfigError("the DuckDB source database file does not exist")
-        params: list[object] = []
-
-        def bind(value: object) -> str:
-            params.append(value)
-            return "?"
-
-        sql = select_sql(self.relation, self.incremental, after, bind)
+    def batches(self, sql: str, params: list[object], chunk_size: int) -> Iterator[pa.RecordBatch]:
         try:
             con = duckdb.connect(str(self.database), read_only=True)
         except duckdb.Error as exc:
@@ -62,10 +37,7 @@ class DuckDbSource:
         try:
             with interruptible("reading the DuckDB source"):
                 reader = con.sql(sql, params=params or None).to_arrow_reader(chunk_size)
-                row = 1
-                for batch in rechunk(_batches(reader), chunk_size):
-                    yield SourceChunk(batch, self.relation.partition, None, row, False)
-                    row += batch.num_rows
+                yield from rechunk(_batches(reader), chunk_size)
         except duckdb.Error as exc:
             raise _source_error(exc) from None
         finally:

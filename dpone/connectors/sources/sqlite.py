@@ -11,50 +11,28 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from datetime import date, datetime, time
 from decimal import Decimal
-from pathlib import Path
 from urllib.parse import quote
 
 import pyarrow as pa
 
-from dpone.connectors.base import SourceChunk
 from dpone.connectors.errors import (
     SourceConfigError,
     SourceError,
     SourceUnavailable,
 )
-from dpone.connectors.sources._sql import Incremental, Relation, select_sql
+from dpone.connectors.sources._sql import DatabaseFileSource
 
 
-class SqliteSource:
+class SqliteSource(DatabaseFileSource):
     """Rows of ``relation``; the cursor is bound as a ``?`` parameter (text compares as text)."""
 
-    cursor_pushdown = True
+    kind = "sqlite"
+    product = "SQLite"
 
-    def __init__(
-        self,
-        database: Path,
-        display_path: str,
-        relation: Relation,
-        incremental: Incremental | None = None,
-    ) -> None:
-        self.database = Path(database)
-        self.relation = relation
-        self.incremental = incremental
-        self.identity = f"sqlite:{display_path}:{relation.label}"
+    def param(self, value: object) -> object:
+        return _sqlite_param(value)
 
-    def chunks(self, chunk_size: int, after: object | None = None) -> Iterator[SourceChunk]:
-        """Chunks in cursor order; ``WHERE cursor > ?`` runs inside SQLite."""
-        if chunk_size < 1:
-            raise ValueError("chunk_size must be positive")
-        if not self.database.is_file():
-            raise SourceConfigError("the SQLite source database file does not exist")
-        params: list[object] = []
-
-        def bind(value: object) -> str:
-            params.append(_sqlite_param(value))
-            return "?"
-
-        sql = select_sql(self.relation, self.incremental, after, bind)
+    def batches(self, sql: str, params: list[object], chunk_size: int) -> Iterator[pa.RecordBatch]:
         uri = f"file:{quote(str(self.database.resolve()))}?mode=ro"
         try:
             con = sqlite3.connect(uri, uri=True)
@@ -63,11 +41,8 @@ class SqliteSource:
         try:
             cur = con.execute(sql, params)
             names = [d[0] for d in cur.description]
-            row = 1
             while rows := cur.fetchmany(chunk_size):
-                batch = _to_batch(names, rows)
-                yield SourceChunk(batch, self.relation.partition, None, row, False)
-                row += batch.num_rows
+                yield _to_batch(names, rows)
         except sqlite3.Error as exc:
             raise _source_error(exc) from None
         finally:
