@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import psycopg2
 import pytest
 
 from .sinkkit import Target
-
-PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
 
 class StepClock:
@@ -29,41 +24,6 @@ class StepClock:
 @pytest.fixture
 def clock() -> StepClock:
     return StepClock()
-
-
-@pytest.fixture
-def pg_url() -> str:
-    """The server URL; fails (never skips) when PostgreSQL is unreachable."""
-    try:
-        psycopg2.connect(PG_URL, connect_timeout=5).close()
-    except psycopg2.OperationalError as exc:  # pragma: no cover - environment failure
-        pytest.fail(f"PostgreSQL at 127.0.0.1:5432 is unreachable: {exc}")
-    return PG_URL
-
-
-@pytest.fixture
-def pg_schema(pg_url: str) -> Iterator[str]:
-    """A unique schema name, dropped after the test (tests run in parallel)."""
-    name = f"t_{uuid.uuid4().hex}"
-    yield name
-    conn = psycopg2.connect(pg_url)
-    try:
-        conn.autocommit = True
-        conn.cursor().execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
-    finally:
-        conn.close()
-
-
-def pg_query(url: str, sql: str) -> list[tuple[object, ...]]:
-    conn = psycopg2.connect(url)
-    try:
-        cur = conn.cursor()
-        cur.execute(sql)
-        rows = cur.fetchall() if cur.description else []
-        conn.commit()
-        return rows
-    finally:
-        conn.close()
 
 
 @pytest.fixture(

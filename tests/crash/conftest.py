@@ -1,5 +1,5 @@
-"""The crash tests reuse the end-to-end fixtures of ``tests/runtime`` (a project folder per test,
-a PostgreSQL schema of its own)."""
+"""The crash tests reuse the end-to-end project helpers of ``tests/runtime``; the PostgreSQL
+fixtures come from ``tests/conftest.py``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,3 @@ import pytest
 
 # The harness's checks are plain asserts: show their operands when they fail.
 pytest.register_assert_rewrite("tests.crash.harness")
-
-from tests.runtime.conftest import pg_schema, pg_url  # noqa: E402
-
-__all__ = ["pg_schema", "pg_url"]

@@ -14,14 +14,12 @@ import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import duckdb
-import psycopg2
 import pytest
 from click.testing import CliRunner
 
@@ -31,8 +29,8 @@ from dpone.manifest.compiler import compile_manifest
 from dpone.published import schema_errors
 from dpone.runtime.lifecycle import RunOptions, run_pipeline
 from dpone.testing import FrozenClock
+from tests.postgres import PG_URL, pg_query
 
-PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 PG_ENV = "DPONE_TEST_PG_URL"
 PIPELINE = "orders_rp"
 TABLE = "orders"
@@ -218,7 +216,7 @@ class Pipeline:
     def sql(self, sql: str) -> list[tuple[Any, ...]]:
         if self.kind == "duckdb":
             return self._duck(sql)
-        return pg_query(sql)
+        return pg_query(PG_URL, sql)
 
     def amounts(self) -> dict[int, Decimal]:
         """id -> amount of every target row; a duplicated id fails the test."""
@@ -237,7 +235,7 @@ class Pipeline:
         if self.kind == "duckdb":
             self._duck(f"ALTER TABLE {target} ALTER amount TYPE DECIMAL(12,{scale})")
         else:
-            pg_query(f"ALTER TABLE {target} ALTER COLUMN amount TYPE numeric(12,{scale})")
+            pg_query(PG_URL, f"ALTER TABLE {target} ALTER COLUMN amount TYPE numeric(12,{scale})")
 
     # --- the DLQ, read independently ----------------------------------------------------------
 
@@ -248,18 +246,6 @@ class Pipeline:
         return sorted((self.dlq_dir / "runs" / run_id / "records").glob("*.json"))
 
 
-def pg_query(sql: str) -> list[tuple[Any, ...]]:
-    conn = psycopg2.connect(PG_URL)
-    try:
-        cur = conn.cursor()
-        cur.execute(sql)
-        rows = cur.fetchall() if cur.description else []
-        conn.commit()
-        return rows
-    finally:
-        conn.close()
-
-
 def assert_valid(doc: Any, schema: str) -> None:
     assert schema_errors(doc, schema) == [], schema_errors(doc, schema)
 
@@ -267,23 +253,6 @@ def assert_valid(doc: Any, schema: str) -> None:
 def assert_acks_valid(pipeline: Pipeline, run_id: str) -> None:
     for path in pipeline.ack_files(run_id):
         assert_valid(json.loads(path.read_bytes()), "dpone.dlq-replay-ack.v1")
-
-
-@pytest.fixture
-def pg_schema() -> Iterator[str]:
-    """A schema of this test's own, dropped afterwards; fails (never skips) without a server."""
-    try:
-        psycopg2.connect(PG_URL, connect_timeout=5).close()
-    except psycopg2.OperationalError as exc:
-        pytest.fail(f"PostgreSQL at 127.0.0.1:5432 is unreachable: {exc}")
-    name = f"t_{uuid.uuid4().hex}"
-    yield name
-    conn = psycopg2.connect(PG_URL)
-    try:
-        conn.autocommit = True
-        conn.cursor().execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
-    finally:
-        conn.close()
 
 
 def make_pipeline(request: pytest.FixtureRequest, tmp_path: Path, kind: str) -> Pipeline:

@@ -12,7 +12,7 @@ import csv
 import hashlib
 import json
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -30,8 +30,8 @@ from dpone.cli.main import cli
 from dpone.dlq.canonical import verify_checksum
 from dpone.dlq.store import DlqStore
 from dpone.published import schema_errors
+from tests.postgres import PG_URL, pg_query
 
-PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 PG_ENV = "DPONE_TEST_PG_URL"
 PIPELINE = "orders_rt"
 DATASET = "analytics"
@@ -435,41 +435,6 @@ class Project:
         for path in sorted(self.work_dir.rglob("*")):
             if path.is_file() and path.suffix in (".json", ".md", ".jsonl"):
                 assert CANARY not in path.read_text(encoding="utf-8"), path
-
-
-def pg_query(url: str, sql: str) -> list[tuple[Any, ...]]:
-    conn = psycopg2.connect(url)
-    try:
-        cur = conn.cursor()
-        cur.execute(sql)
-        rows = cur.fetchall() if cur.description else []
-        conn.commit()
-        return rows
-    finally:
-        conn.close()
-
-
-@pytest.fixture
-def pg_url() -> str:
-    """The server URL; fails (never skips) when PostgreSQL is unreachable."""
-    try:
-        psycopg2.connect(PG_URL, connect_timeout=5).close()
-    except psycopg2.OperationalError as exc:
-        pytest.fail(f"PostgreSQL at 127.0.0.1:5432 is unreachable: {exc}")
-    return PG_URL
-
-
-@pytest.fixture
-def pg_schema(pg_url: str) -> Iterator[str]:
-    """A schema of this test's own, dropped afterwards (tests run in parallel)."""
-    name = f"t_{uuid.uuid4().hex}"
-    yield name
-    conn = psycopg2.connect(pg_url)
-    try:
-        conn.autocommit = True
-        conn.cursor().execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
-    finally:
-        conn.close()
 
 
 def make_project(request: pytest.FixtureRequest, tmp_path: Path, kind: str) -> Project:

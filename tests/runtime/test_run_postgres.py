@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import PG_URL, TABLE, Project, pg_query
+from tests.postgres import PG_URL, pg_query
+
+from .conftest import TABLE, Project
 from .scenarios import SinkScenarios
 
 pytestmark = pytest.mark.postgres
