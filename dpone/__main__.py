@@ -1,5 +1,5 @@
 """``python -m dpone`` is the ``dpone`` command."""
 
-from dpone.cli.main import main
+from dpone.entry import main
 
 main()

@@ -57,22 +57,33 @@ def run_cmd(manifest: str, run_id: str | None, verbose: bool, fmt: str) -> None:
     """Run MANIFEST: load the good rows, quarantine the bad, write evidence, advance state."""
 
     def body() -> int:
-        from dpone.logs import configure
-        from dpone.manifest.compiler import compile_manifest
-        from dpone.runtime.lifecycle import RunOptions, run_pipeline
-        from dpone.runtime.report import render_text
+        from dpone.runtime.interrupts import InterruptWatch, tty_notice
 
-        configure(verbose=verbose)
-        plan = compile_manifest(manifest)
-        progress = _Progress()
+        # From here on a first Ctrl-C or SIGTERM is a flag, even while the heavy imports and
+        # the compile run (a KeyboardInterrupt raised inside a lazy import can be swallowed).
         previous = signal.signal(signal.SIGTERM, _interrupt)
+        watch = InterruptWatch(notify=tty_notice if sys.stderr.isatty() else None)
+        watch.start()
+        progress = _Progress()
         try:
-            report = run_pipeline(plan, RunOptions(run_id=run_id, progress=progress))
+            from dpone.logs import configure
+            from dpone.manifest.compiler import compile_manifest
+            from dpone.runtime.lifecycle import RunOptions, run_pipeline
+
+            configure(verbose=verbose)
+            plan = compile_manifest(manifest)
+            watch.check()
+            report = run_pipeline(
+                plan, RunOptions(run_id=run_id, progress=progress, interrupts=watch)
+            )
         except KeyboardInterrupt:
             raise Interrupted("the run was interrupted before it started loading") from None
         finally:
+            watch.stop()
             signal.signal(signal.SIGTERM, previous)
             progress.done()
+        from dpone.runtime.report import render_text
+
         doc = report.to_json()
         if fmt == "json":
             print_json(doc)

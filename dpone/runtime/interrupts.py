@@ -21,6 +21,8 @@ the state take milliseconds, and finishing is the only way to leave no work to r
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -32,6 +34,14 @@ import structlog
 log = structlog.get_logger("dpone.run")
 
 WATCHED = (signal.SIGINT, signal.SIGTERM)
+STOPPING = "stopping after the current chunk; Ctrl-C again stops at once"
+
+
+def tty_notice(text: str) -> None:
+    """For a person at a terminal: one line straight to fd 2. ``os.write`` bypasses the
+    buffered ``sys.stderr`` the interrupted code may be in the middle of writing to."""
+    with contextlib.suppress(OSError):
+        os.write(2, f"\n  {text}\n".encode())
 
 
 class InterruptWatch:
@@ -41,8 +51,9 @@ class InterruptWatch:
     ignored (``nohup``) keeps that disposition. Outside the main thread it watches nothing.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, notify: Callable[[str], None] | None = None) -> None:
         self.received: int | None = None
+        self._notify = notify
         self._previous: dict[int, Callable[[int, FrameType | None], Any]] = {}
 
     def start(self) -> None:
@@ -68,6 +79,8 @@ class InterruptWatch:
         # was doing, even in the middle of a buffered write to stderr, so it must not log.
         if self.received is None:
             self.received = signum
+            if self._notify is not None:
+                self._notify(STOPPING)
             return None
         return self._previous[signum](signum, frame)
 

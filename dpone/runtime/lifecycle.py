@@ -65,6 +65,9 @@ class RunOptions:
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     clock: Clock = utc_now
     progress: Callable[[RowCounts], None] | None = None
+    #: the caller's watch of SIGINT/SIGTERM, already started (the CLI starts it before the
+    #: compile); without one the run watches the signals itself while it runs
+    interrupts: InterruptWatch | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +172,8 @@ class _Run:
         self.global_row = 0
         self.lineage: lineage.LineageEmitter | None = None
         self.dlq_pipe: DlqPipe | None = None
-        self.interrupts = InterruptWatch()
+        self.interrupts = options.interrupts or InterruptWatch()
+        self.owns_watch = options.interrupts is None
 
 
 def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
@@ -214,7 +218,8 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
     }
 
     journal.lock()
-    run.interrupts.start()
+    if run.owns_watch:
+        run.interrupts.start()
     try:
         run.report.recovered = recover(plan, journal, sink, dlq, states, options.clock)
         checkpoint("after_recover")
@@ -275,7 +280,8 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
         _emit(run, source.identity, sink.identity, "COMPLETE", evidence_doc)
         return run.report
     finally:
-        run.interrupts.stop()
+        if run.owns_watch:
+            run.interrupts.stop()
         journal.unlock()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import subprocess
 import sys
@@ -120,3 +121,49 @@ def test_real_process_bad_manifest_has_no_traceback(tmp_path: Path) -> None:
     assert "DPONE_MANIFEST_YAML_TAG" in proc.stderr
     assert f"{path}:2:9" in proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
+
+
+CTRL_C_WHILE_IMPORTING = """
+import builtins
+
+real_import = builtins.__import__
+
+
+def interrupted_import(name, *args, **kwargs):
+    if name == "dpone.cli.main":
+        raise KeyboardInterrupt  # what a Ctrl-C during the heavy imports looks like
+    return real_import(name, *args, **kwargs)
+
+
+builtins.__import__ = interrupted_import
+from dpone.entry import main
+
+main()
+"""
+
+
+def test_ctrl_c_while_the_cli_is_still_importing_exits_130_without_a_traceback() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", CTRL_C_WHILE_IMPORTING],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 130
+    assert proc.stdout == ""
+    assert proc.stderr == "dpone: interrupted while starting; nothing was done\n"
+
+
+def test_the_console_script_and_python_m_dpone_share_the_entry_point() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "dpone", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Usage: dpone" in proc.stdout
+    scripts = importlib.metadata.entry_points(group="console_scripts", name="dpone")
+    assert [ep.value for ep in scripts] == ["dpone.entry:main"]
