@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,4 +24,18 @@ def example_manifests() -> list[Path]:
     return sorted(EXAMPLES.glob("*/manifest.yaml"))
 
 
-__all__ = ["example_manifests", "examples", "pg_schema", "pg_url"]
+@dataclass
+class CliRun:
+    """What one CLI invocation printed, and its exit code."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def doc(self) -> dict[str, Any]:
+        parsed: dict[str, Any] = json.loads(self.stdout)
+        return parsed
+
+
+__all__ = ["CliRun", "example_manifests", "examples", "pg_schema", "pg_url"]

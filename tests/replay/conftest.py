@@ -29,6 +29,7 @@ from dpone.manifest.compiler import compile_manifest
 from dpone.published import schema_errors
 from dpone.runtime.lifecycle import RunOptions, run_pipeline
 from dpone.testing import FrozenClock
+from tests.conftest import CliRun
 from tests.postgres import PG_URL, pg_query
 
 PG_ENV = "DPONE_TEST_PG_URL"
@@ -49,18 +50,6 @@ ROWS: tuple[tuple[str, str, str], ...] = (
 )
 FIRST_LOAD = {1: Decimal("10.50"), 3: Decimal("7.25"), 6: Decimal("3.00")}
 REPLAYED = {2: Decimal("12.345"), 4: Decimal("1.999")}
-
-
-@dataclass
-class CliResult:
-    exit_code: int
-    stdout: str
-    stderr: str
-
-    @property
-    def doc(self) -> dict[str, Any]:
-        parsed: dict[str, Any] = json.loads(self.stdout)
-        return parsed
 
 
 @dataclass
@@ -153,14 +142,14 @@ class Pipeline:
         self.migrate_amount()
         return run_id
 
-    def cli(self, *args: str) -> CliResult:
+    def cli(self, *args: str) -> CliRun:
         result = CliRunner().invoke(cli, list(args), env=self.env, catch_exceptions=False)
-        return CliResult(result.exit_code, result.stdout, result.stderr)
+        return CliRun(result.exit_code, result.stdout, result.stderr)
 
-    def replay(self, run_id: str, *args: str) -> CliResult:
+    def replay(self, run_id: str, *args: str) -> CliRun:
         return self.cli("ops", "quarantine-replay", "--run-id", run_id, *args)
 
-    def execute(self, run_id: str, *args: str) -> CliResult:
+    def execute(self, run_id: str, *args: str) -> CliRun:
         return self.replay(
             run_id, "--manifest", str(self.manifest), "--execute", "--format", "json", *args
         )

@@ -30,6 +30,7 @@ from dpone.cli.main import cli
 from dpone.dlq.canonical import verify_checksum
 from dpone.dlq.store import DlqStore
 from dpone.published import schema_errors
+from tests.conftest import CliRun
 from tests.postgres import PG_URL, pg_query
 
 PG_ENV = "DPONE_TEST_PG_URL"
@@ -101,18 +102,6 @@ def _utc(moment: datetime) -> datetime:
 
 def sha256_of(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-@dataclass
-class CliRun:
-    exit_code: int
-    stdout: str
-    stderr: str
-
-    @property
-    def doc(self) -> dict[str, Any]:
-        parsed: dict[str, Any] = json.loads(self.stdout)
-        return parsed
 
 
 @dataclass
