@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from dpone.cli.output import FORMAT_OPTION, print_json, run_command
+from dpone.cli.output import FORMAT_OPTION, markdown_format_option, print_json, run_command
 from dpone.errors import UsageError
 
 if TYPE_CHECKING:
@@ -96,14 +96,7 @@ def verify_cmd(directory: Path, run_id: str | None, repair: bool, fmt: str) -> N
 @dlq_group.command("summary")
 @DIR_OPTION
 @RUN_OPTION
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["md", "json"]),
-    default="md",
-    show_default=True,
-    help="md for people, json for programs.",
-)
+@markdown_format_option("the summary document")
 def summary_cmd(directory: Path, run_id: str | None, fmt: str) -> None:
     """Records per reason code and column, per run (from verified indexes)."""
 

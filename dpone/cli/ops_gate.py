@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from dpone.cli.output import print_json, run_command
+from dpone.cli.output import markdown_format_option, print_json, run_command
 
 OUTCOMES = "passed, passed_with_quarantine, passed_with_warnings, failed_quality_gate"
 
@@ -42,14 +42,7 @@ OUTCOMES = "passed, passed_with_quarantine, passed_with_warnings, failed_quality
     default=None,
     help="Where release_gate.json and release_gate.md go. Default: the current directory.",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["md", "json"]),
-    default="md",
-    show_default=True,
-    help="md for people, json (the release_gate.json document) for programs.",
-)
+@markdown_format_option("the release_gate.json document")
 def release_gate_cmd(
     evidence: tuple[Path, ...],
     allowed: tuple[str, ...],

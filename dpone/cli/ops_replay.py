@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from dpone.cli.ops_dlq import _logs_to_stderr, _store_at
-from dpone.cli.output import print_json, run_command
+from dpone.cli.output import markdown_format_option, print_json, run_command
 from dpone.errors import UsageError
 
 #: Items shown in Markdown (the JSON output always holds every item).
@@ -65,14 +65,7 @@ EXECUTOR_FIX = (
     is_flag=True,
     help="Deprecated. Without --execute it exits 4 and applies nothing.",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["md", "json"]),
-    default="md",
-    show_default=True,
-    help="md for people, json (the plan or result document) for programs.",
-)
+@markdown_format_option("the plan or result document")
 def quarantine_replay_cmd(
     directory: Path | None,
     run_id: str,

@@ -10,17 +10,10 @@ import click
 import orjson
 
 from dpone.cli.ops_dlq import _logs_to_stderr, _store_at
-from dpone.cli.output import print_json, run_command
+from dpone.cli.output import markdown_format_option, print_json, run_command
 from dpone.errors import UsageError
 
-FORMAT = click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["md", "json"]),
-    default="md",
-    show_default=True,
-    help="md for people, json (the plan or result document) for programs.",
-)
+FORMAT = markdown_format_option("the plan or result document")
 
 
 @click.group("retention")

@@ -29,6 +29,19 @@ FORMAT_OPTION = click.option(
 )
 
 
+def markdown_format_option(document: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--format md|json`` for the ops commands whose human output is Markdown;
+    ``document`` names what ``json`` prints."""
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(["md", "json"]),
+        default="md",
+        show_default=True,
+        help=f"md for people, json ({document}) for programs.",
+    )
+
+
 def dumps(doc: Any) -> str:
     return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
 

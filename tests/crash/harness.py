@@ -35,6 +35,7 @@ from dpone.dlq.refs import FileRef, parse_ref
 from dpone.dlq.store import DlqStore
 from dpone.published import schema_errors
 from dpone.runtime.journal import RunJournal
+from tests.conftest import dpone_subprocess
 from tests.runtime.conftest import CANARY, CliRun, Project
 
 Mode = Literal["strict", "strict_bad", "quarantine", "warn"]
@@ -45,7 +46,6 @@ BASE_RUN = "base-run"
 KILLED_RUN = "killed-run"
 SECOND_KILLED_RUN = "killed-again"
 RERUN = "rerun"
-FAULT_ENV = "DPONE_FAULT_POINT"
 
 #: Points at or after which the sink has committed: the run is finished by the next one.
 COMMITTED_POINTS = ("after_sink_commit", "after_evidence", "during_state_replace", "after_state")
@@ -353,15 +353,12 @@ def dpone_process(
 ) -> subprocess.CompletedProcess[str]:
     """``dpone run MANIFEST --format json ARGS`` as a process of its own; SIGKILLed by itself
     at ``fault`` when it gets there."""
-    extra = {FAULT_ENV: fault} if fault else {}
-    return subprocess.run(
-        [*run_args(project), *args],
+    return dpone_subprocess(
+        ["run", str(project.manifest_path), "--format", "json", *args],
         cwd=project.root,
-        env=dpone_env(project, **extra),
-        capture_output=True,
-        text=True,
+        env=project.env,
+        fault=fault,
         timeout=timeout,
-        check=False,
     )
 
 

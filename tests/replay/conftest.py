@@ -9,10 +9,6 @@ column migrated to the new type (the sink never changes a column's type by itsel
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import uuid
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -29,7 +25,7 @@ from dpone.manifest.compiler import compile_manifest
 from dpone.published import schema_errors
 from dpone.runtime.lifecycle import RunOptions, run_pipeline
 from dpone.testing import FrozenClock
-from tests.conftest import CliRun
+from tests.conftest import CliRun, dpone_killed_at
 from tests.postgres import PG_URL, pg_query
 
 PG_ENV = "DPONE_TEST_PG_URL"
@@ -156,43 +152,15 @@ class Pipeline:
 
     def execute_killed(self, run_id: str, point: str) -> None:
         """``--execute`` in a process of its own, SIGKILLed by itself at ``point``."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith("DPONE_")}
-        env.update(self.env, DPONE_FAULT_POINT=point)
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "dpone",
-                "ops",
-                "quarantine-replay",
-                "--run-id",
-                run_id,
-                "--manifest",
-                str(self.manifest),
-                "--execute",
-            ],
-            cwd=self.root,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert proc.returncode == -signal.SIGKILL, proc.stderr
+        args = ["ops", "quarantine-replay", "--run-id", run_id]
+        args += ["--manifest", str(self.manifest), "--execute"]
+        dpone_killed_at(point, args, cwd=self.root, env=self.env)
 
     def run_killed(self, point: str) -> str:
         """``dpone run`` in a process of its own, SIGKILLed at ``point``; its run id."""
         run_id = f"dead-{uuid.uuid4().hex[:12]}"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("DPONE_")}
-        env.update(self.env, DPONE_FAULT_POINT=point)
-        proc = subprocess.run(
-            [sys.executable, "-m", "dpone", "run", str(self.manifest), "--run-id", run_id],
-            cwd=self.root,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert proc.returncode == -signal.SIGKILL, proc.stderr
+        args = ["run", str(self.manifest), "--run-id", run_id]
+        dpone_killed_at(point, args, cwd=self.root, env=self.env)
         return run_id
 
     # --- the sink, read independently ---------------------------------------------------------

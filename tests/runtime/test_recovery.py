@@ -7,8 +7,6 @@ Runs that die are real processes: a DLQ writer that exits without closing its ru
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -19,6 +17,7 @@ import pytest
 
 from dpone.published import schema_errors
 from dpone.runtime.journal import JournalEntry, RunJournal
+from tests.conftest import dpone_killed_at
 
 from .conftest import CANARY, PIPELINE, Project, good, loaded, make_project, ts
 from .scenarios import LOSSY_AMOUNT, cursor_moment
@@ -40,19 +39,10 @@ DEAD_WRITER = textwrap.dedent(
 )
 
 
-def dpone_killed_at(project: Project, point: str, run_id: str) -> None:
+def killed_at(project: Project, point: str, run_id: str) -> None:
     """``dpone run`` in a process of its own, SIGKILLed by itself at ``point``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DPONE_")}
-    env.update(project.env, DPONE_FAULT_POINT=point)
-    proc = subprocess.run(
-        [sys.executable, "-m", "dpone", "run", str(project.manifest_path), "--run-id", run_id],
-        cwd=project.root,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    args = ["run", str(project.manifest_path), "--run-id", run_id]
+    dpone_killed_at(point, args, cwd=project.root, env=project.env)
 
 
 def test_a_run_that_died_before_its_sink_commit_is_rolled_back(project: Project) -> None:
@@ -89,7 +79,7 @@ def test_a_run_that_died_before_its_sink_commit_is_rolled_back(project: Project)
 def test_a_run_killed_before_its_sink_commit_is_rolled_back(project: Project) -> None:
     project.write_csv("a.csv", [good(1), LOSSY_AMOUNT, good(2)])
     project.write_manifest(enforcement="quarantine")
-    dpone_killed_at(project, "before_sink_commit", "killed-run")
+    killed_at(project, "before_sink_commit", "killed-run")
     assert project.state_bytes() is None
     assert [t for t in project.duckdb_tables() if t.startswith("_dpone_stage_")] != []
 
@@ -126,7 +116,7 @@ def test_a_run_killed_after_its_sink_commit_is_finished_by_the_next(
     late_bad = (LOSSY_AMOUNT[0], CANARY, LOSSY_AMOUNT[2], ts(6), "true")
     project.write_csv("b.csv", [good(4), late_bad, good(5)])
 
-    dpone_killed_at(project, "after_sink_commit", "killed-run")
+    killed_at(project, "after_sink_commit", "killed-run")
 
     # Committed but not finished: rows in the sink, state and evidence not yet moved.
     assert project.rows() == [loaded(i) for i in (1, 2, 3, 4, 5)]

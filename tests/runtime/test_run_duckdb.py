@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from .conftest import Project, good, ts
 from .scenarios import SinkScenarios
 
@@ -47,3 +49,32 @@ def test_a_row_with_a_bad_cursor_is_quarantined_once_across_runs(project: Projec
     third = project.run()
     assert third["rows"]["quarantined"] == 1
     assert third["rows"]["loaded"] == 1
+
+
+def test_a_source_error_in_a_later_chunk_fails_the_run_and_rolls_it_back(
+    project: Project,
+) -> None:
+    """File sources are read one chunk ahead on a thread: an error the reader meets several
+    chunks in must still fail the run in order, roll back what the earlier chunks staged and
+    quarantined, and leave no reader behind."""
+    bad_amount = ("4", "n4", "x", ts(4), "true")
+    project.write_csv("a.csv", [good(1), good(2), good(3), bad_amount, good(5), good(6)])
+    broken = project.write_csv("b.csv", [good(7), good(8)])
+    with broken.open("a", encoding="utf-8") as fh:
+        fh.write("9,n9,10.00,2026-01-09T10:00:00Z,true,one field too many\n")
+    project.write_manifest(enforcement="quarantine", chunk_size=2)
+
+    report = project.run()
+
+    assert report["exit_code"] == 1
+    assert report["error"]["code"] == "DPONE_SOURCE_DECODE_FAILED"
+    # Every chunk of a.csv came through, in order; b.csv is one Arrow block, so its parse
+    # error comes before any of its rows.
+    assert report["rows"]["read"] == 6
+    assert project.rows() is None  # the staged rows never reached a table
+    assert project.load_markers() == []
+    assert project.state_bytes() is None
+    run_id = report["run_id"]
+    assert project.dlq_index(run_id)["status"] == "aborted"
+    assert len(project.dlq_records(run_id)) == 1  # the bad amount, in an aborted run
+    assert not [t for t in threading.enumerate() if t.name == "dpone-read-ahead"]

@@ -124,9 +124,26 @@ class LoadState(ABC):
         """Release the connection or handles."""
 
 
+#: The columns of the SQL sinks' marker tables, in the order of :func:`marker_row`.
+MARKER_COLUMNS = "load_id, pipeline, run_id, row_count, cursor_to, committed_at, target, load_mode"
+
+
+def marker_row(marker: LoadMarker) -> tuple[Any, ...]:
+    """The marker as the values of :data:`MARKER_COLUMNS`."""
+    return (
+        marker.load_id,
+        marker.pipeline,
+        marker.run_id,
+        marker.rows,
+        marker.cursor_to,
+        marker.committed_at,
+        marker.target,
+        marker.mode,
+    )
+
+
 def marker_from_row(row: Sequence[Any]) -> LoadMarker:
-    """A marker from ``load_id, pipeline, run_id, row_count, cursor_to, committed_at, target,
-    load_mode`` (the column order of the SQL marker tables)."""
+    """A marker from the values of :data:`MARKER_COLUMNS` (the reverse of :func:`marker_row`)."""
     load_id, pipeline, run_id, rows, cursor_to, committed_at, target, mode = row
     if mode not in LOAD_MODES:
         raise SinkError("a load marker holds an unknown mode", code="DPONE_SINK_RECOVERY_FAILED")

@@ -34,7 +34,13 @@ from dpone.connectors.errors import (
     SinkSchemaError,
     SinkUnavailable,
 )
-from dpone.connectors.sinks._common import LoadState, marker_from_row, os_error
+from dpone.connectors.sinks._common import (
+    MARKER_COLUMNS,
+    LoadState,
+    marker_from_row,
+    marker_row,
+    os_error,
+)
 from dpone.connectors.sources.duckdb import interruptible, utc_labels
 from dpone.errors import DponeError
 
@@ -52,7 +58,6 @@ _STAGES_DDL = (
     "CREATE TABLE IF NOT EXISTS {t} (stage_table VARCHAR PRIMARY KEY, load_id VARCHAR NOT NULL, "
     "pipeline VARCHAR NOT NULL, target VARCHAR NOT NULL, created_at VARCHAR NOT NULL)"
 )
-MARKER_COLUMNS = "load_id, pipeline, run_id, row_count, cursor_to, committed_at, target, load_mode"
 
 
 class DuckDbSink:
@@ -275,16 +280,7 @@ class DuckDbLoad(LoadState):
                 con.execute(
                     f"INSERT INTO {q(_LOADS)} ({MARKER_COLUMNS}, load_seq) SELECT ?, ?, ?, ?, "
                     f"?, ?, ?, ?, coalesce(max(load_seq), 0) + 1 FROM {q(_LOADS)}",
-                    [
-                        marker.load_id,
-                        marker.pipeline,
-                        marker.run_id,
-                        marker.rows,
-                        marker.cursor_to,
-                        marker.committed_at,
-                        marker.target,
-                        marker.mode,
-                    ],
+                    list(marker_row(marker)),
                 )
                 if not adopted:
                     con.execute(f"DROP TABLE {stage}")

@@ -25,7 +25,7 @@ from dpone.connectors._util import (
     utc_now,
 )
 from dpone.connectors.base import LoadMarker, LoadSpec
-from dpone.connectors.sinks._common import LoadState, marker_from_row
+from dpone.connectors.sinks._common import MARKER_COLUMNS, LoadState, marker_from_row, marker_row
 from dpone.errors import DponeError
 
 _LOADS = "_dpone_loads"
@@ -36,7 +36,6 @@ _LOADS_DDL = (
     "row_count bigint NOT NULL, cursor_to text, committed_at text NOT NULL, "
     "load_seq bigint NOT NULL)"
 )
-MARKER_COLUMNS = "load_id, pipeline, run_id, row_count, cursor_to, committed_at, target, load_mode"
 _COLUMNS_SQL = (
     "SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull "
     "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
@@ -228,16 +227,7 @@ class PostgresLoad(LoadState):
         cur.execute(
             f"INSERT INTO {q(_LOADS)} ({MARKER_COLUMNS}, load_seq) SELECT $1, $2, $3, $4, $5, "
             f"$6, $7, $8, coalesce(max(load_seq), 0) + 1 FROM {q(_LOADS)}",
-            parameters=(
-                marker.load_id,
-                marker.pipeline,
-                marker.run_id,
-                marker.rows,
-                marker.cursor_to,
-                marker.committed_at,
-                marker.target,
-                marker.mode,
-            ),
+            parameters=marker_row(marker),
         )
         self._conn.commit()  # ON COMMIT DROP removes the staging table
         return marker
