@@ -594,6 +594,24 @@ class DlqStore:
             raise DlqAckConflict(f"{where} already holds another acknowledgement")
         return existing
 
+    def write_acks(
+        self,
+        run_id: str,
+        replay_id: str,
+        acks: Collection[ReplayAck | Mapping[str, Any]],
+        *,
+        index: DlqIndex | None = None,
+    ) -> list[ReplayAck]:
+        """Acknowledge a batch of replayed records of one run (one replay, ``replay_id``)."""
+        check_identifier(replay_id, "replay id")
+        if index is None or index.run_id != run_id:
+            index = self.read_index(run_id)
+        out = []
+        for ack in acks:
+            record_id = ack.record_id if isinstance(ack, ReplayAck) else ack["record_id"]
+            out.append(self.write_ack(run_id, record_id, ack, index=index))
+        return out
+
     def _seal_ack(
         self, run_id: str, record_id: str, ack: ReplayAck | Mapping[str, Any]
     ) -> ReplayAck:
