@@ -26,6 +26,10 @@ POINTS: tuple[str, ...] = (
     # Not on the path of `dpone run`: the replay executor, between a row's sink commit and
     # its acknowledgement (dpone/dlq/replay.py).
     "replay_after_apply",
+    # Not on the path of `dpone run`: retention's compaction (DlqStore.delete_records), after
+    # the compacted segments are published and after the index that lists them is replaced.
+    "retention_after_compact",
+    "retention_after_index",
 )
 
 _hook: Callable[[str], None] | None = None

@@ -168,7 +168,8 @@ def render_plan(doc: dict[str, Any], output: Path | None) -> str:
             p = run["protected"]
             lines.append(
                 f"| {run['run_id']} | {run['status']} | {run['record_count']} | "
-                f"{len(run['delete'])} | {p['active']} | {p['evidence_pinned']} | "
+                f"{sum(cut['delete_count'] for cut in run['delete'])} | {p['active']} | "
+                f"{p['evidence_pinned']} | "
                 f"{p['unexpired']} | {p['pending_replay']} |"
             )
         lines.append("")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any, Literal, get_args
 
 from dpone.dlq.canonical import CHECKSUM_PATTERN, checksum
@@ -93,16 +94,17 @@ class ReplayAck:
             keys.add("sha256")
         if keys != ACK_KEYS or doc["schema"] != ACK_SCHEMA:
             raise _invalid("/")
-        if not is_identifier(doc["run_id"]):
+        if type(doc["run_id"]) is not str or not _identifier_ok(doc["run_id"]):
             raise _invalid("/run_id")
         if not is_ulid(doc["record_id"]):
             raise _invalid("/record_id")
         for key in ("record_sha256", *(("sha256",) if "sha256" in doc else ())):
             if type(doc[key]) is not str or not _CHECKSUM.match(doc[key]):
                 raise _invalid(f"/{key}")
-        for key in ("plan_id", "idempotency_key"):
-            if type(doc[key]) is not str or not _KEY.match(doc[key]):
-                raise _invalid(f"/{key}")
+        if type(doc["plan_id"]) is not str or not _key_ok(doc["plan_id"]):
+            raise _invalid("/plan_id")
+        if type(doc["idempotency_key"]) is not str or not _KEY.match(doc["idempotency_key"]):
+            raise _invalid("/idempotency_key")
         if doc["outcome"] not in ACK_OUTCOMES:
             raise _invalid("/outcome")
         for key in ("resolver_identity", "target_identity"):
@@ -123,6 +125,18 @@ class ReplayAck:
             acknowledged_at=doc["acknowledged_at"],
             sha256=doc.get("sha256", ""),
         )
+
+
+# The run, the plan and the identities repeat on every line of a replay's acknowledgements:
+# their checks are cached (the other fields differ per line).
+@lru_cache(maxsize=256)
+def _identifier_ok(value: str) -> bool:
+    return is_identifier(value)
+
+
+@lru_cache(maxsize=256)
+def _key_ok(value: str) -> bool:
+    return _KEY.match(value) is not None
 
 
 def _invalid(pointer: str) -> DlqAckInvalid:

@@ -36,7 +36,7 @@ def check_identifier(value: object, kind: str) -> str:
     ``DPONE_DLQ_PATH_ESCAPE``; any other unsafe value is ``DPONE_DLQ_INVALID_ID``. The message
     never repeats the value.
     """
-    if isinstance(value, str) and _IDENTIFIER.match(value):
+    if isinstance(value, str) and _IDENTIFIER.fullmatch(value):
         return value
     if isinstance(value, str) and (
         "/" in value or "\\" in value or value.startswith(".") or "\x00" in value
@@ -52,11 +52,11 @@ def check_identifier(value: object, kind: str) -> str:
 
 
 def is_identifier(value: object) -> bool:
-    return isinstance(value, str) and _IDENTIFIER.match(value) is not None
+    return isinstance(value, str) and _IDENTIFIER.fullmatch(value) is not None
 
 
 def is_ulid(value: object) -> bool:
-    return isinstance(value, str) and _ULID.match(value) is not None
+    return isinstance(value, str) and _ULID.fullmatch(value) is not None
 
 
 def _encode_time(ms: int) -> str:

@@ -4,7 +4,12 @@
 (so a crash always leaves an index behind) and rewritten once when the run ends: ``closed``
 by the writer, or ``aborted`` (by the writer on failure, or by recovery when the writer is
 gone). An ``open`` index lists no records: the records on disk are the truth until the run
-ends, and recovery rebuilds the index from them.
+ends, and recovery rebuilds the index from the segments on disk.
+
+``segments`` lists every segment file of the run (:class:`dpone.dlq.segments.SegmentEntry`:
+name, byte checksum, record count, first and last record id, latest expiry); ``records`` lists
+every record with its checksum, reason code and column, so that counting, planning a replay
+or a retention reads the index alone. Both are checked against each other on every read.
 
 ``fingerprint`` is the checksum of the sorted ``[record_id, sha256]`` pairs: two indexes with
 the same records have the same fingerprint whatever else differs (evidence bundles pin it).
@@ -12,6 +17,7 @@ the same records have the same fingerprint whatever else differs (evidence bundl
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -25,6 +31,7 @@ from dpone.dlq.errors import DlqIndexInvalid
 from dpone.dlq.ids import is_identifier, is_ulid
 from dpone.dlq.model import MAX_NAME_LENGTH, TIMESTAMP_PATTERN
 from dpone.dlq.policy import PII_POLICIES, RETENTION_DAYS, PiiPolicy
+from dpone.dlq.segments import SegmentEntry
 
 INDEX_SCHEMA = "dpone.dlq-index.v1"
 RunStatus = Literal["open", "closed", "aborted"]
@@ -49,6 +56,7 @@ INDEX_KEYS = frozenset(
         "record_count",
         "reason_counts",
         "records",
+        "segments",
         "fingerprint",
         "sha256",
     }
@@ -61,6 +69,12 @@ _TIMESTAMP = re.compile(TIMESTAMP_PATTERN)
 _PIPELINE = re.compile(PIPELINE_PATTERN)
 _CODES = frozenset(code.value for code in ReasonCode)
 _by_id = itemgetter("record_id")
+_PLAIN = re.compile(r"[A-Za-z0-9:._-]*")
+_ULID_LEN = 26
+_CHECKSUM_LEN = len("sha256:") + 64
+_ULIDS = re.compile(r"(?:[0-7][0-9A-HJKMNP-TV-Z]{25})*")
+_CHECKSUMS = re.compile(r"(?:sha256:[0-9a-f]{64})*")
+_CODE_OF = {code.value: code for code in ReasonCode}
 
 
 def entry(record_id: str, sha256: str, code: str, column: str | None) -> dict[str, Any]:
@@ -70,7 +84,20 @@ def entry(record_id: str, sha256: str, code: str, column: str | None) -> dict[st
 
 def fingerprint(pairs: Iterable[tuple[str, str]]) -> str:
     """Checksum of the sorted ``[record_id, sha256]`` pairs."""
-    return checksum(sorted([rid, sha] for rid, sha in pairs))
+    return pairs_checksum(sorted(pairs))
+
+
+def pairs_checksum(pairs: list[tuple[str, str]]) -> str:
+    """``checksum([[a, b], ...])`` of sorted string pairs.
+
+    Ids and checksums are plain ASCII without quotes or escapes, whose canonical JSON is the
+    bytes joined here: this skips walking a list of up to a million pairs to prove it (an
+    index is read by every plan). Any other string goes the general way.
+    """
+    if _PLAIN.fullmatch("".join(["".join(pair) for pair in pairs])):
+        body = ",".join(f'["{a}","{b}"]' for a, b in pairs)
+        return "sha256:" + hashlib.sha256(f"[{body}]".encode()).hexdigest()
+    return checksum([list(pair) for pair in pairs])
 
 
 def build_index_doc(
@@ -86,9 +113,11 @@ def build_index_doc(
     updated_at: str,
     owner_pid: int | None,
     entries: list[dict[str, Any]],
+    segments: Iterable[SegmentEntry] = (),
 ) -> dict[str, Any]:
     """The full index document, checksum included. ``entries`` is sorted in place by id."""
     entries.sort(key=_by_id)
+    listed = sorted((s.to_json() for s in segments), key=itemgetter("name"))
     reason_counts = Counter(e["code"] for e in entries)
     doc: dict[str, Any] = {
         "schema": INDEX_SCHEMA,
@@ -105,6 +134,7 @@ def build_index_doc(
         "record_count": len(entries),
         "reason_counts": dict(sorted(reason_counts.items())),
         "records": entries,
+        "segments": listed,
         "fingerprint": fingerprint((e["record_id"], e["sha256"]) for e in entries),
     }
     doc["sha256"] = checksum(doc)
@@ -137,6 +167,7 @@ class DlqIndex:
     updated_at: str
     owner_pid: int | None
     entries: tuple[IndexEntry, ...]
+    segments: tuple[SegmentEntry, ...]
     reason_counts: Mapping[str, int]
     fingerprint: str
     sha256: str
@@ -148,6 +179,13 @@ class DlqIndex:
     @property
     def record_ids(self) -> tuple[str, ...]:
         return tuple(e.record_id for e in self.entries)
+
+    def segment_of(self, record_id: str) -> SegmentEntry | None:
+        """The listed segment that holds ``record_id`` (by its first/last record ids)."""
+        for segment in self.segments:
+            if segment.holds(record_id):
+                return segment
+        return None
 
     def checksums(self) -> dict[str, str]:
         """record_id -> record checksum."""
@@ -169,27 +207,31 @@ class DlqIndex:
             "record_count": self.record_count,
             "reason_counts": dict(self.reason_counts),
             "records": [e.to_json() for e in self.entries],
+            "segments": [s.to_json() for s in self.segments],
             "fingerprint": self.fingerprint,
             "sha256": self.sha256,
         }
 
     @classmethod
-    def from_json(cls, doc: Any) -> DlqIndex:
-        """Check ``doc`` against the index contract, including its internal consistency."""
-        if not isinstance(doc, dict) or set(doc) != INDEX_KEYS:
-            raise _invalid("/")
-        _check_header(doc)
-        entries = tuple(_entry_from_json(e, i) for i, e in enumerate(_list(doc["records"])))
-        ids = [e.record_id for e in entries]
-        if ids != sorted(ids) or len(set(ids)) != len(ids):
-            raise _invalid("/records")
-        if doc["record_count"] != len(entries):
-            raise _invalid("/record_count")
-        counts = Counter(e.code.value for e in entries)
-        if doc["reason_counts"] != dict(counts):
-            raise _invalid("/reason_counts")
-        if doc["fingerprint"] != fingerprint((e.record_id, e.sha256) for e in entries):
-            raise _invalid("/fingerprint")
+    def built(
+        cls,
+        doc: Mapping[str, Any],
+        entries: tuple[IndexEntry, ...],
+        segments: tuple[SegmentEntry, ...],
+    ) -> DlqIndex:
+        """The index of a document this process just built from checked parts (no re-check:
+        the store calls it right after writing ``doc``, whose parts it read verified)."""
+        ordered = tuple(sorted(segments, key=lambda seg: seg.name))
+        return cls._of(doc, entries, ordered, dict(doc["reason_counts"]))
+
+    @classmethod
+    def _of(
+        cls,
+        doc: Mapping[str, Any],
+        entries: tuple[IndexEntry, ...],
+        segments: tuple[SegmentEntry, ...],
+        reason_counts: Mapping[str, int],
+    ) -> DlqIndex:
         owner = doc["owner"]
         return cls(
             run_id=doc["run_id"],
@@ -203,10 +245,32 @@ class DlqIndex:
             updated_at=doc["updated_at"],
             owner_pid=None if owner is None else owner["pid"],
             entries=entries,
-            reason_counts=dict(sorted(counts.items())),
+            segments=segments,
+            reason_counts=reason_counts,
             fingerprint=doc["fingerprint"],
             sha256=doc["sha256"],
         )
+
+    @classmethod
+    def from_json(cls, doc: Any) -> DlqIndex:
+        """Check ``doc`` against the index contract, including its internal consistency."""
+        if not isinstance(doc, dict) or set(doc) != INDEX_KEYS:
+            raise _invalid("/")
+        _check_header(doc)
+        entries = _entries_from_json(_list(doc["records"]))
+        ids = [e.record_id for e in entries]
+        if ids != sorted(ids) or len(set(ids)) != len(ids):
+            raise _invalid("/records")
+        if doc["record_count"] != len(entries):
+            raise _invalid("/record_count")
+        counts = Counter(e["code"] for e in doc["records"])
+        if doc["reason_counts"] != dict(counts):
+            raise _invalid("/reason_counts")
+        # Entries are sorted by id: the pairs are in fingerprint order already.
+        if doc["fingerprint"] != pairs_checksum([(e.record_id, e.sha256) for e in entries]):
+            raise _invalid("/fingerprint")
+        segments = _segments_from_json(doc["segments"], ids)
+        return cls._of(doc, entries, segments, dict(sorted(counts.items())))
 
 
 def _invalid(pointer: str) -> DlqIndexInvalid:
@@ -217,6 +281,23 @@ def _list(value: Any) -> list[Any]:
     if not isinstance(value, list):
         raise _invalid("/records")
     return value
+
+
+def _segments_from_json(value: Any, ids: list[str]) -> tuple[SegmentEntry, ...]:
+    """The listed segments: named once each, in name order, accounting for every record."""
+    if not isinstance(value, list):
+        raise _invalid("/segments")
+    segments = tuple(SegmentEntry.from_json(s, i) for i, s in enumerate(value))
+    names = [s.name for s in segments]
+    if names != sorted(set(names)):
+        raise _invalid("/segments")
+    if sum(s.record_count for s in segments) != len(ids):
+        raise _invalid("/segments")
+    listed = set(ids)
+    for position, segment in enumerate(segments):
+        if segment.first_record_id not in listed or segment.last_record_id not in listed:
+            raise _invalid(f"/segments/{position}")
+    return segments
 
 
 def _check_header(doc: dict[str, Any]) -> None:
@@ -255,9 +336,43 @@ def _check_header(doc: dict[str, Any]) -> None:
         raise _invalid("/record_count")
     if doc["status"] == "open" and doc["records"]:
         raise _invalid("/records")  # an open index never lists records (see the module doc)
+    if doc["status"] == "open" and doc["segments"]:
+        raise _invalid("/segments")
     for key in ("fingerprint", "sha256"):
         if type(doc[key]) is not str or not _CHECKSUM.match(doc[key]):
             raise _invalid(f"/{key}")
+
+
+def _entries_from_json(items: list[Any]) -> tuple[IndexEntry, ...]:
+    """Every entry checked, column by column over all entries at once (an index holds up to
+    a million entries and is read by every replay and retention plan); the first entry that
+    fails is then checked alone, for its pointer."""
+    try:
+        ids = [e["record_id"] for e in items]
+        shas = [e["sha256"] for e in items]
+        codes = [e["code"] for e in items]
+        columns = [e["column"] for e in items]
+        fast = (
+            all(type(e) is dict and e.keys() == ENTRY_KEYS for e in items)
+            and all(type(i) is str and len(i) == _ULID_LEN for i in ids)
+            and all(type(h) is str and len(h) == _CHECKSUM_LEN for h in shas)
+            and _ULIDS.fullmatch("".join(ids)) is not None
+            and _CHECKSUMS.fullmatch("".join(shas)) is not None
+            and all(type(c) is str for c in codes)
+            and set(codes) <= _CODE_OF.keys()
+            and all(
+                c is None or (type(c) is str and 0 < len(c) <= MAX_NAME_LENGTH) for c in columns
+            )
+        )
+    except (TypeError, KeyError):
+        fast = False
+    if not fast:
+        return tuple(_entry_from_json(doc, position) for position, doc in enumerate(items))
+    code_of = _CODE_OF
+    return tuple(
+        IndexEntry(rid, sha, code_of[code], column)
+        for rid, sha, code, column in zip(ids, shas, codes, columns, strict=True)
+    )
 
 
 def _entry_from_json(doc: Any, position: int) -> IndexEntry:
@@ -287,4 +402,5 @@ __all__ = [
     "build_index_doc",
     "entry",
     "fingerprint",
+    "pairs_checksum",
 ]

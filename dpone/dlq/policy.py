@@ -17,6 +17,8 @@ MAX_RECORD_BYTES = (262_144, 4_096, 1_048_576)
 MAX_DIAGNOSTIC_BYTES = (16_384, 1_024, 65_536)
 MAX_RECORDS_PER_RUN = (100_000, 1, 1_000_000)
 MAX_INDEX_BYTES = (67_108_864, 1_048_576, 536_870_912)
+# A segment holds at least one record of the largest allowed size.
+MAX_SEGMENT_BYTES = (67_108_864, 1_048_576, 1_073_741_824)
 
 LIMITS: dict[str, tuple[int, int, int]] = {
     "retention_days": RETENTION_DAYS,
@@ -24,6 +26,7 @@ LIMITS: dict[str, tuple[int, int, int]] = {
     "max_diagnostic_bytes": MAX_DIAGNOSTIC_BYTES,
     "max_records_per_run": MAX_RECORDS_PER_RUN,
     "max_index_bytes": MAX_INDEX_BYTES,
+    "max_segment_bytes": MAX_SEGMENT_BYTES,
 }
 
 DEFAULT_DIRECTORY = "dlq"  # relative to runtime.work_dir
@@ -46,6 +49,7 @@ class DlqPolicy:
     max_diagnostic_bytes: int = MAX_DIAGNOSTIC_BYTES[0]
     max_records_per_run: int = MAX_RECORDS_PER_RUN[0]
     max_index_bytes: int = MAX_INDEX_BYTES[0]
+    max_segment_bytes: int = MAX_SEGMENT_BYTES[0]
 
     def out_of_range(self) -> list[tuple[str, int, int, int]]:
         """Every limit outside its bound, as (name, value, minimum, maximum)."""
@@ -74,4 +78,5 @@ class DlqPolicy:
             "max_diagnostic_bytes": self.max_diagnostic_bytes,
             "max_records_per_run": self.max_records_per_run,
             "max_index_bytes": self.max_index_bytes,
+            "max_segment_bytes": self.max_segment_bytes,
         }

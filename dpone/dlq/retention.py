@@ -1,8 +1,8 @@
 """Retention of the dead-letter store: mark and sweep, plan first (SPEC §8).
 
-:func:`plan_retention` marks. It reads every run (indexes, acknowledgements and, for runs that
-may lose records, every record, verified) and decides record by record. Protected, in this
-order of precedence:
+:func:`plan_retention` marks. It reads every run's index and acknowledgements and decides
+record by record (a record's expiry is its segment's, which the index lists: the records of one
+segment were written together). Protected, in this order of precedence:
 
 * ``active``: the run is still ``open`` (being written, or dead and not yet recovered);
 * ``evidence_pinned``: an evidence bundle under one of the ``evidence_dirs`` points at the
@@ -13,21 +13,27 @@ order of precedence:
   here too: only the flag deletes them.
 
 Everything else (expired and acknowledged, or expired and unacknowledged with the flag) is
-planned for deletion. The plan pins a snapshot of what it looked at: per run its status, the
-fingerprint of its records (the index's, or of the file names of an open run), its record
+planned for deletion, segment by segment (a :class:`Cut`: the whole segment, or the listed
+records of it). The plan pins a snapshot of what it looked at: per run its status, the
+fingerprint of its records (the index's, or of the segment names of an open run), its record
 count and the checksum of its acknowledgements, plus the set of evidence-pinned runs.
 
-:func:`apply_retention` sweeps. It recomputes the snapshot and refuses any drift
-(``DPONE_DLQ_RETENTION_SNAPSHOT_DRIFT``) before deleting anything, re-verifies each record it
-deletes, and deletes through :meth:`DlqStore.delete_records`, which rewrites the run's index
-atomically first. An apply that was interrupted leaves runs whose index already lost the
-planned records: applying the same plan again recognizes exactly that state (the run's
-planned ``after`` snapshot) and finishes the job.
+:func:`apply_retention` sweeps. It trusts the plan file for nothing but the wish: it refuses a
+plan whose ``now`` is in the future or whose folder is another store, recomputes the snapshot
+and refuses any drift (``DPONE_DLQ_RETENTION_SNAPSHOT_DRIFT``), and decides again from the
+store itself, with the plan's ``now`` and flag, every protection (active, pinned, unexpired,
+acknowledged): a record the plan deletes and the store protects is refused
+(``DPONE_DLQ_RETENTION_PLAN_INVALID``) before anything is deleted. It deletes through
+:meth:`DlqStore.delete_records`, which drops or compacts segments and replaces the run's index
+atomically. An apply that was interrupted leaves runs whose index already lost the planned
+records: applying the same plan again recognizes exactly that state (the run's planned
+``after`` snapshot) and finishes the job.
 """
 
 from __future__ import annotations
 
 import os
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -38,12 +44,11 @@ import orjson
 import structlog
 
 from dpone.dlq import fsio
-from dpone.dlq.ack import ReplayAck
 from dpone.dlq.canonical import checksum, verify_checksum
-from dpone.dlq.errors import DlqRecordNotFound
-from dpone.dlq.index import fingerprint
-from dpone.dlq.model import format_timestamp
-from dpone.dlq.store import INDEX_FILE, RECORD_FILE, RECORDS_DIR, RUNS_DIR
+from dpone.dlq.index import DlqIndex, fingerprint, pairs_checksum
+from dpone.dlq.model import format_timestamp, parse_timestamp
+from dpone.dlq.segments import SEGMENT_FILE, SEGMENTS_DIR, SegmentEntry
+from dpone.dlq.store import INDEX_FILE, RUNS_DIR
 from dpone.errors import EXIT_CONFIG, DponeError, Stage
 
 if TYPE_CHECKING:
@@ -124,9 +129,9 @@ class RunSnapshot:
         )
 
 
-def acks_fingerprint(acks: Mapping[str, ReplayAck]) -> str:
-    """Checksum of the sorted ``[record_id, ack sha256]`` pairs."""
-    return checksum(sorted([rid, ack.sha256] for rid, ack in acks.items()))
+def acks_fingerprint(acks: Mapping[str, str]) -> str:
+    """Checksum of the sorted ``[record_id, ack sha256]`` pairs (``acks``: id -> ack sha256)."""
+    return pairs_checksum(sorted(acks.items()))
 
 
 def snapshot_fingerprint(runs: Iterable[RunSnapshot], pinned: Iterable[str]) -> str:
@@ -138,23 +143,24 @@ class _Seen:
     """One run as read now: its snapshot and acknowledgements (kept to judge a resume)."""
 
     snapshot: RunSnapshot
-    acks: dict[str, ReplayAck] = field(default_factory=dict)
+    acks: dict[str, str] = field(default_factory=dict)  # record id -> its ack's sha256
+    index: DlqIndex | None = None
 
 
 def _open_names(store: DlqStore, run_id: str) -> list[str]:
-    """The record file names of an open run (listed, not read: a writer may be at work)."""
-    where = f"{RUNS_DIR}/{run_id}/{RECORDS_DIR}"
-    if not (store.root / RUNS_DIR / run_id / RECORDS_DIR).exists():
+    """The segment names of an open run (listed, not read: a writer may be at work)."""
+    where = f"{RUNS_DIR}/{run_id}/{SEGMENTS_DIR}"
+    if not (store.root / RUNS_DIR / run_id / SEGMENTS_DIR).exists():
         return []
-    with store.open_path(RUNS_DIR, run_id, RECORDS_DIR) as fd:
-        return sorted(e.name for e in fsio.entries(fd, where) if RECORD_FILE.match(e.name))
+    with store.open_path(RUNS_DIR, run_id, SEGMENTS_DIR) as fd:
+        return sorted(e.name for e in fsio.entries(fd, where) if SEGMENT_FILE.fullmatch(e.name))
 
 
 def _see(store: DlqStore) -> dict[str, _Seen]:
     seen: dict[str, _Seen] = {}
     for run_id in store.run_ids():
         index = store.read_index(run_id)
-        acks = store.read_acks(run_id)
+        acks = store.ack_checksums(run_id)
         if index.status == "open":
             names = _open_names(store, run_id)
             snap = RunSnapshot(run_id, "open", checksum(names), len(names), acks_fingerprint(acks))
@@ -162,7 +168,7 @@ def _see(store: DlqStore) -> dict[str, _Seen]:
             snap = RunSnapshot(
                 run_id, index.status, index.fingerprint, index.record_count, acks_fingerprint(acks)
             )
-        seen[run_id] = _Seen(snap, acks)
+        seen[run_id] = _Seen(snap, acks, index)
     return seen
 
 
@@ -207,21 +213,39 @@ def _index_ref(path: Path, base: Path) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
-class Doomed:
-    """A record the plan deletes."""
+class Cut:
+    """What the plan deletes from one segment: all of it (``whole``) or ``record_ids``."""
 
-    record_id: str
+    segment: str
     sha256: str
-    acknowledged: bool
     expires_at: str
+    whole: bool
+    delete_count: int
+    acknowledged: int
+    record_ids: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "record_id": self.record_id,
+            "segment": self.segment,
             "sha256": self.sha256,
-            "acknowledged": self.acknowledged,
             "expires_at": self.expires_at,
+            "whole": self.whole,
+            "delete_count": self.delete_count,
+            "acknowledged": self.acknowledged,
+            "record_ids": list(self.record_ids),
         }
+
+    @classmethod
+    def from_json(cls, doc: Any) -> Cut:
+        return cls(
+            str(doc["segment"]),
+            str(doc["sha256"]),
+            str(doc["expires_at"]),
+            bool(doc["whole"]),
+            int(doc["delete_count"]),
+            int(doc["acknowledged"]),
+            tuple(str(r) for r in doc["record_ids"]),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,8 +256,12 @@ class RunDecision:
     status: str
     record_count: int
     protected: Mapping[str, int]
-    delete: tuple[Doomed, ...] = ()
+    delete: tuple[Cut, ...] = ()
     after: RunSnapshot | None = None
+
+    @property
+    def delete_count(self) -> int:
+        return sum(cut.delete_count for cut in self.delete)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -265,7 +293,7 @@ class RetentionPlan:
 
     @property
     def delete_count(self) -> int:
-        return sum(len(run.delete) for run in self.runs)
+        return sum(run.delete_count for run in self.runs)
 
     def protected(self) -> dict[str, int]:
         return {name: sum(run.protected.get(name, 0) for run in self.runs) for name in PROTECTIONS}
@@ -344,12 +372,7 @@ def _decision_from_json(doc: Any) -> RunDecision:
         status=str(doc["status"]),
         record_count=int(doc["record_count"]),
         protected=counts(**{str(k): int(v) for k, v in doc["protected"].items()}),
-        delete=tuple(
-            Doomed(
-                str(d["record_id"]), str(d["sha256"]), bool(d["acknowledged"]), str(d["expires_at"])
-            )
-            for d in doc["delete"]
-        ),
+        delete=tuple(Cut.from_json(d) for d in doc["delete"]),
         after=None if after is None else RunSnapshot.from_json(after),
     )
 
@@ -366,21 +389,6 @@ def plan_retention(
     folders = tuple(str(Path(d).resolve()) for d in evidence_dirs)
     pinned = pinned_runs(store, folders)
     seen = _see(store)
-    decisions = []
-    for run_id, entry in seen.items():
-        snap = entry.snapshot
-        if snap.status == "open":
-            decisions.append(
-                RunDecision(run_id, "open", snap.record_count, counts(active=snap.record_count))
-            )
-            continue
-        if run_id in pinned:
-            protected = counts(evidence_pinned=snap.record_count)
-            decisions.append(RunDecision(run_id, snap.status, snap.record_count, protected))
-            continue
-        decisions.append(
-            _decide(store, entry, moment, include_unacknowledged=include_unacknowledged)
-        )
     return RetentionPlan(
         directory=str(store.root.resolve()),
         now=moment,
@@ -388,37 +396,76 @@ def plan_retention(
         evidence_dirs=folders,
         pinned_runs=tuple(pinned),
         snapshot=tuple(entry.snapshot for entry in seen.values()),
-        runs=tuple(decisions),
+        runs=_decisions(seen, pinned, moment, include_unacknowledged),
         created_at=format_timestamp(store.now()),
     )
 
 
-def _decide(
-    store: DlqStore, entry: _Seen, now: str, *, include_unacknowledged: bool
-) -> RunDecision:
-    snap = entry.snapshot
-    index = store.read_index(snap.run_id)
-    protected = counts()
-    doomed: list[Doomed] = []
-    for record in store.iter_records(snap.run_id, index):
-        acked = record.record_id in entry.acks
-        if record.expires_at > now:
-            protected["unexpired"] += 1
-        elif not acked and not include_unacknowledged:
-            protected["pending_replay"] += 1
+def _decisions(
+    seen: Mapping[str, _Seen], pinned: Sequence[str], now: str, include_unacknowledged: bool
+) -> tuple[RunDecision, ...]:
+    decisions = []
+    for run_id, entry in seen.items():
+        snap = entry.snapshot
+        if snap.status == "open" or entry.index is None:
+            protected = counts(active=snap.record_count)
+            decisions.append(RunDecision(run_id, "open", snap.record_count, protected))
+        elif run_id in pinned:
+            protected = counts(evidence_pinned=snap.record_count)
+            decisions.append(RunDecision(run_id, snap.status, snap.record_count, protected))
         else:
-            doomed.append(Doomed(record.record_id, record.sha256, acked, record.expires_at))
+            decisions.append(_decide(entry, entry.index, now, include_unacknowledged))
+    return tuple(decisions)
+
+
+def segment_records(index: DlqIndex) -> list[tuple[SegmentEntry, list[str]]]:
+    """Each listed segment with the ids of the index's records in its id range."""
+    ids = [e.record_id for e in index.entries]
+    out = []
+    for seg in index.segments:
+        lo = bisect_left(ids, seg.first_record_id)
+        hi = bisect_right(ids, seg.last_record_id)
+        out.append((seg, ids[lo:hi]))
+    return out
+
+
+def _decide(entry: _Seen, index: DlqIndex, now: str, include_unacknowledged: bool) -> RunDecision:
+    snap = entry.snapshot
+    protected = counts()
+    cuts: list[Cut] = []
+    gone: set[str] = set()
+    for seg, ids in segment_records(index):
+        if seg.expires_at > now:
+            protected["unexpired"] += len(ids)
+            continue
+        doomed = [rid for rid in ids if include_unacknowledged or rid in entry.acks]
+        protected["pending_replay"] += len(ids) - len(doomed)
+        if not doomed:
+            continue
+        whole = len(doomed) == seg.record_count == len(ids)
+        acked = sum(1 for rid in doomed if rid in entry.acks)
+        cuts.append(
+            Cut(
+                seg.name,
+                seg.sha256,
+                seg.expires_at,
+                whole,
+                len(doomed),
+                acked,
+                () if whole else tuple(doomed),
+            )
+        )
+        gone.update(doomed)
     after = None
-    if doomed:
-        gone = {d.record_id for d in doomed}
+    if gone:
         after = RunSnapshot(
             snap.run_id,
             snap.status,
             fingerprint((e.record_id, e.sha256) for e in index.entries if e.record_id not in gone),
-            snap.record_count - len(doomed),
+            snap.record_count - len(gone),
             acks_fingerprint({k: v for k, v in entry.acks.items() if k not in gone}),
         )
-    return RunDecision(snap.run_id, snap.status, snap.record_count, protected, tuple(doomed), after)
+    return RunDecision(snap.run_id, snap.status, snap.record_count, protected, tuple(cuts), after)
 
 
 # --- the sweep ----------------------------------------------------------------------------------
@@ -504,10 +551,10 @@ def _resumable(plan: RetentionPlan, seen: Mapping[str, _Seen], pinned: Sequence[
         decision = decisions.get(run_id)
         after = decision.after if decision is not None else None
         if after is not None and decision is not None:
-            gone = {d.record_id for d in decision.delete}
+            listed = entry.index.checksums() if entry.index is not None else {}
             # The index already lost the planned records; acknowledgements of those records may
             # still be there (they go last), those of the others must be as planned.
-            kept = acks_fingerprint({k: v for k, v in entry.acks.items() if k not in gone})
+            kept = acks_fingerprint({k: v for k, v in entry.acks.items() if k in listed})
             current_snap = entry.snapshot
             if (
                 current_snap.status,
@@ -522,36 +569,37 @@ def _resumable(plan: RetentionPlan, seen: Mapping[str, _Seen], pinned: Sequence[
 
 
 def apply_retention(store: DlqStore, plan: RetentionPlan) -> RetentionResult:
-    """Sweep: check the snapshot, then delete exactly the planned records."""
+    """Sweep: check the plan against the store, then delete exactly the planned records."""
+    if Path(plan.directory) != store.root.resolve():
+        raise RetentionPlanInvalid(
+            "the retention plan was made for another DLQ folder",
+            fixes=("make a plan for this folder with `dpone ops retention plan --dir DIR`",),
+        )
+    if parse_timestamp(plan.now) > store.now():
+        raise RetentionPlanInvalid(
+            "the retention plan's `now` is in the future: it would expire records early",
+            fixes=("make a new plan without --now, or with a time that has passed",),
+        )
     seen = _see(store)
     pinned = pinned_runs(store, plan.evidence_dirs)
     resumed = _resumable(plan, seen, pinned)
+    doomed_by_run = _checked_deletes(plan, seen, pinned, resumed)
     sweeps = []
+    written: list[DlqIndex] = []
     deleted_acks = 0
-    for decision in plan.runs:
-        if not decision.delete:
-            continue
-        run_id = decision.run_id
-        present = 0
-        for doomed in decision.delete:
-            try:
-                record = store.read_record(run_id, doomed.record_id)
-            except DlqRecordNotFound:
-                if run_id in resumed:
-                    continue  # removed by an earlier, interrupted apply of this plan
-                raise
-            if record.sha256 != doomed.sha256:
-                raise _drift(f"record {doomed.record_id} of run {run_id} is another record now")
-            present += 1
+    for run_id, doomed in doomed_by_run.items():
         acks = seen[run_id].acks
-        deleted_acks += sum(1 for d in decision.delete if d.record_id in acks)
-        index = store.delete_records(run_id, [d.record_id for d in decision.delete])
+        deleted_acks += sum(1 for rid in doomed if rid in acks)
+        before = seen[run_id].snapshot.record_count
+        index = store.delete_records(run_id, doomed, known=seen[run_id].index)
         resumed_run = run_id in resumed
+        present = before - index.record_count
         sweeps.append(RunSweep(run_id, present, index.record_count, index.fingerprint, resumed_run))
+        written.append(index)
         log.info("retention.run.swept", run_id=run_id, deleted=present, resumed=resumed_run)
     findings: list[Finding] = []
-    for sweep in sweeps:
-        findings.extend(store.verify(sweep.run_id))
+    for index in written:
+        findings.extend(store.check_written(index))
     return RetentionResult(
         plan_id=checksum(plan.body()),
         directory=str(store.root),
@@ -559,6 +607,68 @@ def apply_retention(store: DlqStore, plan: RetentionPlan) -> RetentionResult:
         deleted_acks=deleted_acks,
         findings=tuple(findings),
         applied_at=format_timestamp(store.now()),
+    )
+
+
+def _checked_deletes(
+    plan: RetentionPlan, seen: Mapping[str, _Seen], pinned: Sequence[str], resumed: set[str]
+) -> dict[str, set[str]]:
+    """The record ids to delete per run, each one re-judged from the store, not the plan.
+
+    The plan names segments and records; the store decides again, with the plan's ``now``
+    and flag, whether each may go. Anything the store protects now refuses the whole plan.
+    """
+    fresh = {d.run_id: d for d in _decisions(seen, pinned, plan.now, plan.include_unacknowledged)}
+    out: dict[str, set[str]] = {}
+    for decision in plan.runs:
+        if not decision.delete:
+            continue
+        run_id = decision.run_id
+        entry = seen[run_id]
+        if entry.index is None or entry.snapshot.status == "open":
+            raise _refused(run_id, "the run is open (active)")
+        if run_id in pinned:
+            raise _refused(run_id, "an evidence bundle pins the run")
+        by_name = {seg.name: (seg, ids) for seg, ids in segment_records(entry.index)}
+        allowed = {rid for cut in fresh[run_id].delete for rid in _cut_ids(cut, by_name)}
+        wanted: set[str] = set()
+        for cut in decision.delete:
+            if cut.segment not in by_name:
+                if run_id in resumed:
+                    continue  # dropped or compacted by an earlier, interrupted apply
+                raise _drift(f"segment {cut.segment} of run {run_id} is not in its index")
+            seg, _ = by_name[cut.segment]
+            if seg.sha256 != cut.sha256:
+                raise _drift(f"segment {cut.segment} of run {run_id} is another segment now")
+            for rid in _cut_ids(cut, by_name):
+                if rid not in allowed:
+                    raise _refused(run_id, f"record {rid} is unexpired or unacknowledged")
+                wanted.add(rid)
+        if run_id in resumed:
+            # The interrupted apply replaced the index but did not get to the acknowledgements
+            # of the records it deleted (they go last): those of records no longer listed.
+            listed = entry.index.checksums()
+            wanted.update(rid for rid in entry.acks if rid not in listed)
+        if wanted or run_id in resumed:
+            out[run_id] = wanted
+    return out
+
+
+def _cut_ids(cut: Cut, by_name: Mapping[str, tuple[SegmentEntry, list[str]]]) -> list[str]:
+    if cut.segment not in by_name:
+        return []
+    _, ids = by_name[cut.segment]
+    if cut.whole:
+        return ids
+    present = set(ids)
+    return [rid for rid in cut.record_ids if rid in present]
+
+
+def _refused(run_id: str, why: str) -> RetentionPlanInvalid:
+    return RetentionPlanInvalid(
+        f"the retention plan deletes what the store protects in run {run_id}: {why}; "
+        "nothing was deleted",
+        fixes=("make a new plan with `dpone ops retention plan`; do not edit plan files",),
     )
 
 
@@ -584,7 +694,7 @@ __all__ = [
     "PLAN_SCHEMA",
     "PROTECTIONS",
     "RESULT_SCHEMA",
-    "Doomed",
+    "Cut",
     "Protection",
     "RetentionError",
     "RetentionEvidenceInvalid",
@@ -600,5 +710,6 @@ __all__ = [
     "load_plan",
     "pinned_runs",
     "plan_retention",
+    "segment_records",
     "snapshot_fingerprint",
 ]

@@ -2,46 +2,47 @@
 
 Layout under the root::
 
-    runs/<run_id>/records/<record_id>.json   create-only, one per rejected row
+    runs/<run_id>/segments/<name>.jsonl      create-only segments, one record per line
     runs/<run_id>/index.json                 dpone.dlq-index.v1, replaced atomically
     runs/<run_id>/writer.lock                held (flock) by the live writer, removed at the end
-    acks/<run_id>/<record_id>.json           dpone.dlq-replay-ack.v1, create-only
+    acks/<run_id>/<replay_id>-<seq>.jsonl    create-only, one dpone.dlq-replay-ack.v1 per line
 
 A run directory appears atomically: it is built as ``runs/.new-<run_id>-<token>`` (lock taken,
 ``open`` index durable) and renamed into place, so a run folder without an index or without a
-lock holder at birth never exists. Every read verifies checksums; :mod:`dpone.dlq.verify`
-checks a whole store. POSIX only (``fcntl.flock``, directory descriptors).
+lock holder at birth never exists. Segments are published whole (:mod:`dpone.dlq.segments`).
+Every read verifies checksums; :mod:`dpone.dlq.verify` checks a whole store. POSIX only
+(``fcntl.flock``, directory descriptors).
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
+import hashlib
 import os
 import re
 import secrets
 import shutil
 import stat
-from bisect import bisect_left
-from collections.abc import Collection, Iterator, Mapping
+from bisect import bisect_left, bisect_right
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
-from operator import attrgetter
+from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
 import structlog
 
-from dpone.dlq import fsio
+from dpone.dlq import fsio, segments
 from dpone.dlq.ack import ReplayAck
-from dpone.dlq.canonical import verify_checksum
+from dpone.dlq.canonical import verify_sealed
 from dpone.dlq.errors import (
     DlqAckChecksumMismatch,
     DlqAckConflict,
     DlqAckMismatch,
-    DlqChecksumMismatch,
     DlqError,
     DlqIndexChecksumMismatch,
     DlqIndexDrift,
@@ -49,14 +50,14 @@ from dpone.dlq.errors import (
     DlqIndexMissing,
     DlqPolicyInvalid,
     DlqPreserveRefused,
-    DlqRecordInvalid,
+    DlqRecordConflict,
     DlqRecordNotFound,
     DlqRunLocked,
     DlqRunMismatch,
     DlqRunNotFound,
     DlqRunNotOpen,
 )
-from dpone.dlq.ids import check_identifier
+from dpone.dlq.ids import check_identifier, is_ulid
 from dpone.dlq.index import (
     PIPELINE_PATTERN,
     DlqIndex,
@@ -68,12 +69,14 @@ from dpone.dlq.index import (
 from dpone.dlq.model import Clock, DlqRecord, format_timestamp, system_clock
 from dpone.dlq.policy import (
     MAX_INDEX_BYTES,
-    MAX_RECORD_BYTES,
+    MAX_SEGMENT_BYTES,
     PII_POLICIES,
     DlqPolicy,
     PiiPolicy,
     is_production,
 )
+from dpone.dlq.segments import SEGMENT_FILE, SEGMENTS_DIR, SegmentEntry
+from dpone.faults import checkpoint
 
 if TYPE_CHECKING:
     from dpone.dlq.summary import DlqSummary
@@ -82,15 +85,16 @@ if TYPE_CHECKING:
 
 RUNS_DIR = "runs"
 ACKS_DIR = "acks"
-RECORDS_DIR = "records"
 INDEX_FILE = "index.json"
 LOCK_FILE = "writer.lock"
 NEW_RUN_PREFIX = ".new-"
-RECORD_FILE = re.compile(r"^([0-7][0-9A-HJKMNP-TV-Z]{25})\.json$")
+# <replay_id>-<seq>.jsonl; a compacted one is <replay_id>.k<hash>-<seq>.jsonl.
+ACK_FILE = re.compile(r"([A-Za-z0-9_][A-Za-z0-9_.-]{0,127})-([0-9]{6})\.jsonl")
 # Reads are bounded by the hard maxima, whatever the policy of the writer was.
-HARD_MAX_RECORD_BYTES = MAX_RECORD_BYTES[2]
+HARD_MAX_SEGMENT_BYTES = MAX_SEGMENT_BYTES[2]
 HARD_MAX_INDEX_BYTES = MAX_INDEX_BYTES[2]
-MAX_ACK_BYTES = 65_536
+MAX_ACK_SEGMENT_BYTES = 1 << 30
+_ACK_PUBLISH_TRIES = 1000
 
 _PIPELINE = re.compile(PIPELINE_PATTERN)
 log = structlog.get_logger("dpone.dlq")
@@ -101,65 +105,78 @@ def dumps(doc: Any) -> bytes:
     return orjson.dumps(doc, option=orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE)
 
 
-def is_torn(data: bytes) -> bool:
-    """What a crash between create and write leaves: nothing, or zeroed blocks."""
-    return not data.strip(b"\x00")
-
-
-def record_where(run_id: str, name: str) -> str:
-    return f"{RUNS_DIR}/{run_id}/{RECORDS_DIR}/{name}"
-
-
-def parse_record(data: bytes, run_id: str, record_id: str, where: str) -> DlqRecord:
-    """Verify and decode one record file's bytes; typed errors, no values in messages."""
-    if len(data) > HARD_MAX_RECORD_BYTES:
-        raise DlqRecordInvalid(f"{where} is larger than any DLQ record may be")
-    try:
-        doc = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        raise DlqChecksumMismatch(f"{where} does not verify: it is not a JSON document") from None
-    if not isinstance(doc, dict) or not verify_checksum(doc):
-        raise DlqChecksumMismatch(f"{where} does not verify: its checksum does not match")
-    record = DlqRecord.from_json(doc)
-    if record.record_id != record_id or record.run_id != run_id:
-        raise DlqRecordInvalid(f"{where} holds another record than its name says")
-    return record
+def segment_where(run_id: str, name: str) -> str:
+    return f"{RUNS_DIR}/{run_id}/{SEGMENTS_DIR}/{name}"
 
 
 def parse_index(data: bytes, run_id: str, where: str) -> DlqIndex:
-    try:
-        doc = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        raise DlqIndexChecksumMismatch(f"{where} does not verify: it is not JSON") from None
-    if not isinstance(doc, dict) or not verify_checksum(doc):
-        raise DlqIndexChecksumMismatch(f"{where} does not verify: its checksum does not match")
-    index = DlqIndex.from_json(doc)
+    index = DlqIndex.from_json(segments.sealed_document(data, where, DlqIndexChecksumMismatch))
     if index.run_id != run_id:
         raise DlqIndexInvalid(f"{where} belongs to another run")
     return index
 
 
-def parse_ack(data: bytes, run_id: str, record_id: str, where: str) -> ReplayAck:
-    try:
-        doc = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        raise DlqAckChecksumMismatch(f"{where} does not verify: it is not JSON") from None
-    if not isinstance(doc, dict) or not verify_checksum(doc):
-        raise DlqAckChecksumMismatch(f"{where} does not verify: its checksum does not match")
-    ack = ReplayAck.from_json(doc)
-    if ack.run_id != run_id or ack.record_id != record_id:
-        raise DlqAckChecksumMismatch(f"{where} acknowledges another record than its name says")
+def parse_ack_line(line: bytes, run_id: str, at: str) -> ReplayAck:
+    ack = ReplayAck.from_json(segments.sealed_document(line, at, DlqAckChecksumMismatch))
+    if ack.run_id != run_id:
+        raise DlqAckChecksumMismatch(f"{at} acknowledges a record of another run")
     return ack
 
 
-@dataclass(slots=True)
-class RecordScan:
-    """Every file of a records folder, sorted into what verifies and what does not."""
+def parse_ack_segment(data: bytes, run_id: str, where: str) -> list[ReplayAck]:
+    """Every acknowledgement of one ack segment, verified (the first bad line raises)."""
+    lines = data.split(b"\n")
+    if lines.pop():
+        raise DlqAckChecksumMismatch(f"{where} line {len(lines) + 1} is truncated")
+    if not lines:
+        raise DlqAckChecksumMismatch(f"{where} does not verify: it is empty")
+    return [parse_ack_line(line, run_id, f"{where} line {n}") for n, line in enumerate(lines, 1)]
 
-    valid: dict[str, DlqRecord] = field(default_factory=dict)
-    torn: list[str] = field(default_factory=list)
-    bad: list[tuple[str, DlqError]] = field(default_factory=list)
+
+def same_ack(a: ReplayAck, b: ReplayAck) -> bool:
+    """Two acknowledgements of one replay of one record (only the time may differ)."""
+    return (a.record_sha256, a.plan_id, a.idempotency_key, a.outcome) == (
+        b.record_sha256,
+        b.plan_id,
+        b.idempotency_key,
+        b.outcome,
+    )
+
+
+def replay_id_of(plan_id: str) -> str:
+    """The file-name part of a replay: the hex of its plan id, shortened."""
+    return re.sub(r"[^A-Za-z0-9_-]", "", plan_id.removeprefix("sha256:"))[:32] or "replay"
+
+
+@dataclass(slots=True)
+class SegmentScan:
+    """Every file of a segments folder, sorted into what verifies and what does not."""
+
+    valid: dict[str, tuple[SegmentEntry, list[DlqRecord], bytes]] = field(default_factory=dict)
+    temps: list[str] = field(default_factory=list)
+    bad: list[tuple[str, int | None, DlqError]] = field(default_factory=list)
     stray: list[str] = field(default_factory=list)
+
+    def adoptable(self) -> tuple[list[SegmentEntry], list[DlqRecord]]:
+        """The segments an index may list, in name order, each record in one segment only.
+
+        A segment whose records are all in earlier ones is a duplicate (left by an
+        interrupted compaction) and is left out; one that overlaps partly is left out too,
+        for ``verify`` to report.
+        """
+        seen: dict[str, str] = {}
+        kept: list[SegmentEntry] = []
+        records: list[DlqRecord] = []
+        for name in sorted(self.valid):
+            seg, recs, _ = self.valid[name]
+            if any(r.record_id in seen for r in recs):
+                continue
+            for r in recs:
+                seen[r.record_id] = r.sha256
+            kept.append(seg)
+            records.extend(recs)
+        records.sort(key=lambda r: r.record_id)
+        return kept, records
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,34 +202,38 @@ class RunHeader:
         )
 
 
-def scan_records(records_fd: int, run_id: str, *, remove_torn: bool) -> RecordScan:
-    """Read and verify every record of a run. Torn files are removed only when asked."""
-    scan = RecordScan()
-    for item in sorted(fsio.entries(records_fd, record_where(run_id, "")), key=lambda e: e.name):
+def scan_segments(segments_fd: int, run_id: str, *, remove_temps: bool) -> SegmentScan:
+    """Read and verify every segment of a run. Temp files are removed only when asked."""
+    scan = SegmentScan()
+    for item in sorted(fsio.entries(segments_fd, segment_where(run_id, "")), key=lambda e: e.name):
         name = item.name
-        where = record_where(run_id, name)
-        match = RECORD_FILE.match(name)
+        where = segment_where(run_id, name)
         if item.is_symlink() or not item.is_file(follow_symlinks=False):
-            scan.bad.append((name, fsio.escape(where)))
+            scan.bad.append((name, None, fsio.escape(where)))
             continue
-        if match is None:
+        if segments.is_temp_name(name):
+            scan.temps.append(name)
+            if remove_temps:
+                fsio.unlink_quietly(segments_fd, name)
+            continue
+        if SEGMENT_FILE.fullmatch(name) is None:
             scan.stray.append(name)
             continue
         try:
-            data = fsio.read_file(records_fd, name, where, HARD_MAX_RECORD_BYTES)
-            if data is None:
-                continue
-            if is_torn(data):
-                scan.torn.append(name)
-                if remove_torn:
-                    with fsio.os_errors("remove", where):
-                        os.unlink(name, dir_fd=records_fd)
-                continue
-            scan.valid[match[1]] = parse_record(data, run_id, match[1], where)
+            data = fsio.read_file(segments_fd, name, where, HARD_MAX_SEGMENT_BYTES)
         except DlqError as err:
-            scan.bad.append((name, err))
-    if remove_torn and scan.torn:
-        fsio.fsync_fd(records_fd, record_where(run_id, ""))
+            scan.bad.append((name, None, err))
+            continue
+        if data is None:
+            continue
+        decoded = segments.decode(data, run_id, where)
+        if decoded.problems:
+            scan.bad.extend((name, line, err) for line, err in decoded.problems)
+            continue
+        entry_ = segments.entry_of(name, data, decoded.records)
+        scan.valid[name] = (entry_, decoded.records, data)
+    if remove_temps and scan.temps:
+        fsio.fsync_fd(segments_fd, segment_where(run_id, ""))
     return scan
 
 
@@ -249,6 +270,8 @@ class DlqStore:
         self.clock: Clock = clock if clock is not None else system_clock
         self.environment = environment
         self.sync_mode = fsio.resolve_sync_mode(sync)
+        # Ack segments verified by this store, by content (see _ack_lines).
+        self._ack_cache: dict[tuple[str, bytes], list[tuple[str, str]]] = {}
 
     # --- time and paths -------------------------------------------------------------------------
 
@@ -318,10 +341,10 @@ class DlqStore:
             if lock_fd is None:  # a folder nobody else knows of: cannot be locked already
                 raise DlqRunLocked(f"{where} is being created by another process")
             fds.append(lock_fd)
-            records_fd, _ = fsio.open_dir(
-                run_fd, RECORDS_DIR, f"{where}/{RECORDS_DIR}", create=True
+            segments_fd, _ = fsio.open_dir(
+                run_fd, SEGMENTS_DIR, f"{where}/{SEGMENTS_DIR}", create=True
             )
-            fds.append(records_fd)
+            fds.append(segments_fd)
             header = self.header(run_id, load_id, pipeline)
             doc = self.index_doc(header, "open", None, owner=True, entries=[])
             fsio.replace_atomic(run_fd, INDEX_FILE, dumps(doc), f"{where}/{INDEX_FILE}")
@@ -339,7 +362,7 @@ class DlqStore:
             _close_all(fds)
             shutil.rmtree(tmp, dir_fd=runs_fd, ignore_errors=True)
             raise
-        return run_fd, records_fd, lock_fd, header
+        return run_fd, segments_fd, lock_fd, header
 
     def header(self, run_id: str, load_id: str, pipeline: str | None) -> RunHeader:
         """The header of a run this store starts now, under its policy."""
@@ -360,6 +383,7 @@ class DlqStore:
         *,
         owner: bool,
         entries: list[dict[str, Any]],
+        segments: Sequence[SegmentEntry] = (),
     ) -> dict[str, Any]:
         """A full index document (checksum included) stamped with this store's clock."""
         return build_index_doc(
@@ -374,6 +398,7 @@ class DlqStore:
             updated_at=format_timestamp(self.now()),
             owner_pid=os.getpid() if owner else None,
             entries=entries,
+            segments=segments,
         )
 
     # --- reading --------------------------------------------------------------------------------
@@ -385,43 +410,116 @@ class DlqStore:
             return read_index_at(run_fd, run_id)
 
     def read_record(self, run_id: str, record_id: str) -> DlqRecord:
-        """One verified record (its checksum; its id and run match its place)."""
+        """One verified record, found through its run's index (an open run: on disk)."""
         check_identifier(run_id, "run id")
         check_identifier(record_id, "record id")
-        name = f"{record_id}.json"
-        where = record_where(run_id, name)
-        with self.open_path(RUNS_DIR, run_id, RECORDS_DIR, missing=DlqRunNotFound) as fd:
-            data = fsio.read_file(fd, name, where, HARD_MAX_RECORD_BYTES)
+        index = self.read_index(run_id)
+        if index.status == "open":
+            for record in self.iter_records(run_id, index):
+                if record.record_id == record_id:
+                    return record
+            raise DlqRecordNotFound(f"run {run_id} holds no record {record_id}")
+        segment = index.segment_of(record_id)
+        listed = index.checksums().get(record_id)
+        if segment is None or listed is None:
+            raise DlqRecordNotFound(f"run {run_id} lists no record {record_id}")
+        for record in self.read_segment(run_id, segment):
+            if record.record_id == record_id:
+                if record.sha256 != listed:
+                    raise DlqIndexDrift(
+                        f"{segment_where(run_id, segment.name)} holds record {record_id} "
+                        "with another checksum than its index lists"
+                    )
+                return record
+        raise DlqIndexDrift(
+            f"{segment_where(run_id, segment.name)} does not hold record {record_id}"
+        )
+
+    def read_segment(self, run_id: str, segment: SegmentEntry) -> list[DlqRecord]:
+        """The records of one listed segment, verified against its index entry."""
+        where = segment_where(run_id, segment.name)
+        with self.open_path(RUNS_DIR, run_id, SEGMENTS_DIR, missing=DlqRunNotFound) as fd:
+            data = fsio.read_file(fd, segment.name, where, HARD_MAX_SEGMENT_BYTES)
         if data is None:
-            raise DlqRecordNotFound(f"{where} does not exist")
-        return parse_record(data, run_id, record_id, where)
+            raise DlqIndexDrift(f"{where} is in the index but not on disk")
+        return segments.read_verified(data, run_id, where, segment)
 
     def iter_records(self, run_id: str, index: DlqIndex | None = None) -> Iterator[DlqRecord]:
         """Every record of a run, verified, in record-id order.
 
-        A closed or aborted run is read through its index: a record missing or different
-        from its index entry is ``DPONE_DLQ_INDEX_DRIFT``. An open run is read from disk.
-        ``index`` is the run's verified index when the caller read it already.
+        A closed or aborted run is read through its index: a segment missing or different
+        from its index entry, or a record other than the one listed, is
+        ``DPONE_DLQ_INDEX_DRIFT`` (or a checksum error naming segment and line). An open run
+        is read from the segments on disk. ``index`` is the run's verified index when the
+        caller read it already.
         """
         if index is None or index.run_id != run_id:
             index = self.read_index(run_id)
-        with self.open_path(RUNS_DIR, run_id, RECORDS_DIR, missing=DlqRunNotFound) as fd:
-            if index.status == "open":
-                scan = scan_records(fd, run_id, remove_torn=False)
-                if scan.bad:
-                    raise scan.bad[0][1]
-                yield from (scan.valid[rid] for rid in sorted(scan.valid))
-                return
-            for item in index.entries:
-                name = f"{item.record_id}.json"
-                where = record_where(run_id, name)
-                data = fsio.read_file(fd, name, where, HARD_MAX_RECORD_BYTES)
+        if index.status == "open":
+            with self.open_path(RUNS_DIR, run_id, SEGMENTS_DIR, missing=DlqRunNotFound) as fd:
+                scan = scan_segments(fd, run_id, remove_temps=False)
+            if scan.bad:
+                raise scan.bad[0][2]
+            yield from scan.adoptable()[1]
+            return
+        checksums = index.checksums()
+        ordered = sorted(index.segments, key=lambda seg: seg.first_record_id)
+        disjoint = all(a.last_record_id < b.first_record_id for a, b in pairwise(ordered))
+        gathered: list[DlqRecord] = []
+        for segment in ordered:
+            for record in self.read_segment(run_id, segment):
+                if checksums.get(record.record_id) != record.sha256:
+                    raise DlqIndexDrift(
+                        f"{segment_where(run_id, segment.name)} holds record "
+                        f"{record.record_id}, which the index does not list as it is"
+                    )
+                if disjoint:
+                    yield record
+                else:
+                    gathered.append(record)
+        if not disjoint:
+            gathered.sort(key=lambda r: r.record_id)
+            yield from gathered
+
+    def iter_documents(
+        self, run_id: str, index: DlqIndex | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Every record of an ended run as its JSON document, segment by segment, for readers
+        that need a few fields of many records (a replay plan of 100,000 records).
+
+        Each segment's bytes must be the bytes its index entry pins (one SHA-256 per
+        segment), and each line must carry its own valid checksum (one SHA-256 per line, see
+        :func:`dpone.dlq.canonical.verify_sealed`) and be the record the index lists; the
+        record contract is not checked again (it was when the record was written: use
+        :meth:`iter_records` for :class:`DlqRecord` objects). A segment that fails is
+        decoded line by line to name the line.
+        """
+        if index is None or index.run_id != run_id:
+            index = self.read_index(run_id)
+        if index.status == "open":
+            raise DlqRunNotOpen(f"run {run_id} is open; read it with iter_records")
+        checksums = index.checksums()
+        with self.open_path(RUNS_DIR, run_id, SEGMENTS_DIR, missing=DlqRunNotFound) as fd:
+            for seg in sorted(index.segments, key=lambda s: s.first_record_id):
+                where = segment_where(run_id, seg.name)
+                data = fsio.read_file(fd, seg.name, where, HARD_MAX_SEGMENT_BYTES)
                 if data is None:
                     raise DlqIndexDrift(f"{where} is in the index but not on disk")
-                record = parse_record(data, run_id, item.record_id, where)
-                if record.sha256 != item.sha256:
-                    raise DlqIndexDrift(f"{where} differs from its index entry")
-                yield record
+                if segments.bytes_checksum(data) != seg.sha256:
+                    segments.read_verified(data, run_id, where, seg)  # raises, naming the line
+                lines = data.split(b"\n")
+                lines.pop()
+                for number, line in enumerate(lines, start=1):
+                    doc = orjson.loads(line)
+                    if (
+                        not isinstance(doc, dict)
+                        or checksums.get(doc.get("record_id", "")) != doc.get("sha256")
+                        or not verify_sealed(line, doc)
+                    ):
+                        raise DlqIndexDrift(
+                            f"{where} line {number} is not a record the index lists as it is"
+                        )
+                    yield doc
 
     # --- recovery -------------------------------------------------------------------------------
 
@@ -475,6 +573,7 @@ class DlqStore:
                     reason,
                     owner=False,
                     entries=[e.to_json() for e in index.entries],
+                    segments=index.segments,
                 )
                 fsio.replace_atomic(run_fd, INDEX_FILE, dumps(doc), f"{where}/{INDEX_FILE}")
                 log.warning("dlq.run.aborted", run_id=run_id, reason=reason)
@@ -485,22 +584,21 @@ class DlqStore:
     def rebuild_aborted(
         self, run_fd: int, header: RunHeader | str, reason: StatusReason
     ) -> DlqIndex:
-        """Write an ``aborted`` index listing exactly the records that verify on disk.
+        """Write an ``aborted`` index listing exactly the segments that verify on disk.
 
         ``header`` is the run's (from its index or its writer), or only its id when the index
-        is gone. The caller holds the run's lock. Torn files are removed; records that do not
-        verify stay on disk, out of the index, for ``verify`` to report.
+        is gone. The caller holds the run's lock. Temp files of an interrupted publish are
+        removed; segments that do not verify stay on disk, out of the index, for ``verify``
+        to report. Every published segment is durable already (fsynced before its link).
         """
         run_id = header if isinstance(header, str) else header.run_id
         where = f"{RUNS_DIR}/{run_id}"
-        records_fd, _ = fsio.open_dir(run_fd, RECORDS_DIR, f"{where}/{RECORDS_DIR}", create=True)
+        segments_fd, _ = fsio.open_dir(run_fd, SEGMENTS_DIR, f"{where}/{SEGMENTS_DIR}", create=True)
         try:
-            scan = scan_records(records_fd, run_id, remove_torn=True)
-            # What the index names must itself be durable before the index is.
-            fsio.group_sync(records_fd, self.sync_mode, f"{where}/{RECORDS_DIR}")
+            scan = scan_segments(segments_fd, run_id, remove_temps=True)
         finally:
-            os.close(records_fd)
-        records = [scan.valid[rid] for rid in sorted(scan.valid)]
+            os.close(segments_fd)
+        listed, records = scan.adoptable()
         if isinstance(header, str):
             header = RunHeader(
                 run_id,
@@ -518,6 +616,7 @@ class DlqStore:
             entries=[
                 entry(r.record_id, r.sha256, r.reason.code.value, r.reason.column) for r in records
             ],
+            segments=listed,
         )
         fsio.replace_atomic(run_fd, INDEX_FILE, dumps(doc), f"{where}/{INDEX_FILE}")
         log.warning("dlq.run.aborted", run_id=run_id, reason=reason, records=len(records))
@@ -561,38 +660,12 @@ class DlqStore:
         *,
         index: DlqIndex | None = None,
     ) -> ReplayAck:
-        """Acknowledge the replay of one record of a closed run, create-only.
-
-        ``ack`` is a :class:`ReplayAck` or its fields (``schema``, ``run_id``, ``record_id``,
-        ``acknowledged_at`` and ``sha256`` may be left out and are filled in). Writing the same
-        acknowledgement again is a no-op; another one is ``DPONE_DLQ_ACK_CONFLICT``.
-        ``index`` is the run's verified index when a caller acknowledges many records of one
-        run (a replay): it saves reading and verifying the whole index once per record.
-        """
-        check_identifier(run_id, "run id")
-        check_identifier(record_id, "record id")
-        if index is None or index.run_id != run_id:
-            index = self.read_index(run_id)
-        if index.status != "closed":
-            raise DlqRunNotOpen(f"run {run_id} is {index.status}; only closed runs are replayed")
-        record = self.read_record(run_id, record_id)
-        if record.sha256 != _indexed_checksum(index, record_id):
-            raise DlqIndexDrift(f"record {record_id} of run {run_id} differs from its index")
-        sealed = self._seal_ack(run_id, record_id, ack)
-        if sealed.record_sha256 != record.sha256:
-            raise DlqAckMismatch(
-                f"the acknowledgement of record {record_id} names another record checksum"
-            )
-        name = f"{record_id}.json"
-        where = f"{ACKS_DIR}/{run_id}/{name}"
-        with self.open_path(ACKS_DIR, run_id, create=True) as fd:
-            if fsio.write_new_durably(fd, name, dumps(sealed.to_json()), where):
-                return sealed
-            data = fsio.read_file(fd, name, where, MAX_ACK_BYTES) or b""
-        existing = parse_ack(data, run_id, record_id, where)
-        if existing.sha256 != sealed.sha256:
-            raise DlqAckConflict(f"{where} already holds another acknowledgement")
-        return existing
+        """Acknowledge the replay of one record (see :meth:`write_acks`)."""
+        fields = ack.body() if isinstance(ack, ReplayAck) else {**ack, "record_id": record_id}
+        if fields.get("record_id") != record_id:
+            raise DlqAckMismatch("the acknowledgement names another record")
+        plan_id = str(fields.get("plan_id", ""))
+        return self.write_acks(run_id, replay_id_of(plan_id), [fields], index=index)[0]
 
     def write_acks(
         self,
@@ -602,19 +675,68 @@ class DlqStore:
         *,
         index: DlqIndex | None = None,
     ) -> list[ReplayAck]:
-        """Acknowledge a batch of replayed records of one run (one replay, ``replay_id``)."""
+        """Acknowledge a batch of replayed records of one closed run, as one ack segment.
+
+        Each ack is a :class:`ReplayAck` or its fields (``schema``, ``run_id``,
+        ``acknowledged_at`` and ``sha256`` may be left out and are filled in; ``record_id`` is
+        required). Each must name a record the run's index lists, with its checksum. A record
+        acknowledged already by the same replay (same plan, key and outcome) is a no-op that
+        returns the existing acknowledgement; any other acknowledgement of it is
+        ``DPONE_DLQ_ACK_CONFLICT``. ``index`` is the run's verified index when the caller
+        has it. The new acknowledgements are durable when this returns.
+        """
+        check_identifier(run_id, "run id")
         check_identifier(replay_id, "replay id")
         if index is None or index.run_id != run_id:
             index = self.read_index(run_id)
-        out = []
+        if index.status != "closed":
+            raise DlqRunNotOpen(f"run {run_id} is {index.status}; only closed runs are replayed")
+        checksums = index.checksums()
+        existing = self.read_acks(run_id)
+        out: list[ReplayAck] = []
+        fresh: dict[str, ReplayAck] = {}
         for ack in acks:
-            record_id = ack.record_id if isinstance(ack, ReplayAck) else ack["record_id"]
-            out.append(self.write_ack(run_id, record_id, ack, index=index))
+            sealed = self._seal_ack(run_id, ack)
+            listed = checksums.get(sealed.record_id)
+            if listed is None:
+                raise DlqIndexDrift(f"run {run_id} lists no record {sealed.record_id}")
+            if sealed.record_sha256 != listed:
+                raise DlqAckMismatch(
+                    f"the acknowledgement of record {sealed.record_id} names another checksum"
+                )
+            prior = existing.get(sealed.record_id) or fresh.get(sealed.record_id)
+            if prior is not None:
+                if not same_ack(prior, sealed):
+                    raise DlqAckConflict(
+                        f"record {sealed.record_id} of run {run_id} is acknowledged already "
+                        "by another replay"
+                    )
+                out.append(prior)
+                continue
+            fresh[sealed.record_id] = sealed
+            out.append(sealed)
+        if fresh:
+            data = segments.encode([dumps(a.to_json()) for a in fresh.values()])
+            self._publish_acks(run_id, replay_id, data)
         return out
 
-    def _seal_ack(
-        self, run_id: str, record_id: str, ack: ReplayAck | Mapping[str, Any]
-    ) -> ReplayAck:
+    def _publish_acks(self, run_id: str, replay_id: str, data: bytes) -> str:
+        folder = f"{ACKS_DIR}/{run_id}"
+        with self.open_path(ACKS_DIR, run_id, create=True) as fd:
+            taken = [
+                int(m[2])
+                for e in fsio.entries(fd, folder)
+                if (m := ACK_FILE.fullmatch(e.name)) and m[1] == replay_id
+            ]
+            seq = max(taken, default=0) + 1
+            for _ in range(_ACK_PUBLISH_TRIES):
+                name = f"{replay_id}-{seq:06d}.jsonl"
+                if segments.publish(fd, name, data, f"{folder}/{name}"):
+                    return name
+                seq += 1  # another replay process took this name first
+        raise DlqAckConflict(f"{folder} has no free acknowledgement segment name left")
+
+    def _seal_ack(self, run_id: str, ack: ReplayAck | Mapping[str, Any]) -> ReplayAck:
         if isinstance(ack, ReplayAck):
             doc = ack.body()
         else:
@@ -624,100 +746,289 @@ class DlqStore:
             doc.setdefault("acknowledged_at", format_timestamp(self.now()))
         if doc.setdefault("run_id", run_id) != run_id:
             raise DlqAckMismatch("the acknowledgement names another run")
-        if doc.setdefault("record_id", record_id) != record_id:
-            raise DlqAckMismatch("the acknowledgement names another record")
+        check_identifier(doc.get("record_id"), "record id")
         return ReplayAck.from_json(doc, require_checksum=False).sealed()
 
     def read_ack(self, run_id: str, record_id: str) -> ReplayAck:
-        check_identifier(run_id, "run id")
         check_identifier(record_id, "record id")
-        name = f"{record_id}.json"
-        where = f"{ACKS_DIR}/{run_id}/{name}"
-        with self.open_path(ACKS_DIR, run_id, missing=DlqRecordNotFound) as fd:
-            data = fsio.read_file(fd, name, where, MAX_ACK_BYTES)
-        if data is None:
-            raise DlqRecordNotFound(f"{where} does not exist")
-        return parse_ack(data, run_id, record_id, where)
+        ack = self.read_acks(run_id).get(record_id)
+        if ack is None:
+            raise DlqRecordNotFound(f"record {record_id} of run {run_id} is not acknowledged")
+        return ack
 
     def read_acks(self, run_id: str) -> dict[str, ReplayAck]:
         """Every acknowledgement of a run, verified, by record id (empty when there is none).
 
-        Files that are not named like a record are left to ``verify`` (a stray file); a
-        symlink is a path escape and an acknowledgement that does not verify raises.
+        Files that are not named like an ack segment are left to ``verify`` (a stray file); a
+        symlink is a path escape and an acknowledgement that does not verify raises. The same
+        acknowledgement in two segments (an interrupted compaction) counts once; two
+        different ones of one record are ``DPONE_DLQ_ACK_CONFLICT``.
         """
         check_identifier(run_id, "run id")
+        acks: dict[str, ReplayAck] = {}
+        for _, _, found in self.ack_segments(run_id):
+            for ack in found:
+                prior = acks.get(ack.record_id)
+                if prior is not None and not same_ack(prior, ack):
+                    raise DlqAckConflict(
+                        f"record {ack.record_id} of run {run_id} has two different acknowledgements"
+                    )
+                acks.setdefault(ack.record_id, ack)
+        return acks
+
+    def ack_checksums(self, run_id: str) -> dict[str, str]:
+        """record id -> the sha256 of its acknowledgement, every line verified (what
+        retention needs of the acknowledgements: which records, and which acks).
+
+        Lines in the form dpone writes are checked on their bytes (one SHA-256 each, see
+        :func:`_sealed_ack_fields`); anything else, or the same record acknowledged twice,
+        goes through :meth:`read_acks`, which parses and judges every acknowledgement.
+        """
+        check_identifier(run_id, "run id")
+        out: dict[str, str] = {}
+        for _, _, data in self._ack_files(run_id):
+            fields = self._ack_lines(run_id, data)
+            if fields is None:
+                return {rid: a.sha256 for rid, a in self.read_acks(run_id).items()}
+            for rid, sha in fields:
+                if out.setdefault(rid, sha) != sha:
+                    return {rid: a.sha256 for rid, a in self.read_acks(run_id).items()}
+        return out
+
+    def _ack_lines(self, run_id: str, data: bytes) -> list[tuple[str, str]] | None:
+        """``(record_id, sha256)`` per line of an ack segment in the form dpone writes, every
+        line's bytes verified; ``None`` when a line needs the full check. Remembered by the
+        segment's bytes, so retention's plan, check and sweep read each segment once."""
+        key = (run_id, hashlib.sha256(data).digest())
+        cached = self._ack_cache.get(key)
+        if cached is not None:
+            return cached
+        run_member = b'"run_id":' + orjson.dumps(run_id)
+        lines = data.split(b"\n")
+        if lines.pop() or not lines:
+            return None
+        out = []
+        for line in lines:
+            fields = _sealed_ack_fields(line) if run_member in line else None
+            if fields is None:
+                return None
+            out.append(fields)
+        self._ack_cache[key] = out
+        return out
+
+    def ack_segments(self, run_id: str) -> list[tuple[str, bytes, list[ReplayAck]]]:
+        """Every ack segment of a run as ``(name, bytes, acks)``, verified, in name order."""
+        return [
+            (name, data, parse_ack_segment(data, run_id, where))
+            for name, where, data in self._ack_files(run_id)
+        ]
+
+    def ack_segment_ids(self, run_id: str) -> list[tuple[str, bytes, list[str]]]:
+        """Every ack segment as ``(name, bytes, record id per line)``: each line's checksum
+        verified, without building the acknowledgements (what retention needs)."""
+        out = []
+        for name, where, data in self._ack_files(run_id):
+            fast = self._ack_lines(run_id, data)
+            if fast is not None:
+                out.append((name, data, [rid for rid, _ in fast]))
+                continue
+            lines = data.split(b"\n")
+            if lines.pop():
+                raise DlqAckChecksumMismatch(f"{where} line {len(lines) + 1} is truncated")
+            ids = []
+            for number, line in enumerate(lines, start=1):
+                at = f"{where} line {number}"
+                try:
+                    doc = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    raise DlqAckChecksumMismatch(f"{at} does not verify: not JSON") from None
+                if not isinstance(doc, dict) or not verify_sealed(line, doc):
+                    raise DlqAckChecksumMismatch(f"{at} does not verify: its checksum differs")
+                if doc.get("run_id") != run_id or not is_ulid(doc.get("record_id")):
+                    raise DlqAckChecksumMismatch(f"{at} acknowledges a record of another run")
+                ids.append(doc["record_id"])
+            out.append((name, data, ids))
+        return out
+
+    def _ack_files(self, run_id: str) -> list[tuple[str, str, bytes]]:
+        """``(name, where, bytes)`` of every ack segment of a run, in name order."""
         folder = f"{ACKS_DIR}/{run_id}"
         if not (self.root / ACKS_DIR / run_id).exists():
-            return {}
-        acks: dict[str, ReplayAck] = {}
+            return []
+        out = []
         with self.open_path(ACKS_DIR, run_id) as fd:
             for item in sorted(fsio.entries(fd, folder), key=lambda e: e.name):
-                match = RECORD_FILE.match(item.name)
                 where = f"{folder}/{item.name}"
                 if item.is_symlink() or not item.is_file(follow_symlinks=False):
                     raise fsio.escape(where)
-                if match is None:
+                if ACK_FILE.fullmatch(item.name) is None:
                     continue
-                data = fsio.read_file(fd, item.name, where, MAX_ACK_BYTES) or b""
-                acks[match[1]] = parse_ack(data, run_id, match[1], where)
-        return acks
+                data = fsio.read_file(fd, item.name, where, MAX_ACK_SEGMENT_BYTES) or b""
+                out.append((item.name, where, data))
+        return out
 
-    def delete_records(self, run_id: str, record_ids: Collection[str]) -> DlqIndex:
+    # --- retention --------------------------------------------------------------------------------
+
+    def delete_records(
+        self, run_id: str, record_ids: Collection[str], *, known: DlqIndex | None = None
+    ) -> DlqIndex:
         """Delete records of an ended run with their acknowledgements (for retention).
 
-        The index is rewritten first, atomically, keeping the run's status and listing exactly
-        the records that remain; then the record files and their acknowledgements are removed
-        and their folders synced. An interrupted call leaves files the index no longer lists
-        (``verify`` reports them); calling it again with the same ids finishes the job, which
-        is why ids the index does not list are removed from disk without complaint. The
-        caller decides what may go (``dpone.dlq.retention`` plans it); an open run, or one
-        with a live writer, is refused.
+        Segment by segment: one whose records all go is removed; one that keeps some is
+        compacted into a new create-only segment holding exactly the kept lines (published
+        and durable first). Then the index is replaced atomically, listing the new segments
+        and the remaining records; then the old segments are removed; then the
+        acknowledgements of the deleted records. A crash at any point leaves a store that
+        lists every kept record exactly once: the leftovers (an unlisted compacted segment, an
+        old segment the index no longer lists) hold nothing the index needs, and calling this
+        again with the same ids, or ``verify --repair``, removes them. The caller decides what
+        may go (``dpone.dlq.retention``); an open run, or one with a live writer, is refused.
+        ``known`` is the run's index as the caller verified it (see :func:`read_index_at`).
         """
         check_identifier(run_id, "run id")
-        doomed = sorted(set(record_ids))
+        doomed = set(record_ids)
         for record_id in doomed:
             check_identifier(record_id, "record id")
         where = f"{RUNS_DIR}/{run_id}"
+        seg_where = f"{where}/{SEGMENTS_DIR}"
         with self.open_path(RUNS_DIR, run_id, missing=DlqRunNotFound) as run_fd:
             lock_fd = take_lock(run_fd, where, create=True)
             if lock_fd is None:
                 raise DlqRunLocked(f"{where} has a live writer; its records cannot be deleted")
             try:
-                index = read_index_at(run_fd, run_id)
+                index = read_index_at(run_fd, run_id, known)
                 if index.status == "open":
                     raise DlqRunNotOpen(f"run {run_id} is open; records of an open run stay")
-                gone = set(doomed)
-                kept = [e.to_json() for e in index.entries if e.record_id not in gone]
-                if len(kept) != index.record_count:
-                    doc = self.index_doc(
-                        RunHeader.of(index),
-                        index.status,
-                        index.status_reason,
-                        owner=False,
-                        entries=kept,
-                    )
-                    fsio.replace_atomic(run_fd, INDEX_FILE, dumps(doc), f"{where}/{INDEX_FILE}")
-                    index = DlqIndex.from_json(doc)
-                records_fd, _ = fsio.open_dir(run_fd, RECORDS_DIR, f"{where}/{RECORDS_DIR}")
+                segments_fd, _ = fsio.open_dir(run_fd, SEGMENTS_DIR, seg_where, create=True)
                 try:
-                    _unlink_all(records_fd, doomed, f"{where}/{RECORDS_DIR}")
+                    index, replaced = self._compact(run_fd, segments_fd, index, doomed)
+                    for name in replaced:
+                        fsio.unlink_quietly(segments_fd, name)
+                    if replaced:
+                        fsio.fsync_fd(segments_fd, seg_where)
+                    remove_leftovers(segments_fd, run_id, index)
                 finally:
-                    os.close(records_fd)
+                    os.close(segments_fd)
             finally:
                 release_lock(run_fd, lock_fd)
-        if (self.root / ACKS_DIR / run_id).exists():
-            with self.open_path(ACKS_DIR, run_id) as acks_fd:
-                _unlink_all(acks_fd, doomed, f"{ACKS_DIR}/{run_id}")
+        self._delete_acks(run_id, doomed)
         log.info("dlq.records.deleted", run_id=run_id, records=len(doomed))
         return index
 
+    def _compact(
+        self, run_fd: int, segments_fd: int, index: DlqIndex, doomed: set[str]
+    ) -> tuple[DlqIndex, list[str]]:
+        """Publish the compacted segments and replace the index; the index and the names of
+        the segments it no longer lists (for the caller to remove)."""
+        run_id = index.run_id
+        ids = [e.record_id for e in index.entries]
+        listed: list[SegmentEntry] = []
+        replaced: list[str] = []
+        for seg in index.segments:
+            inside = ids[
+                bisect_left(ids, seg.first_record_id) : bisect_right(ids, seg.last_record_id)
+            ]
+            going = sum(1 for rid in inside if rid in doomed)
+            if not going:
+                listed.append(seg)
+                continue
+            replaced.append(seg.name)
+            if going == len(inside) == seg.record_count:
+                continue  # every record goes: the segment is removed, nothing to read
+            where = segment_where(run_id, seg.name)
+            data = fsio.read_file(segments_fd, seg.name, where, HARD_MAX_SEGMENT_BYTES)
+            if data is None:
+                raise DlqIndexDrift(f"{where} is in the index but not on disk")
+            kept = [
+                line
+                for line in segments.pinned_lines(data, where, seg)
+                if line.record_id not in doomed
+            ]
+            if not kept:
+                continue
+            new_data = segments.encode([line.data for line in kept])
+            name = segments.compacted_name(seg.name, new_data)
+            new_where = segment_where(run_id, name)
+            if not segments.publish(segments_fd, name, new_data, new_where):
+                on_disk = fsio.read_file(segments_fd, name, new_where, HARD_MAX_SEGMENT_BYTES)
+                if on_disk != new_data:
+                    raise DlqRecordConflict(f"{new_where} exists with other bytes; it is kept")
+            listed.append(
+                SegmentEntry(
+                    name=name,
+                    sha256=segments.bytes_checksum(new_data),
+                    record_count=len(kept),
+                    first_record_id=kept[0].record_id,
+                    last_record_id=kept[-1].record_id,
+                    expires_at=max(line.expires_at for line in kept),
+                )
+            )
+        if not replaced:
+            return index, replaced
+        checkpoint("retention_after_compact")
+        remaining = tuple(e for e in index.entries if e.record_id not in doomed)
+        doc = self.index_doc(
+            RunHeader.of(index),
+            index.status,
+            index.status_reason,
+            owner=False,
+            entries=[e.to_json() for e in remaining],
+            segments=listed,
+        )
+        where = f"{RUNS_DIR}/{run_id}/{INDEX_FILE}"
+        fsio.replace_atomic(run_fd, INDEX_FILE, dumps(doc), where)
+        checkpoint("retention_after_index")
+        return DlqIndex.built(doc, remaining, tuple(listed)), replaced
+
+    def remove_acks(self, run_id: str, record_ids: Collection[str]) -> None:
+        """Remove the acknowledgements of records an ended run no longer lists (what an
+        interrupted retention leaves; ``verify --repair`` calls it). Listed records keep
+        theirs."""
+        check_identifier(run_id, "run id")
+        listed = self.read_index(run_id).checksums()
+        self._delete_acks(run_id, {rid for rid in record_ids if rid not in listed})
+
+    def _delete_acks(self, run_id: str, doomed: set[str]) -> None:
+        """Rewrite the ack segments that acknowledge deleted records (create-only, then
+        remove the old segment); the same acknowledgement in two segments counts once."""
+        folder = f"{ACKS_DIR}/{run_id}"
+        touched = [
+            (name, data, ids)
+            for name, data, ids in self.ack_segment_ids(run_id)
+            if any(rid in doomed for rid in ids)
+        ]
+        if not touched:
+            return
+        with self.open_path(ACKS_DIR, run_id) as fd:
+            for name, data, ids in touched:
+                lines = data.split(b"\n")
+                keep = [lines[i] + b"\n" for i, rid in enumerate(ids) if rid not in doomed]
+                if keep:
+                    match = ACK_FILE.fullmatch(name)
+                    assert match is not None
+                    new_data = segments.encode(keep)
+                    stem = re.sub(r"\.k[0-9a-f]{12}$", "", match[1])
+                    digest = segments.bytes_checksum(new_data)[7:19]
+                    new_name = f"{stem}.k{digest}-{match[2]}.jsonl"
+                    segments.publish(fd, new_name, new_data, f"{folder}/{new_name}")
+                fsio.unlink_quietly(fd, name)
+            fsio.fsync_fd(fd, folder)
+
     # --- whole-store services -------------------------------------------------------------------
 
-    def verify(self, run_id: str | None = None) -> list[Finding]:
+    def verify(self, run_id: str | None = None, *, deep: bool = True) -> list[Finding]:
         """Every integrity finding of the store (or of one run); empty when clean."""
         from dpone.dlq.verify import verify_store
 
-        return verify_store(self, run_id)
+        return verify_store(self, run_id, deep=deep)
+
+    def check_written(self, index: DlqIndex) -> list[Finding]:
+        """The findings of an ended run that this process just wrote ``index`` for: the file
+        must hold that very index, and every segment it lists the bytes it lists (checked by
+        their SHA-256; the lines were verified when they were written or compacted)."""
+        from dpone.dlq.verify import verify_written
+
+        return verify_written(self, index)
 
     def repair(self, run_id: str | None = None) -> list[Finding]:
         """Fix what is safe to fix (abandoned runs, torn files, stale temp files)."""
@@ -747,21 +1058,73 @@ def name_exists(dir_fd: int, name: str, where: str) -> bool:
     return True
 
 
-def _indexed_checksum(index: DlqIndex, record_id: str) -> str | None:
-    """The checksum ``index`` lists for ``record_id`` (entries are sorted by id)."""
-    at = bisect_left(index.entries, record_id, key=attrgetter("record_id"))
-    if at < len(index.entries) and index.entries[at].record_id == record_id:
-        return index.entries[at].sha256
-    return None
+_ACK_ID = re.compile(rb'"record_id":"([0-7][0-9A-HJKMNP-TV-Z]{25})"')
+_ACK_SHA = re.compile(rb',"sha256":"sha256:([0-9a-f]{64})"')
 
 
-def _unlink_all(dir_fd: int, record_ids: list[str], where: str) -> None:
-    """Remove ``<id>.json`` for every id that exists in ``dir_fd``, then sync the folder."""
-    for record_id in record_ids:
-        name = f"{record_id}.json"
-        with fsio.os_errors("remove", f"{where}/{name}"), suppress(FileNotFoundError):
-            os.unlink(name, dir_fd=dir_fd)
-    fsio.fsync_fd(dir_fd, where)
+def _sealed_ack_fields(line: bytes) -> tuple[str, str] | None:
+    """``(record_id, sha256)`` of an ack line in the form dpone writes (canonical JSON with
+    its checksum member inserted) whose bytes hash to that checksum; ``None`` otherwise.
+
+    A JSON string cannot hold an unescaped quote, so ``"record_id":"`` and ``,"sha256":"``
+    with bare quotes can only be the members themselves; an acknowledgement is flat.
+    """
+    ids = _ACK_ID.findall(line)
+    shas = list(_ACK_SHA.finditer(line))
+    if len(ids) != 1 or len(shas) != 1:
+        return None
+    found = shas[0]
+    body = line[: found.start()] + line[found.end() :]
+    digest = found.group(1)
+    if hashlib.sha256(body).hexdigest().encode() != digest:
+        return None
+    return ids[0].decode(), "sha256:" + digest.decode()
+
+
+def leftover_segments(scan: SegmentScan, index: DlqIndex) -> list[str]:
+    """Unlisted segments of an ended run that hold nothing the index needs.
+
+    What an interrupted compaction leaves: its new segment before the index named it, or the
+    old segment after. Each of their records is either gone from the index or held by a
+    listed segment that verifies, so removing them loses nothing.
+    """
+    listed = {s.name for s in index.segments}
+    held = {r.record_id for name in listed if name in scan.valid for r in scan.valid[name][1]}
+    checksums = index.checksums()
+    return [
+        name
+        for name, (_, records, _) in sorted(scan.valid.items())
+        if name not in listed
+        and all(r.record_id not in checksums or r.record_id in held for r in records)
+    ]
+
+
+def remove_leftovers(segments_fd: int, run_id: str, index: DlqIndex) -> list[str]:
+    """Remove the temp files and :func:`leftover_segments` of an ended run (lock held).
+
+    Only unlisted names are read: the listed segments are taken to hold what the index says
+    (``verify`` checks that), which is what makes an unlisted one redundant or not.
+    """
+    where = segment_where(run_id, "")
+    listed = {s.name for s in index.segments}
+    names = [e.name for e in fsio.entries(segments_fd, where)]
+    temps = [n for n in names if segments.is_temp_name(n)]
+    unlisted = [n for n in names if SEGMENT_FILE.fullmatch(n) and n not in listed]
+    for name in temps:
+        fsio.unlink_quietly(segments_fd, name)
+    doomed = []
+    checksums = index.checksums()
+    for name in unlisted:
+        data = fsio.read_file(segments_fd, name, where + name, HARD_MAX_SEGMENT_BYTES) or b""
+        decoded = segments.decode(data, run_id, where + name)
+        if not decoded.problems and all(
+            checksums.get(r.record_id) in (None, r.sha256) for r in decoded.records
+        ):
+            fsio.unlink_quietly(segments_fd, name)
+            doomed.append(name)
+    if temps or doomed:
+        fsio.fsync_fd(segments_fd, where)
+    return doomed
 
 
 def _close_all(fds: list[int]) -> None:
@@ -772,14 +1135,37 @@ def _close_all(fds: list[int]) -> None:
     fds.clear()
 
 
-def read_index_at(run_fd: int, run_id: str) -> DlqIndex:
+def read_index_at(run_fd: int, run_id: str, known: DlqIndex | None = None) -> DlqIndex:
+    """The run's verified index. ``known`` is an index this process verified before: when the
+    file's bytes are the sealed bytes of that very document (same checksum, and the bytes
+    hash to it), it is returned without parsing a million entries again."""
     where = f"{RUNS_DIR}/{run_id}/{INDEX_FILE}"
     data = fsio.read_file(run_fd, INDEX_FILE, where, HARD_MAX_INDEX_BYTES)
     if data is None:
         raise DlqIndexMissing(f"{where} does not exist")
     if len(data) > HARD_MAX_INDEX_BYTES:
         raise DlqIndexInvalid(f"{where} is larger than any DLQ index may be")
+    if known is not None and known.run_id == run_id and sealed_claim(data) == known.sha256:
+        return known
     return parse_index(data, run_id, where)
+
+
+_SEALED_SHA = re.compile(rb',"sha256":"(sha256:[0-9a-f]{64})"')
+
+
+def sealed_claim(data: bytes) -> str | None:
+    """The checksum a document in dpone's sealed form carries, when its bytes hash to it.
+
+    In the canonical form the top-level checksum member is the only one followed by the
+    members after ``sha256`` in key order, so the last match of the member is taken, and
+    the bytes without it must hash to its value; anything else gives ``None``.
+    """
+    found = _SEALED_SHA.match(data, max(data.rfind(b',"sha256":"sha256:'), 0))
+    if found is None:
+        return None
+    body = (data[: found.start()] + data[found.end() :]).rstrip(b"\n")
+    claim = found.group(1).decode()
+    return claim if "sha256:" + hashlib.sha256(body).hexdigest() == claim else None
 
 
 def take_lock(run_fd: int, where: str, *, create: bool) -> int | None:
@@ -796,6 +1182,11 @@ def take_lock(run_fd: int, where: str, *, create: bool) -> int | None:
             return None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if not _still_named(fd, run_fd):
+                # The holder released it and removed the name between our open and our
+                # flock: this lock is on a file nobody else will look at any more.
+                os.close(fd)
+                return take_lock(run_fd, where, create=create) if create else None
         except BlockingIOError:
             os.close(fd)
             return None
@@ -805,6 +1196,16 @@ def take_lock(run_fd: int, where: str, *, create: bool) -> int | None:
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         return fd
+
+
+def _still_named(fd: int, run_fd: int) -> bool:
+    """Whether ``LOCK_FILE`` in ``run_fd`` is still the file open as ``fd``."""
+    try:
+        named = os.stat(LOCK_FILE, dir_fd=run_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
 
 
 def writer_alive(run_fd: int, where: str) -> bool:
@@ -824,7 +1225,12 @@ def writer_alive(run_fd: int, where: str) -> bool:
 
 
 def release_lock(run_fd: int, lock_fd: int) -> None:
-    """Remove the lock file, then let go of the lock (the run is no longer being written)."""
+    """Remove the lock file, then let go of the lock (the run is no longer being written).
+
+    Removing the name while still holding the lock is what makes it safe: a process that
+    opened the old file meanwhile gets the lock only after we let go, and then sees that
+    the name is gone (:func:`take_lock` checks the inode after ``flock``) and backs off.
+    """
     fsio.unlink_quietly(run_fd, LOCK_FILE)
     os.close(lock_fd)
 
@@ -833,17 +1239,23 @@ __all__ = [
     "ACKS_DIR",
     "INDEX_FILE",
     "LOCK_FILE",
-    "RECORDS_DIR",
     "RUNS_DIR",
+    "SEGMENTS_DIR",
     "DlqStore",
-    "RecordScan",
     "RunHeader",
+    "SegmentScan",
+    "leftover_segments",
     "name_exists",
-    "parse_ack",
+    "parse_ack_line",
+    "parse_ack_segment",
     "parse_index",
-    "parse_record",
     "read_index_at",
-    "scan_records",
+    "remove_leftovers",
+    "replay_id_of",
+    "same_ack",
+    "scan_segments",
+    "sealed_claim",
+    "segment_where",
     "take_lock",
     "writer_alive",
 ]

@@ -1,20 +1,23 @@
 """Whole-store integrity check and the safe repairs (``dpone ops dlq verify [--repair]``).
 
 Verify reads everything and changes nothing. Each problem becomes a :class:`Finding` with a
-stable code (listed in :data:`FINDING_CODES`). A run whose writer is alive is in progress and
-only its index is checked.
+stable code (listed in :data:`FINDING_CODES`), the path of the file relative to the store's
+root and, for a segment or ack line, the line number. A run whose writer is alive is in
+progress and only its index is checked.
 
 Repair fixes only what a crash can leave behind, never what tampering leaves behind:
 an ``open`` run whose writer is gone (or a run folder without an index) is closed as
-``aborted`` with an index rebuilt from the records that verify; torn record files of such a
-run (empty: the crash came between create and write) are removed; temporary files of an
-interrupted index replace or run creation are removed. A record, index or acknowledgement
-that does not verify stays exactly as it is, and stays a finding.
+``aborted`` with an index rebuilt from the segments that verify; temporary files of an
+interrupted segment publish, index replace or run creation are removed; a segment an ended
+run no longer lists and that holds nothing its index needs (what an interrupted retention
+compaction leaves) is removed. A segment, index or acknowledgement that does not verify
+stays exactly as it is, and stays a finding.
 """
 
 from __future__ import annotations
 
 import os
+from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -23,23 +26,26 @@ from dpone.dlq import fsio
 from dpone.dlq.errors import DlqError, DlqIndexMissing, DlqPathEscape, DlqRunNotFound
 from dpone.dlq.ids import check_identifier, is_identifier
 from dpone.dlq.index import DlqIndex
+from dpone.dlq.segments import SEGMENTS_DIR, bytes_checksum, is_temp_name
 from dpone.dlq.store import (
+    ACK_FILE,
     ACKS_DIR,
+    HARD_MAX_SEGMENT_BYTES,
     INDEX_FILE,
     LOCK_FILE,
-    MAX_ACK_BYTES,
+    MAX_ACK_SEGMENT_BYTES,
     NEW_RUN_PREFIX,
-    RECORD_FILE,
-    RECORDS_DIR,
     RUNS_DIR,
-    RecordScan,
     RunHeader,
+    SegmentScan,
+    leftover_segments,
     name_exists,
-    parse_ack,
+    parse_ack_line,
     read_index_at,
-    record_where,
     release_lock,
-    scan_records,
+    remove_leftovers,
+    scan_segments,
+    segment_where,
     take_lock,
     writer_alive,
 )
@@ -48,23 +54,26 @@ if TYPE_CHECKING:
     from dpone.dlq.store import DlqStore
 
 RUN_ABANDONED = "DPONE_DLQ_RUN_ABANDONED"
-TORN_RECORD = "DPONE_DLQ_TORN_RECORD"
+TORN_SEGMENT = "DPONE_DLQ_TORN_SEGMENT"
+UNLISTED = "DPONE_DLQ_SEGMENT_UNLISTED"
 STRAY_FILE = "DPONE_DLQ_STRAY_FILE"
 ACK_ORPHAN = "DPONE_DLQ_ACK_ORPHAN"
 DRIFT = "DPONE_DLQ_INDEX_DRIFT"
+CHECKSUM = "DPONE_DLQ_CHECKSUM_MISMATCH"
 
 FINDING_CODES: Mapping[str, str] = {
-    "DPONE_DLQ_CHECKSUM_MISMATCH": "a record does not verify (content changed, or not JSON)",
-    "DPONE_DLQ_RECORD_INVALID": "a record verifies but breaks the dpone.dlq.v1 contract",
-    TORN_RECORD: "an empty record file left by a crash in an unfinished run (repair removes it)",
+    CHECKSUM: "a segment or one of its lines does not verify (content changed, or not JSON)",
+    "DPONE_DLQ_RECORD_INVALID": "a line verifies but breaks the dpone.dlq.v1 contract or order",
+    TORN_SEGMENT: "a temporary file of an interrupted segment publish (repair removes it)",
+    UNLISTED: "a segment the run's index does not list (repair removes a compaction leftover)",
     "DPONE_DLQ_INDEX_MISSING": "a run folder without index.json (repair closes the run as aborted)",
     "DPONE_DLQ_INDEX_CHECKSUM_MISMATCH": "a run index does not verify",
     "DPONE_DLQ_INDEX_INVALID": "a run index verifies but breaks the dpone.dlq-index.v1 contract",
-    DRIFT: "the records on disk are not the records the index lists",
+    DRIFT: "the segments or records on disk are not the ones the index lists",
     RUN_ABANDONED: "an open run whose writer is gone (repair closes it as aborted)",
     "DPONE_DLQ_ACK_CHECKSUM_MISMATCH": "an acknowledgement does not verify",
     "DPONE_DLQ_ACK_INVALID": "an acknowledgement breaks the dpone.dlq-replay-ack.v1 contract",
-    ACK_ORPHAN: "an acknowledgement of a record the run's index does not list",
+    ACK_ORPHAN: "an acknowledgement of a record the run's index does not list (repair removes it)",
     "DPONE_DLQ_ACK_MISMATCH": "an acknowledgement names another checksum than the record's",
     "DPONE_DLQ_PATH_ESCAPE": "a symbolic link or special file inside the store",
     STRAY_FILE: "a file the store did not write (temporary leftovers are removed by repair)",
@@ -81,6 +90,7 @@ class Finding:
     record_id: str | None = None
     path: str | None = None
     repairable: bool = False
+    line: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -89,16 +99,25 @@ class Finding:
             "run_id": self.run_id,
             "record_id": self.record_id,
             "path": self.path,
+            "line": self.line,
             "repairable": self.repairable,
         }
 
 
-def _of(err: DlqError, run_id: str | None, record_id: str | None, path: str) -> Finding:
-    return Finding(err.code, err.message, run_id, record_id, path)
+def _of(
+    err: DlqError, run_id: str | None, record_id: str | None, path: str, line: int | None = None
+) -> Finding:
+    return Finding(err.code, err.message, run_id, record_id, path, line=line)
 
 
-def verify_store(store: DlqStore, run_id: str | None = None) -> list[Finding]:
-    """Every finding of the store, or of one run (its records, index and acknowledgements)."""
+def verify_store(store: DlqStore, run_id: str | None = None, *, deep: bool = True) -> list[Finding]:
+    """Every finding of the store, or of one run (its records, index and acknowledgements).
+
+    ``deep=False`` checks an ended run's listed segments by the SHA-256 of their bytes only
+    (every byte is still pinned by the checksummed index; the lines are not decoded again):
+    what retention uses to prove it kept exactly what the new index lists. It does not read
+    the acknowledgements.
+    """
     if run_id is not None:
         check_identifier(run_id, "run id")
         with store.open_path(RUNS_DIR, missing=DlqRunNotFound) as runs_fd:
@@ -114,8 +133,9 @@ def verify_store(store: DlqStore, run_id: str | None = None) -> list[Finding]:
         findings.extend(_verify_top(store))
         run_ids = _run_names(store, findings)
     for name in run_ids:
-        findings.extend(_verify_run(store, name))
-    findings.extend(_verify_acks(store, run_id))
+        findings.extend(_verify_run(store, name, deep))
+    if deep:
+        findings.extend(_verify_acks(store, run_id))
     return findings
 
 
@@ -172,18 +192,15 @@ def _creation_in_progress(runs_fd: int, name: str, where: str) -> bool:
         os.close(tmp_fd)
 
 
-def _verify_run(store: DlqStore, run_id: str) -> list[Finding]:
+def _verify_run(store: DlqStore, run_id: str, deep: bool = True) -> list[Finding]:
     where = f"{RUNS_DIR}/{run_id}"
     findings: list[Finding] = []
     try:
         with store.open_path(RUNS_DIR, run_id) as run_fd:
             index: DlqIndex | None = None
-            # A run that never ended: its records may include a torn file of the crash.
-            unfinished = False
             try:
                 index = read_index_at(run_fd, run_id)
             except DlqIndexMissing as err:
-                unfinished = True
                 findings.append(
                     Finding(err.code, err.message, run_id, None, f"{where}/{INDEX_FILE}", True)
                 )
@@ -192,7 +209,6 @@ def _verify_run(store: DlqStore, run_id: str) -> list[Finding]:
             if index is not None and index.status == "open" and writer_alive(run_fd, where):
                 return findings  # in progress: its records are the writer's business
             if index is not None and index.status == "open":
-                unfinished = True
                 findings.append(
                     Finding(
                         RUN_ABANDONED,
@@ -204,10 +220,13 @@ def _verify_run(store: DlqStore, run_id: str) -> list[Finding]:
                     )
                 )
             findings.extend(_run_folder_findings(run_fd, run_id))
+            if not deep and index is not None and index.status != "open":
+                findings.extend(_structural(run_fd, index))
+                return findings
             scan = _scan(run_fd, run_id, findings)
             if scan is None:
                 return findings
-            findings.extend(_record_findings(scan, run_id, unfinished))
+            findings.extend(_segment_findings(scan, run_id))
             if index is not None and index.status != "open":
                 findings.extend(_drift(scan, index, run_id))
     except DlqError as err:
@@ -220,7 +239,7 @@ def _run_folder_findings(run_fd: int, run_id: str) -> list[Finding]:
     for item in fsio.entries(run_fd, f"{RUNS_DIR}/{run_id}"):
         name = item.name
         where = f"{RUNS_DIR}/{run_id}/{name}"
-        if name in (INDEX_FILE, LOCK_FILE, RECORDS_DIR):
+        if name in (INDEX_FILE, LOCK_FILE, SEGMENTS_DIR):
             if name == LOCK_FILE and item.is_symlink():
                 findings.append(_of(fsio.escape(where), run_id, None, where))
             continue
@@ -234,65 +253,124 @@ def _run_folder_findings(run_fd: int, run_id: str) -> list[Finding]:
     return findings
 
 
-def _scan(run_fd: int, run_id: str, findings: list[Finding]) -> RecordScan | None:
-    where = f"{RUNS_DIR}/{run_id}/{RECORDS_DIR}"
+def _scan(run_fd: int, run_id: str, findings: list[Finding]) -> SegmentScan | None:
+    where = f"{RUNS_DIR}/{run_id}/{SEGMENTS_DIR}"
     try:
-        records_fd, _ = fsio.open_dir(run_fd, RECORDS_DIR, where)
+        segments_fd, _ = fsio.open_dir(run_fd, SEGMENTS_DIR, where)
     except DlqError as err:
         if isinstance(err, DlqPathEscape):
             findings.append(_of(err, run_id, None, where))
             return None
-        return RecordScan()  # no records folder: as if empty (drift reports what is missing)
+        return SegmentScan()  # no segments folder: as if empty (drift reports what is missing)
     try:
-        return scan_records(records_fd, run_id, remove_torn=False)
+        return scan_segments(segments_fd, run_id, remove_temps=False)
     finally:
-        os.close(records_fd)
+        os.close(segments_fd)
 
 
-def _stem(name: str) -> str | None:
-    match = RECORD_FILE.match(name)
-    return match[1] if match else None
+def verify_written(store: DlqStore, index: DlqIndex) -> list[Finding]:
+    """See :meth:`DlqStore.check_written`."""
+    run_id = index.run_id
+    where = f"{RUNS_DIR}/{run_id}/{INDEX_FILE}"
+    with store.open_path(RUNS_DIR, run_id, missing=DlqRunNotFound) as run_fd:
+        try:
+            found = read_index_at(run_fd, run_id, index)
+        except DlqError as err:
+            return [_of(err, run_id, None, where)]
+        if found is not index:
+            message = f"{where} is not the index this process wrote"
+            return [Finding(DRIFT, message, run_id, None, where)]
+        return _structural(run_fd, index)
 
 
-def _record_findings(scan: RecordScan, run_id: str, unfinished: bool) -> list[Finding]:
-    findings = []
-    for name in scan.torn:
-        where = record_where(run_id, name)
-        if unfinished:
-            message = f"{where} is empty: a crash came between its creation and its write"
-            findings.append(Finding(TORN_RECORD, message, run_id, _stem(name), where, True))
-        else:
-            message = f"{where} does not verify: it is empty"
-            findings.append(
-                Finding("DPONE_DLQ_CHECKSUM_MISMATCH", message, run_id, _stem(name), where)
-            )
-    for name, err in scan.bad:
-        findings.append(_of(err, run_id, _stem(name), record_where(run_id, name)))
-    for name in scan.stray:
-        where = record_where(run_id, name)
-        findings.append(Finding(STRAY_FILE, f"{where} is not a record file", run_id, None, where))
+def _structural(run_fd: int, index: DlqIndex) -> list[Finding]:
+    """An ended run's segments against its index by their bytes' SHA-256 (``deep=False``)."""
+    run_id = index.run_id
+    folder = f"{RUNS_DIR}/{run_id}/{SEGMENTS_DIR}"
+    findings: list[Finding] = []
+    segments_fd, _ = fsio.open_dir(run_fd, SEGMENTS_DIR, folder, create=True)
+    try:
+        names = {e.name for e in fsio.entries(segments_fd, folder)}
+        listed = {seg.name for seg in index.segments}
+        for seg in index.segments:
+            where = segment_where(run_id, seg.name)
+            data = fsio.read_file(segments_fd, seg.name, where, HARD_MAX_SEGMENT_BYTES)
+            if data is None:
+                message = f"{where} is in the index but not on disk"
+                findings.append(Finding(DRIFT, message, run_id, None, where))
+            elif bytes_checksum(data) != seg.sha256:
+                message = f"{where} does not verify: its bytes are not the bytes the index lists"
+                findings.append(Finding(CHECKSUM, message, run_id, None, where))
+        for name in sorted(names - listed):
+            where = segment_where(run_id, name)
+            if is_temp_name(name):
+                message = f"{where} is a temporary file of a segment publish that was interrupted"
+                findings.append(Finding(TORN_SEGMENT, message, run_id, None, where, True))
+            else:
+                message = f"{where} is not a segment the index lists"
+                findings.append(Finding(UNLISTED, message, run_id, None, where))
+    finally:
+        os.close(segments_fd)
     return findings
 
 
-def _drift(scan: RecordScan, index: DlqIndex, run_id: str) -> list[Finding]:
-    unreadable = {_stem(name) for name in scan.torn} | {_stem(name) for name, _ in scan.bad}
-    on_disk = {rid: record.sha256 for rid, record in scan.valid.items()}
+def _segment_findings(scan: SegmentScan, run_id: str) -> list[Finding]:
     findings = []
-    for item in index.entries:
-        where = record_where(run_id, f"{item.record_id}.json")
-        if item.record_id in unreadable:
-            continue  # reported already, with its own code
-        if item.record_id not in on_disk:
+    for name in scan.temps:
+        where = segment_where(run_id, name)
+        message = f"{where} is a temporary file of a segment publish that was interrupted"
+        findings.append(Finding(TORN_SEGMENT, message, run_id, None, where, True))
+    for name, line, err in scan.bad:
+        findings.append(_of(err, run_id, None, segment_where(run_id, name), line))
+    for name in scan.stray:
+        where = segment_where(run_id, name)
+        findings.append(Finding(STRAY_FILE, f"{where} is not a segment file", run_id, None, where))
+    return findings
+
+
+def _drift(scan: SegmentScan, index: DlqIndex, run_id: str) -> list[Finding]:
+    """What differs between an ended run's index and its segments on disk."""
+    findings: list[Finding] = []
+    bad = {name for name, _, _ in scan.bad}
+    checksums = index.checksums()
+    for seg in index.segments:
+        where = segment_where(run_id, seg.name)
+        if seg.name in bad:
+            continue  # reported already, line by line
+        if seg.name not in scan.valid:
             message = f"{where} is in the index but not on disk"
-            findings.append(Finding(DRIFT, message, run_id, item.record_id, where))
-        elif on_disk[item.record_id] != item.sha256:
-            message = f"{where} verifies but differs from its index entry"
-            findings.append(Finding(DRIFT, message, run_id, item.record_id, where))
-    listed = {item.record_id for item in index.entries}
-    for rid in sorted(on_disk.keys() - listed):
-        where = record_where(run_id, f"{rid}.json")
-        message = f"{where} is on disk but not in the index"
-        findings.append(Finding(DRIFT, message, run_id, rid, where))
+            findings.append(Finding(DRIFT, message, run_id, None, where))
+            continue
+        found, records, _ = scan.valid[seg.name]
+        if found.sha256 != seg.sha256:
+            message = f"{where} does not verify: its bytes are not the bytes the index lists"
+            findings.append(Finding(CHECKSUM, message, run_id, None, where))
+        ids = [r.record_id for r in records]
+        for number, record in enumerate(records, start=1):
+            if checksums.get(record.record_id) != record.sha256:
+                message = f"{where} line {number} holds a record the index does not list as is"
+                findings.append(
+                    Finding(DRIFT, message, run_id, record.record_id, where, line=number)
+                )
+        on_disk = set(ids)
+        for item in index.entries:
+            if seg.holds(item.record_id) and item.record_id not in on_disk:
+                after = bisect_left(ids, item.record_id)
+                message = (
+                    f"{where} lacks record {item.record_id} that the index lists "
+                    f"(a line removed after line {after})"
+                )
+                findings.append(Finding(DRIFT, message, run_id, item.record_id, where, line=after))
+    leftovers = set(leftover_segments(scan, index))
+    listed = {seg.name for seg in index.segments}
+    for name in sorted(scan.valid.keys() - listed):
+        where = segment_where(run_id, name)
+        if name in leftovers:
+            message = f"{where} is not in the index and holds nothing it needs (a leftover)"
+            findings.append(Finding(UNLISTED, message, run_id, None, where, True))
+        else:
+            message = f"{where} is not in the index and holds records the index does not list"
+            findings.append(Finding(UNLISTED, message, run_id, None, where))
     return findings
 
 
@@ -327,31 +405,57 @@ def _verify_run_acks(store: DlqStore, acks_fd: int, run_id: str) -> list[Finding
     try:
         for item in sorted(fsio.entries(fd, folder), key=lambda e: e.name):
             where = f"{folder}/{item.name}"
-            record_id = _stem(item.name)
             if item.is_symlink() or not item.is_file(follow_symlinks=False):
-                findings.append(_of(fsio.escape(where), run_id, record_id, where))
+                findings.append(_of(fsio.escape(where), run_id, None, where))
                 continue
-            if record_id is None:
-                findings.append(
-                    Finding(STRAY_FILE, f"{where} is not an ack file", run_id, None, where)
+            if ACK_FILE.fullmatch(item.name) is None:
+                temp = item.name.startswith(".") and ".tmp-" in item.name
+                message = (
+                    f"{where} is left over from an interrupted ack write"
+                    if temp
+                    else f"{where} is not an ack file"
                 )
+                findings.append(Finding(STRAY_FILE, message, run_id, None, where, temp))
                 continue
             try:
-                data = fsio.read_file(fd, item.name, where, MAX_ACK_BYTES) or b""
-                ack = parse_ack(data, run_id, record_id, where)
+                data = fsio.read_file(fd, item.name, where, MAX_ACK_SEGMENT_BYTES) or b""
             except DlqError as err:
-                findings.append(_of(err, run_id, record_id, where))
+                findings.append(_of(err, run_id, None, where))
                 continue
-            if checksums is None or record_id not in checksums:
-                message = f"{where} acknowledges a record the run's index does not list"
-                findings.append(Finding(ACK_ORPHAN, message, run_id, record_id, where))
-            elif checksums[record_id] != ack.record_sha256:
-                message = f"{where} names another checksum than the record's"
-                findings.append(
-                    Finding("DPONE_DLQ_ACK_MISMATCH", message, run_id, record_id, where)
-                )
+            findings.extend(_ack_lines(data, run_id, where, checksums))
     finally:
         os.close(fd)
+    return findings
+
+
+def _ack_lines(
+    data: bytes, run_id: str, where: str, checksums: dict[str, str] | None
+) -> list[Finding]:
+    findings: list[Finding] = []
+    lines = data.split(b"\n")
+    if lines.pop():
+        message = f"{where} line {len(lines) + 1} is truncated"
+        findings.append(Finding("DPONE_DLQ_ACK_CHECKSUM_MISMATCH", message, run_id, None, where))
+    for number, line in enumerate(lines, start=1):
+        try:
+            ack = parse_ack_line(line, run_id, f"{where} line {number}")
+        except DlqError as err:
+            findings.append(_of(err, run_id, None, where, number))
+            continue
+        rid = ack.record_id
+        if checksums is None or rid not in checksums:
+            message = f"{where} line {number} acknowledges a record the run's index does not list"
+            # With a verified index, the acknowledgement of a record the run no longer holds
+            # is what an interrupted retention leaves (it removes acknowledgements last); it
+            # acknowledges nothing, so removing it loses nothing.
+            findings.append(
+                Finding(ACK_ORPHAN, message, run_id, rid, where, checksums is not None, number)
+            )
+        elif checksums[rid] != ack.record_sha256:
+            message = f"{where} line {number} names another checksum than the record's"
+            findings.append(
+                Finding("DPONE_DLQ_ACK_MISMATCH", message, run_id, rid, where, line=number)
+            )
     return findings
 
 
@@ -367,7 +471,13 @@ def repair_store(store: DlqStore, run_id: str | None = None) -> list[Finding]:
         if finding.repairable and finding.run_id is not None:
             by_run.setdefault(finding.run_id, []).append(finding)
     for name, found in by_run.items():
-        repaired.extend(_repair_run(store, name, found))
+        orphans = [f for f in found if f.code == ACK_ORPHAN]
+        runs = [f for f in found if f.code != ACK_ORPHAN]
+        if runs:
+            repaired.extend(_repair_run(store, name, runs))
+        if orphans:
+            store.remove_acks(name, {f.record_id for f in orphans if f.record_id is not None})
+            repaired.extend(orphans)
     if run_id is None and any(f.repairable and f.run_id is None for f in findings):
         removed = set(store.remove_stale_new_runs())
         repaired.extend(
@@ -382,33 +492,39 @@ def _tail(path: str | None) -> str:
 
 def _repair_run(store: DlqStore, run_id: str, found: list[Finding]) -> list[Finding]:
     where = f"{RUNS_DIR}/{run_id}"
-    repaired = []
+    repaired: list[Finding] = []
     with store.open_path(RUNS_DIR, run_id) as run_fd:
-        temps = [f for f in found if f.code == STRAY_FILE]
-        for finding in temps:
-            fsio.unlink_quietly(run_fd, _tail(finding.path))
-        if temps:
-            fsio.fsync_fd(run_fd, where)
-            repaired.extend(temps)
-        crash = [f for f in found if f.code != STRAY_FILE]
-        if not crash:
-            return repaired
         lock_fd = take_lock(run_fd, where, create=True)
         if lock_fd is None:
             return repaired  # a writer came back to life meanwhile: leave it alone
         try:
+            temps = [f for f in found if f.code == STRAY_FILE]
+            for finding in temps:
+                fsio.unlink_quietly(run_fd, _tail(finding.path))
+            if temps:
+                fsio.fsync_fd(run_fd, where)
+                repaired.extend(temps)
             try:
                 index = read_index_at(run_fd, run_id)
             except DlqIndexMissing:
                 store.rebuild_aborted(run_fd, run_id, "index_missing")
-            else:
-                if index.status != "open":
-                    return repaired
+                return repaired + [f for f in found if f.code != STRAY_FILE]
+            if index.status == "open":
                 store.rebuild_aborted(run_fd, RunHeader.of(index), "writer_gone")
-            repaired.extend(crash)
+                return repaired + [f for f in found if f.code != STRAY_FILE]
+            segments_fd, _ = fsio.open_dir(run_fd, SEGMENTS_DIR, f"{where}/{SEGMENTS_DIR}")
+            try:
+                removed = set(remove_leftovers(segments_fd, run_id, index))
+            finally:
+                os.close(segments_fd)
+            repaired.extend(
+                f
+                for f in found
+                if f.code == TORN_SEGMENT or (f.code == UNLISTED and _tail(f.path) in removed)
+            )
         finally:
             release_lock(run_fd, lock_fd)
     return repaired
 
 
-__all__ = ["FINDING_CODES", "Finding", "repair_store", "verify_store"]
+__all__ = ["FINDING_CODES", "Finding", "repair_store", "verify_store", "verify_written"]

@@ -1,14 +1,15 @@
 """The run writer: takes whole chunks of rejected rows and makes them durable together.
 
 One :meth:`RunWriter.write_chunk` call validates every row of the chunk first (nothing is
-written when one of them breaks a limit), creates one file per new record (create-only, from
-a small thread pool: the syscalls release the GIL), then makes the whole chunk durable with a
-single group commit (:func:`dpone.dlq.fsio.group_sync`) before it returns the record ids.
-Nothing is reported as quarantined before it is durable.
+written when one of them breaks a limit), then publishes the chunk's new records as one
+segment file (split at ``max_segment_bytes``; :func:`dpone.dlq.segments.publish`: temp file,
+fsync, create-only link, folder fsync) before it returns the record ids. Nothing is reported
+as quarantined before it is durable.
 
 A row is identified by its ``record_ref``: a ref already recorded in this run returns the
 existing record id and writes nothing, so a chunk retried after a failure neither duplicates
-rows nor conflicts (the records of the failed attempt are reused byte for byte).
+rows nor conflicts (the records of the failed attempt are reused byte for byte, under the
+segment name the failed attempt used, so a segment it did publish is recognised).
 
 Not thread-safe: one writer per run, driven by one thread.
 """
@@ -19,7 +20,6 @@ import hashlib
 import os
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 from types import TracebackType
@@ -28,54 +28,53 @@ from typing import Any, Literal
 import orjson
 import structlog
 
-from dpone.dlq import fsio
+from dpone.contracts.reasons import ReasonCode
+from dpone.dlq import fsio, segments
 from dpone.dlq.canonical import verify_checksum
+from dpone.dlq.encode import RecordEncoder
 from dpone.dlq.errors import (
     DlqError,
-    DlqIntegrityError,
     DlqInvalidReject,
     DlqLimitExceeded,
     DlqRecordConflict,
     DlqRunLocked,
     DlqRunMismatch,
     DlqRunNotOpen,
-    DlqStorageError,
     DlqWriterFailed,
 )
 from dpone.dlq.ids import UlidSequence
 from dpone.dlq.index import StatusReason, entry
 from dpone.dlq.model import (
+    MAX_SAFE_INT,
     DlqRecord,
     RejectedRow,
-    build_record_doc,
     check_reject,
     format_timestamp,
-    record_canonical_json,
     sealed_record_bytes,
 )
+from dpone.dlq.refs import has_ref_shape
+from dpone.dlq.segments import SEGMENT_FILE, SEGMENTS_DIR, SegmentEntry
 from dpone.dlq.store import (
-    HARD_MAX_RECORD_BYTES,
+    HARD_MAX_SEGMENT_BYTES,
     INDEX_FILE,
-    RECORD_FILE,
-    RECORDS_DIR,
     RUNS_DIR,
     DlqStore,
     RunHeader,
     dumps,
-    parse_record,
     read_index_at,
     release_lock,
-    scan_records,
+    scan_segments,
     take_lock,
 )
-from dpone.faults import checkpoint
 
 log = structlog.get_logger("dpone.dlq")
 
 WriterState = Literal["open", "closed", "aborted", "broken"]
 # Room the index header and reason counts take besides the entries (bytes, generous).
 _INDEX_OVERHEAD = 2048
-_POOL_MIN_CHUNK = 64
+_SEGMENT_ENTRY_BYTES = 320
+# len(b'{"record_id":"<26>","sha256":"sha256:<64>","code":"","column":}') + a separator
+_ENTRY_FIXED = len(orjson.dumps(entry("0" * 26, "sha256:" + "0" * 64, "", None))) - 4 + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,9 +83,9 @@ class _Item:
 
     ref: str
     record_id: str
-    name: str
     data: bytes
     sha256: str
+    expires_at: str
     entry: dict[str, Any]
     entry_size: int
 
@@ -126,7 +125,7 @@ class RunWriter:
         store: DlqStore,
         header: RunHeader,
         fds: tuple[int, int, int],
-        existing: Mapping[str, DlqRecord] | None = None,
+        existing: tuple[Sequence[SegmentEntry], Sequence[DlqRecord]] = ((), ()),
     ) -> None:
         self._store = store
         self._policy = store.policy
@@ -134,40 +133,42 @@ class RunWriter:
         self.run_id = header.run_id
         self.load_id = header.load_id
         self.pipeline = header.pipeline
-        self._run_fd, self._records_fd, self._lock_fd = fds
-        self._where = f"{RUNS_DIR}/{self.run_id}/{RECORDS_DIR}"
+        self._run_fd, self._segments_fd, self._lock_fd = fds
+        self._where = f"{RUNS_DIR}/{self.run_id}/{SEGMENTS_DIR}"
         self._state: WriterState = "open"
-        self._pool: ThreadPoolExecutor | None = None
-        # fsync per file waits on the disk, so many workers overlap; syncfs mode only creates
-        # files, and ext4 serialises creates in one folder, so two workers are enough.
-        self._workers = 16 if store.sync_mode == "fsync" else min(2, os.cpu_count() or 1)
-        # Durable and reported: id -> index entry; ref -> id.
+        # Durable and reported: id -> index entry; ref -> id; the published segments.
         self._entries: dict[str, dict[str, Any]] = {}
         self._by_ref: dict[str, str] = {}
         self._entry_bytes = 0
-        # Every record file this run has on disk (reported or not), and the items of failed
-        # attempts, kept so that a retry writes the very same bytes.
-        self._on_disk: set[str] = set()
+        self._segments: dict[str, SegmentEntry] = {}
+        # Items and segment names of failed attempts, kept so that a retry writes the very
+        # same bytes under the very same name.
         self._pending: dict[str, _Item] = {}
+        self._pending_names: dict[tuple[str, ...], str] = {}
         # Set by any failed write: from then on the disk, not memory, decides what is indexed.
         self._dirty = False
-        existing = existing or {}
-        for rid in sorted(existing):
-            record = existing[rid]
+        # Refs of durable records no call has reported yet: a failed chunk may have published
+        # some of its segments. Reporting them takes a retry of that chunk; close refuses.
+        self._unreported_refs: set[str] = set()
+        listed, records = existing
+        for record in records:
+            rid = record.record_id
             item = entry(rid, record.sha256, record.reason.code.value, record.reason.column)
             self._entries[rid] = item
             self._by_ref[record.record_ref] = rid
             self._entry_bytes += len(orjson.dumps(item)) + 1
-            self._on_disk.add(rid)
+        self._segments = {seg.name: seg for seg in listed}
+        self._seq = 1 + max((_seq_of(name) for name in self._segments), default=0)
         self._ids = UlidSequence(after=max(self._entries) if self._entries else None)
+        self._shapes: dict[tuple[Any, ...], ReasonCode] = {}
         self._result: RunResult | None = None
 
     # --- construction ---------------------------------------------------------------------------
 
     @classmethod
     def start(cls, store: DlqStore, created: tuple[int, int, int, RunHeader]) -> RunWriter:
-        run_fd, records_fd, lock_fd, header = created
-        writer = cls(store, header, (run_fd, records_fd, lock_fd))
+        run_fd, segments_fd, lock_fd, header = created
+        writer = cls(store, header, (run_fd, segments_fd, lock_fd))
         log.info(
             "dlq.run.opened",
             run_id=header.run_id,
@@ -196,25 +197,26 @@ class RunWriter:
                 raise DlqRunMismatch(f"run {run_id} belongs to another load or pipeline")
             if index.pii_policy != store.policy.pii_policy:
                 raise DlqRunMismatch(f"run {run_id} was started under another pii_policy")
-            records_fd, _ = fsio.open_dir(
-                run_fd, RECORDS_DIR, f"{where}/{RECORDS_DIR}", create=True
+            segments_fd, _ = fsio.open_dir(
+                run_fd, SEGMENTS_DIR, f"{where}/{SEGMENTS_DIR}", create=True
             )
-            fds.append(records_fd)
-            scan = scan_records(records_fd, run_id, remove_torn=True)
+            fds.append(segments_fd)
+            scan = scan_segments(segments_fd, run_id, remove_temps=True)
             if scan.bad:
-                raise scan.bad[0][1]
+                raise scan.bad[0][2]
         except BaseException:
             for fd in fds:
                 os.close(fd)
             raise
         header = RunHeader.of(index)
-        writer = cls(store, header, (run_fd, records_fd, lock_fd), existing=scan.valid)
+        existing = scan.adoptable()
+        writer = cls(store, header, (run_fd, segments_fd, lock_fd), existing=existing)
         try:
             writer._write_index("open", None)
         except BaseException:
             writer._release("broken")
             raise
-        log.info("dlq.run.resumed", run_id=run_id, load_id=load_id, records=len(scan.valid))
+        log.info("dlq.run.resumed", run_id=run_id, load_id=load_id, records=len(existing[1]))
         return writer
 
     # --- state ----------------------------------------------------------------------------------
@@ -225,8 +227,9 @@ class RunWriter:
 
     @property
     def record_count(self) -> int:
-        """Records of this run on disk (a resumed run counts what earlier writers left)."""
-        return len(self._on_disk)
+        """Records of this run reported durable (a resumed run counts what earlier writers
+        left)."""
+        return len(self._entries)
 
     @property
     def result(self) -> RunResult | None:
@@ -246,6 +249,7 @@ class RunWriter:
         chunk can be retried as is, or the run aborted.
         """
         self._require_open()
+        self._settle_pending()
         started = time.perf_counter()
         now = self._store.now()
         created_at = format_timestamp(now)
@@ -267,10 +271,18 @@ class RunWriter:
             else:
                 to_build[ref] = row
         new_ids = self._ids.batch(len(to_build), now) if to_build else []
+        encoder = RecordEncoder(
+            run_id=self.run_id,
+            load_id=self.load_id,
+            policy=self._policy.pii_policy,
+            created_at=created_at,
+            expires_at=expires_at,
+        )
         for (ref, row), record_id in zip(to_build.items(), new_ids, strict=True):
-            chunk[ref] = self._build(row, record_id, created_at, expires_at)
+            chunk[ref] = self._build(row, record_id, encoder)
         items = list(chunk.values())
         self._write_items(items)
+        self._unreported_refs.difference_update(row.record_ref for row in rows)
         for pos, row in enumerate(rows):
             if not ids[pos]:
                 ids[pos] = chunk[row.record_ref].record_id
@@ -290,7 +302,9 @@ class RunWriter:
         ``DPONE_DLQ_RECORD_CONFLICT`` (the file on disk is kept as it is).
         """
         self._require_open()
+        self._settle_pending()
         items = []
+        batch: dict[str, dict[str, Any]] = {}  # id -> entry of the records of this call
         for record in records:
             doc = record.to_json()
             if record.run_id != self.run_id or record.load_id != self.load_id:
@@ -302,35 +316,59 @@ class RunWriter:
                 raise DlqRecordConflict(
                     f"run {self.run_id} already holds this row as record {known}"
                 )
-            items.append(
-                self._item(
-                    record.record_id,
-                    record.record_ref,
-                    dumps(doc),
-                    record.sha256,
-                    record.reason.code.value,
-                    record.reason.column,
-                )
+            held = self._entries.get(record.record_id) or batch.get(record.record_id)
+            if held is not None:
+                if held["sha256"] != record.sha256:
+                    raise DlqRecordConflict(
+                        f"run {self.run_id} already holds record {record.record_id} "
+                        "with another checksum; the record on disk is kept"
+                    )
+                continue  # held already (or earlier in this call): a no-op
+            item = self._item(
+                record.record_id,
+                record.record_ref,
+                dumps(doc),
+                record.sha256,
+                record.reason.code.value,
+                record.reason.column,
+                record.expires_at,
             )
+            batch[record.record_id] = item.entry
+            items.append(item)
         self._write_items(items)
-        return [item.record_id for item in items]
+        self._unreported_refs.difference_update(r.record_ref for r in records)
+        return [record.record_id for record in records]
 
-    def _build(self, row: RejectedRow, record_id: str, created_at: str, expires_at: str) -> _Item:
-        code = check_reject(row)
-        policy = self._policy
-        doc = build_record_doc(
-            record_id=record_id,
-            run_id=self.run_id,
-            load_id=self.load_id,
-            row=row,
-            code=code,
-            policy=policy.pii_policy,
-            created_at=created_at,
-            expires_at=expires_at,
-        )
+    def _check(self, row: RejectedRow) -> ReasonCode:
+        """:func:`check_reject`, with the checks of the fields that repeat across a chunk's
+        rows (reason, column, file, types, rule) done once per distinct combination."""
         try:
-            diagnostics = len(orjson.dumps(doc["diagnostics"]))
-            canonical = record_canonical_json(doc)
+            shape = (
+                row.reason,
+                row.column,
+                row.source_partition,
+                row.actual_type,
+                row.expected_type,
+                row.rule_id,
+            )
+            code = self._shapes.get(shape)
+        except TypeError:  # an unhashable field: check_reject says what is wrong
+            code = None
+        offset = row.source_offset
+        if (
+            code is None
+            or not has_ref_shape(row.record_ref)
+            or (offset is not None and (type(offset) is not int or not 0 <= offset <= MAX_SAFE_INT))
+        ):
+            code = self._shapes[shape] = check_reject(row)
+        return code
+
+    def _build(self, row: RejectedRow, record_id: str, encoder: RecordEncoder) -> _Item:
+        code = self._check(row)
+        policy = self._policy
+        try:
+            diagnostics = encoder.diagnostics_size(row)
+            canonical = encoder.encode(row, code, record_id)
         except (orjson.JSONEncodeError, ValueError):
             raise DlqInvalidReject("a rejected row holds text that is not valid UTF-8") from None
         if diagnostics > policy.max_diagnostic_bytes:
@@ -348,10 +386,18 @@ class RunWriter:
             sha,
             code.value,
             row.column,
+            encoder.expires_at,
         )
 
     def _item(
-        self, record_id: str, ref: str, data: bytes, sha: str, code: str, column: str | None
+        self,
+        record_id: str,
+        ref: str,
+        data: bytes,
+        sha: str,
+        code: str,
+        column: str | None,
+        expires_at: str,
     ) -> _Item:
         if len(data) > self._policy.max_record_bytes:
             raise DlqLimitExceeded(
@@ -361,20 +407,22 @@ class RunWriter:
                 "a DLQ record is too large",
             )
         item = entry(record_id, sha, code, column)
+        # The entry's JSON size without serializing it: fixed keys, ASCII id and checksum.
+        size = _ENTRY_FIXED + len(code) + (4 if column is None else len(orjson.dumps(column)))
         return _Item(
             ref=ref,
             record_id=record_id,
-            name=f"{record_id}.json",
             data=data,
             sha256=sha,
+            expires_at=expires_at,
             entry=item,
-            entry_size=len(orjson.dumps(item)) + 1,
+            entry_size=size,
         )
 
     def _check_limits(self, items: Sequence[_Item]) -> None:
         policy = self._policy
-        new = {item.record_id for item in items} - self._on_disk
-        count = len(self._on_disk) + len(new)
+        new = {item.record_id for item in items} - self._entries.keys()
+        count = len(self._entries) + len(new)
         if count > policy.max_records_per_run:
             raise DlqLimitExceeded(
                 "max_records_per_run",
@@ -383,7 +431,8 @@ class RunWriter:
                 f"run {self.run_id} would hold too many records",
             )
         extra = sum(item.entry_size for item in items if item.record_id not in self._entries)
-        index_bytes = _INDEX_OVERHEAD + self._entry_bytes + extra
+        segment_bytes = _SEGMENT_ENTRY_BYTES * (len(self._segments) + len(self._groups(items)))
+        index_bytes = _INDEX_OVERHEAD + self._entry_bytes + extra + segment_bytes
         if index_bytes > policy.max_index_bytes:
             raise DlqLimitExceeded(
                 "max_index_bytes",
@@ -392,57 +441,86 @@ class RunWriter:
                 f"the index of run {self.run_id} would be too large",
             )
 
+    def _groups(self, items: Sequence[_Item]) -> list[list[_Item]]:
+        """``items`` in record-id order, cut into segments of at most max_segment_bytes."""
+        limit = self._policy.max_segment_bytes
+        groups: list[list[_Item]] = []
+        size = limit + 1
+        for item in sorted(items, key=lambda i: i.record_id):
+            if size + len(item.data) > limit:
+                groups.append([])
+                size = 0
+            groups[-1].append(item)
+            size += len(item.data)
+        return groups
+
     def _write_items(self, items: Sequence[_Item]) -> None:
         if not items:
             return
         self._check_limits(items)
+        for group in self._groups(items):
+            self._publish(group)
+
+    def _publish(self, group: list[_Item]) -> None:
+        ids = tuple(item.record_id for item in group)
+        name = self._pending_names.get(ids)
+        if name is None:
+            name = segments.segment_name(self._seq)
+            self._seq += 1
+        data = segments.encode([item.data for item in group])
         try:
-            outcome = fsio.create_many(
-                self._records_fd,
-                [(item.name, item.data) for item in items],
-                fsync_each=self._store.sync_mode == "fsync",
-                pool=self._thread_pool(len(items)),
-                workers=self._workers,
-            )
-            self._on_disk.update(items[i].record_id for i in outcome.created)
-            if outcome.error is not None:
-                raise DlqStorageError.from_oserror(outcome.error, "write records in", self._where)
-            for i in outcome.existing:
-                self._same_as_existing(items[i])
-                self._on_disk.add(items[i].record_id)
-            checkpoint("during_dlq_group_commit")
-            fsio.group_sync(self._records_fd, self._store.sync_mode, self._where)
+            if not segments.publish(self._segments_fd, name, data, f"{self._where}/{name}"):
+                self._same_as_existing(name, data)
         except BaseException:
             self._dirty = True
-            for item in items:
+            self._pending_names[ids] = name
+            for item in group:
                 self._pending[item.ref] = item
             raise
-        for item in items:
+        self._pending_names.pop(ids, None)
+        self._adopt(name, data, group)
+
+    def _adopt(self, name: str, data: bytes, group: Sequence[_Item]) -> None:
+        self._segments[name] = SegmentEntry(
+            name=name,
+            sha256=segments.bytes_checksum(data),
+            record_count=len(group),
+            first_record_id=group[0].record_id,
+            last_record_id=group[-1].record_id,
+            expires_at=max(item.expires_at for item in group),
+        )
+        for item in group:
             if item.record_id not in self._entries:
                 self._entries[item.record_id] = item.entry
                 self._entry_bytes += item.entry_size
             self._by_ref[item.ref] = item.record_id
             self._pending.pop(item.ref, None)
+            self._unreported_refs.add(item.ref)
 
-    def _same_as_existing(self, item: _Item) -> None:
-        """A create found the name taken: a no-op if it holds this very record."""
-        where = f"{self._where}/{item.name}"
-        data = fsio.read_file(self._records_fd, item.name, where, HARD_MAX_RECORD_BYTES)
-        try:
-            existing = parse_record(data or b"", self.run_id, item.record_id, where)
-        except DlqIntegrityError:
-            existing = None
-        if existing is None or existing.sha256 != item.sha256:
+    def _settle_pending(self) -> None:
+        """Adopt the segments a failed attempt did publish before it failed (a crash of the
+        folder fsync, say): their records are on disk and must not be written twice."""
+        for ids, name in list(self._pending_names.items()):
+            group = [item for item in self._pending.values() if item.record_id in set(ids)]
+            group.sort(key=lambda i: i.record_id)
+            data = segments.encode([item.data for item in group])
+            where = f"{self._where}/{name}"
+            on_disk = fsio.read_file(self._segments_fd, name, where, HARD_MAX_SEGMENT_BYTES)
+            if on_disk is None:
+                continue
+            if on_disk != data:
+                raise DlqRecordConflict(f"{where} exists with other bytes; it is kept")
+            fsio.fsync_fd(self._segments_fd, self._where)
+            del self._pending_names[ids]
+            self._adopt(name, data, group)
+
+    def _same_as_existing(self, name: str, data: bytes) -> None:
+        """A publish found the name taken: a no-op if it holds these very bytes."""
+        where = f"{self._where}/{name}"
+        if fsio.read_file(self._segments_fd, name, where, HARD_MAX_SEGMENT_BYTES) != data:
             raise DlqRecordConflict(
-                f"{where} already exists with another checksum; the existing file is kept"
+                f"{where} already exists with other bytes; the existing file is kept"
             )
-
-    def _thread_pool(self, count: int) -> ThreadPoolExecutor | None:
-        if count < _POOL_MIN_CHUNK or self._workers <= 1:
-            return None
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="dpone-dlq")
-        return self._pool
 
     # --- ending ---------------------------------------------------------------------------------
 
@@ -462,12 +540,16 @@ class RunWriter:
         return result
 
     def _unreported(self) -> int:
-        """Record files on disk that no ``write_chunk`` reported (only after a failure)."""
+        """Records on disk that no call reported (only after a failure): those of the
+        segments a failed chunk published, and of any segment this writer does not know."""
         if not self._dirty:
             return 0
-        names = fsio.entries(self._records_fd, self._where)
-        on_disk = {m[1] for e in names if (m := RECORD_FILE.match(e.name))}
-        return len(on_disk - self._entries.keys())
+        self._settle_pending()
+        names = fsio.entries(self._segments_fd, self._where)
+        unknown = sum(
+            1 for e in names if SEGMENT_FILE.fullmatch(e.name) and e.name not in self._segments
+        )
+        return len(self._unreported_refs) + unknown
 
     def abort(self, reason: StatusReason = "run_failed") -> RunResult:
         """End the run as ``aborted`` (replay refuses it). Every record on disk is indexed."""
@@ -505,8 +587,14 @@ class RunWriter:
     ) -> dict[str, Any]:
         """Replace the run's index atomically; the document written."""
         entries = [] if status == "open" else list(self._entries.values())
+        listed = [] if status == "open" else list(self._segments.values())
         doc = self._store.index_doc(
-            self._header, status, reason, owner=status == "open", entries=entries
+            self._header,
+            status,
+            reason,
+            owner=status == "open",
+            entries=entries,
+            segments=listed,
         )
         data = dumps(doc)
         if enforce_limit and len(data) > self._policy.max_index_bytes:
@@ -522,14 +610,11 @@ class RunWriter:
 
     def _release(self, state: WriterState) -> None:
         self._state = state
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
         if state in ("closed", "aborted"):
             release_lock(self._run_fd, self._lock_fd)
         else:
             os.close(self._lock_fd)
-        os.close(self._records_fd)
+        os.close(self._segments_fd)
         os.close(self._run_fd)
 
     def __enter__(self) -> RunWriter:
@@ -551,6 +636,12 @@ class RunWriter:
             self.abort()
         except DlqError as err:
             log.error("dlq.run.abort_failed", run_id=self.run_id, code=err.code)
+
+
+def _seq_of(name: str) -> int:
+    """The sequence number of a segment this writer names (0 for any other name)."""
+    stem = name.removesuffix(".jsonl")
+    return int(stem) if stem.isdigit() else 0
 
 
 def _result_of(doc: Mapping[str, Any], run_id: str) -> RunResult:

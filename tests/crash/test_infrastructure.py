@@ -277,6 +277,21 @@ def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mount)], check=False, capture_output=True)
 
 
+def _fill(path: Path, *, leave: int) -> None:
+    """Fill the filesystem ``path`` is on, then give back ``leave`` bytes."""
+    block = b"\0" * 4096
+    with path.open("wb") as out:
+        try:
+            while True:
+                out.write(block)
+                out.flush()
+        except OSError:
+            pass
+    size = path.stat().st_size
+    with path.open("r+b") as out:
+        out.truncate(max(size - leave, 0))
+
+
 def test_dlq_disk_full_fails_typed_then_the_rerun_is_exactly_once(
     request: pytest.FixtureRequest, tmp_path: Path, small_tmpfs: Path
 ) -> None:
@@ -292,6 +307,9 @@ def test_dlq_disk_full_fails_typed_then_the_rerun_is_exactly_once(
     assert in_process(project, BASE_RUN).exit_code == 0
     state_before, rows_before = project.state_bytes(), sink_rows(project)
     write_rows(project, "b.csv", files["b.csv"])
+    # A reject costs bytes, not a file (one segment per chunk): leave room for the run's
+    # folder, its open index and a segment or two, not for all of them.
+    _fill(small_tmpfs / "ballast", leave=3 * 4096)
 
     proc = dpone_process(project, "--run-id", FAILED_RUN)
 

@@ -37,11 +37,11 @@ def root(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def make_store(root: Path, clock: FrozenClock) -> StoreFactory:
-    """``make_store(**policy_fields, environment=..., sync=...)`` on the same root."""
+    """``make_store(**policy_fields, environment=...)`` on the same root."""
 
-    def make(environment: str = "dev", sync: Any = "auto", **fields: Any) -> DlqStore:
+    def make(environment: str = "dev", **fields: Any) -> DlqStore:
         policy = DlqPolicy(directory=str(root), **fields)
-        return DlqStore(root, policy, clock=clock, environment=environment, sync=sync)
+        return DlqStore(root, policy, clock=clock, environment=environment)
 
     return make
 
@@ -77,10 +77,6 @@ def files_under(root: Path) -> Iterator[Path]:
     for folder, _, names in os.walk(root):
         for name in names:
             yield Path(folder) / name
-
-
-def record_files(root: Path, run_id: str) -> list[Path]:
-    return sorted((root / "runs" / run_id / "records").glob("*.json"))
 
 
 def start_writer(root: Path, **spec: Any) -> subprocess.Popen[str]:

@@ -10,8 +10,9 @@ from click.testing import CliRunner
 from dpone.cli.ops_dlq import dlq_group
 from dpone.contracts.reasons import ReasonCode
 from dpone.dlq.store import DlqStore
+from tests.dlqfiles import lines_of, rewrite_line, segment_files
 
-from .conftest import record_files, rows
+from .conftest import rows
 
 
 def _populate(store: DlqStore) -> None:
@@ -36,12 +37,14 @@ def test_verify_clean_store(store: DlqStore, root: Path) -> None:
 
 def test_verify_lists_findings_by_code(store: DlqStore, root: Path) -> None:
     _populate(store)
-    first = record_files(root, "run-1")[0]
-    first.write_bytes(first.read_bytes().replace(b"amount", b"AMOUNT"))
+    first = segment_files(root, "run-1")[0]
+    rewrite_line(first, 2, lines_of(first)[1].replace(b"amount", b"AMOUNT"))
     (root / "runs" / "run-2" / "index.json").write_text("{}")
     result = CliRunner().invoke(dlq_group, ["verify", "--dir", str(root)])
     assert result.exit_code == 1
-    assert "DPONE_DLQ_CHECKSUM_MISMATCH: runs/run-1/records/" in result.output
+    assert f"DPONE_DLQ_CHECKSUM_MISMATCH: runs/run-1/segments/{first.name} line 2 " in (
+        result.output
+    )
     assert "DPONE_DLQ_INDEX_CHECKSUM_MISMATCH" in result.output
     assert "2 finding(s)" in result.output
     only = CliRunner().invoke(dlq_group, ["verify", "--dir", str(root), "--run-id", "run-2"])

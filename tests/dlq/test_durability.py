@@ -1,116 +1,230 @@
-"""Group commit: one sync per chunk, nothing reported before it is durable, failures typed."""
+"""Segment publish: one durable temp file and one create-only link per segment, nothing
+reported before it is durable, failures typed and never leaving a temporary file."""
 
 from __future__ import annotations
 
 import errno
+import os
+import stat
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import dpone.faults
 from dpone.dlq import fsio
 from dpone.dlq.errors import DlqDiskFull, DlqStorageError, DlqWriterFailed
 from dpone.errors import TransientError
+from tests.dlqfiles import lines_of, record_ids_on_disk, segment_files, segments_dir, temp_files
 
-from .conftest import StoreFactory, record_files, rows
+from .conftest import StoreFactory, rows
+
+# About 800 bytes a record: 3000 rows are three segments of at most 1 MiB.
+BIG = 3000
+SPLIT = {"max_segment_bytes": 1_048_576}
 
 
-def _count_calls(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
-    calls: list[int] = []
-    real = getattr(fsio, name)
+def _calls(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[tuple[Any, ...]]:
+    """Record every call of ``owner.name`` (its arguments) and let it through."""
+    calls: list[tuple[Any, ...]] = []
+    real = getattr(owner, name)
 
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        calls.append(1)
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        calls.append((*args, *kwargs.values()))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(fsio, name, counting)
+    monkeypatch.setattr(owner, name, recording)
     return calls
 
 
-def test_one_syncfs_per_chunk(make_store: StoreFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    # dpone's machines (and CI) are Linux: the group commit must take the syncfs path there.
-    assert fsio.resolve_sync_mode("auto") == "syncfs"
-    syncs = _count_calls(monkeypatch, "syncfs")
-    writer = make_store(sync="syncfs").open_run("run-1", "load-1")
-    writer.write_chunk(rows(500))
-    writer.write_chunk(rows(500, start=501))
-    assert len(syncs) == 2
-    writer.close()
+def _is_dir(fd: int) -> bool:
+    return stat.S_ISDIR(os.fstat(fd).st_mode)
 
 
-def test_fsync_strategy_writes_the_same_store(
-    make_store: StoreFactory, monkeypatch: pytest.MonkeyPatch, root: Path
-) -> None:
-    syncs = _count_calls(monkeypatch, "syncfs")
-    store = make_store(sync="fsync")
-    with store.open_run("run-1", "load-1") as writer:
-        ids = writer.write_chunk(rows(200))
-    assert syncs == []
-    assert len(record_files(root, "run-1")) == 200
-    assert store.read_index("run-1").record_ids == tuple(ids)
-    assert store.verify() == []
+@pytest.fixture
+def hook() -> Iterator[list[Callable[[str], None]]]:
+    """A ``dpone.faults`` hook for the test: each callable appended gets every point passed."""
+    hooks: list[Callable[[str], None]] = []
+
+    def call(point: str) -> None:
+        for one in hooks:
+            one(point)
+
+    dpone.faults._hook = call
+    yield hooks
+    dpone.faults._hook = None
 
 
-def test_nothing_is_reported_before_the_sync(
+@pytest.fixture
+def short_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``os.write`` of a :class:`_Short` writes half of it, then fails with ENOSPC."""
+    real = os.write
+
+    def write(fd: int, data: Any) -> int:
+        if isinstance(data, memoryview) and isinstance(data.obj, _Short):
+            if len(data) == len(data.obj):
+                return real(fd, data[: len(data) // 2])
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+
+
+class _Short(bytes):
+    """Bytes the :func:`short_writes` fixture fails to write whole."""
+
+
+def test_one_fsynced_temp_file_and_one_link_per_chunk(
     make_store: StoreFactory, monkeypatch: pytest.MonkeyPatch, root: Path
 ) -> None:
     writer = make_store().open_run("run-1", "load-1")
+    creates = _calls(monkeypatch, fsio, "create_exclusive")
+    links = _calls(monkeypatch, os, "link")
+    order: list[str] = []  # the durable steps, in the order they happen
+    real_fsync, real_link = os.fsync, os.link
 
-    def failing_sync(fd: int, mode: str, where: str) -> None:
-        raise DlqStorageError.from_oserror(OSError(errno.EIO, "I/O error"), "sync", where)
+    def fsync(fd: int) -> None:
+        order.append("fsync folder" if _is_dir(fd) else "fsync file")
+        real_fsync(fd)
 
-    monkeypatch.setattr(fsio, "group_sync", failing_sync)
-    with pytest.raises(DlqStorageError) as caught:
-        writer.write_chunk(rows(10))
-    assert caught.value.transient
-    assert isinstance(caught.value, TransientError)
+    def link(*args: Any, **kwargs: Any) -> None:
+        order.append("link")
+        real_link(*args, **kwargs)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "link", link)
+    for removed in ("syncfs", "group_sync", "create_many"):  # the per-record mechanisms
+        if hasattr(fsio, removed):
+            monkeypatch.setattr(fsio, removed, lambda *a, **k: pytest.fail("not used any more"))
+    for number, start in enumerate((1, 501), start=1):
+        for calls in (creates, links, order):
+            calls.clear()
+        writer.write_chunk(rows(500, start=start))
+        [(_, temp, data, fsync)] = creates
+        assert fsync is True
+        assert temp.startswith(f".{number:08d}.jsonl.tmp-")
+        assert len(lines_of(segment_files(root, "run-1")[-1])) == 500
+        assert data == segment_files(root, "run-1")[-1].read_bytes()
+        [(src, dst, *_)] = links
+        assert (src, dst) == (temp, f"{number:08d}.jsonl")
+        assert order == ["fsync file", "link", "fsync folder"]
     monkeypatch.undo()
-    with pytest.raises(DlqWriterFailed):
-        writer.close()  # ten records on disk were never reported durable
-    ids = writer.write_chunk(rows(10))  # the retry reuses them byte for byte
-    assert sorted(p.stem for p in record_files(root, "run-1")) == sorted(ids)
-    assert writer.close().record_count == 10
+    assert writer.close().record_count == 1000
+    assert temp_files(root, "run-1") == []
 
 
-def test_a_full_disk_is_transient_and_leaves_no_torn_file(
+def test_a_segment_gets_its_final_name_only_when_whole_and_durable(
+    make_store: StoreFactory, root: Path, hook: list[Any]
+) -> None:
+    writer = make_store().open_run("run-1", "load-1")
+    seen: list[tuple[list[str], list[int]]] = []
+
+    def at_publish(point: str) -> None:
+        if point == "during_dlq_group_commit":
+            folder = segments_dir(root, "run-1")
+            names = sorted(p.name for p in folder.iterdir())
+            temps = temp_files(root, "run-1")
+            seen.append((names, [len(lines_of(p)) for p in temps]))
+
+    hook.append(at_publish)
+    ids = writer.write_chunk(rows(20))
+    [(names, temp_lines)] = seen
+    [name] = names  # no final name yet: only the temp file
+    assert name.startswith(".00000001.jsonl.tmp-")
+    assert temp_lines == [20]  # the whole segment, before the link
+    assert [p.name for p in segment_files(root, "run-1")] == ["00000001.jsonl"]
+    assert temp_files(root, "run-1") == []
+    assert writer.close().record_ids == tuple(ids)
+
+
+def test_nothing_is_reported_before_the_publish(
     make_store: StoreFactory, monkeypatch: pytest.MonkeyPatch, root: Path
 ) -> None:
     store = make_store()
     writer = store.open_run("run-1", "load-1")
-    writer.write_chunk(rows(5))
-    real = fsio.create_exclusive
-    made: list[str] = []
+    real = os.fsync
 
-    def fill_up(dir_fd: int, name: str, data: bytes, *, fsync: bool) -> bool:
-        if len(made) == 3:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        made.append(name)
-        return real(dir_fd, name, data, fsync=fsync)
+    def failing_folder_sync(fd: int) -> None:
+        if _is_dir(fd):
+            raise OSError(errno.EIO, "I/O error")
+        real(fd)
 
-    monkeypatch.setattr(fsio, "create_exclusive", fill_up)
-    with pytest.raises(DlqDiskFull) as caught:
-        writer.write_chunk(rows(10, start=6))
-    err = caught.value
-    assert err.code == "DPONE_DLQ_DISK_FULL"
-    assert err.transient
-    assert err.errno_name == "ENOSPC"
-    assert len(record_files(root, "run-1")) == 8
-    assert all(p.stat().st_size > 0 for p in record_files(root, "run-1"))
+    monkeypatch.setattr(os, "fsync", failing_folder_sync)
+    with pytest.raises(DlqStorageError) as caught:
+        writer.write_chunk(rows(10))  # linked, but the folder fsync failed
+    assert caught.value.transient
+    assert isinstance(caught.value, TransientError)
+    assert caught.value.errno_name == "EIO"
     monkeypatch.undo()
-    result = writer.abort()  # the run fails; what reached the disk is indexed
-    assert result.status == "aborted"
-    assert result.record_count == 8
+    [published] = segment_files(root, "run-1")
+    data = published.read_bytes()
+    with pytest.raises(DlqWriterFailed):
+        writer.close()  # ten records on disk were never reported durable
+    ids = writer.write_chunk(rows(10))  # the retry reuses them byte for byte, under that name
+    assert segment_files(root, "run-1") == [published]
+    assert published.read_bytes() == data
+    assert record_ids_on_disk(root, "run-1") == sorted(ids)
+    assert writer.close().record_ids == tuple(sorted(ids))
     assert store.verify() == []
 
 
-def test_a_write_error_removes_the_file_it_created(tmp_path: Path) -> None:
-    import os
+@pytest.mark.parametrize("where", ["temp file", "link"])
+def test_a_full_disk_is_transient_and_leaves_no_temp_file(
+    make_store: StoreFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    root: Path,
+    where: str,
+    short_writes: None,
+) -> None:
+    store = make_store(**SPLIT)
+    writer = store.open_run("run-1", "load-1")
+    first = writer.write_chunk(rows(5))
+    real_create, real_link = fsio.create_exclusive, os.link
+    made: list[str] = []
 
+    def create(dir_fd: int, name: str, data: bytes, *, fsync: bool) -> bool:
+        if where == "temp file" and len(made) == 1:
+            # A partial write, then ENOSPC: create_exclusive must remove what it created.
+            return real_create(dir_fd, name, _Short(data), fsync=fsync)  # type: ignore[arg-type]
+        made.append(name)
+        return real_create(dir_fd, name, data, fsync=fsync)
+
+    def link(src: str, dst: str, **kwargs: Any) -> None:
+        if where == "link" and len(made) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_link(src, dst, **kwargs)
+
+    monkeypatch.setattr(fsio, "create_exclusive", create)
+    monkeypatch.setattr(os, "link", link)
+    with pytest.raises(DlqDiskFull) as caught:
+        writer.write_chunk(rows(BIG, start=6))  # three segments; the second one fails
+    err = caught.value
+    assert err.code == "DPONE_DLQ_DISK_FULL"
+    assert err.transient
+    assert isinstance(err, TransientError)
+    assert err.errno_name == "ENOSPC"
+    monkeypatch.undo()
+    assert temp_files(root, "run-1") == []
+    assert [p.name for p in segment_files(root, "run-1")] == ["00000001.jsonl", "00000002.jsonl"]
+    on_disk = record_ids_on_disk(root, "run-1")
+    assert set(first) < set(on_disk)
+    assert len(on_disk) < 5 + BIG
+    result = writer.abort()  # the run fails; what reached the disk is indexed
+    assert result.status == "aborted"
+    assert list(result.record_ids) == on_disk
+    assert store.verify() == []
+
+
+def test_a_write_error_removes_the_file_it_created(tmp_path: Path, short_writes: None) -> None:
     fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         with pytest.raises(TypeError):
             fsio.create_exclusive(fd, "x.json", "not bytes", fsync=False)  # type: ignore[arg-type]
         assert not (tmp_path / "x.json").exists()
+        with pytest.raises(OSError, match="No space left"):
+            fsio.create_exclusive(fd, "y.json", _Short(b"0123456789"), fsync=True)
+        assert not (tmp_path / "y.json").exists()
         assert fsio.create_exclusive(fd, "x.json", b"{}", fsync=True)
         assert not fsio.create_exclusive(fd, "x.json", b"[]", fsync=True)
         assert (tmp_path / "x.json").read_bytes() == b"{}"
@@ -121,7 +235,7 @@ def test_a_write_error_removes_the_file_it_created(tmp_path: Path) -> None:
 def test_close_refuses_records_a_failed_chunk_left_behind(
     make_store: StoreFactory, monkeypatch: pytest.MonkeyPatch, root: Path
 ) -> None:
-    store = make_store()
+    store = make_store(**SPLIT)
     writer = store.open_run("run-1", "load-1")
     writer.write_chunk(rows(5))
     real = fsio.create_exclusive
@@ -135,12 +249,48 @@ def test_close_refuses_records_a_failed_chunk_left_behind(
 
     monkeypatch.setattr(fsio, "create_exclusive", fill_up)
     with pytest.raises(DlqDiskFull):
-        writer.write_chunk(rows(10, start=6))
+        writer.write_chunk(rows(BIG, start=6))  # two of its three segments published
     monkeypatch.undo()
-    writer.write_chunk(rows(3, start=100))  # another chunk: the two orphans stay unreported
+    assert len(segment_files(root, "run-1")) == 3
+    writer.write_chunk(rows(3, start=10_000))  # another chunk: the orphans stay unreported
     with pytest.raises(DlqWriterFailed):
         writer.close()
     result = writer.abort()
-    assert result.record_count == 5 + 2 + 3
-    assert sorted(result.record_ids) == sorted(p.stem for p in record_files(root, "run-1"))
+    assert 5 + 3 < result.record_count < 5 + BIG + 3
+    assert list(result.record_ids) == record_ids_on_disk(root, "run-1")
+    assert store.verify() == []
+
+
+def test_a_retried_chunk_reuses_its_segments(
+    make_store: StoreFactory, monkeypatch: pytest.MonkeyPatch, root: Path
+) -> None:
+    store = make_store(**SPLIT)
+    writer = store.open_run("run-1", "load-1")
+    real = fsio.create_exclusive
+    made: list[str] = []
+
+    def fill_up(dir_fd: int, name: str, data: bytes, *, fsync: bool) -> bool:
+        if len(made) == 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        made.append(name)
+        return real(dir_fd, name, data, fsync=fsync)
+
+    monkeypatch.setattr(fsio, "create_exclusive", fill_up)
+    with pytest.raises(DlqDiskFull):
+        writer.write_chunk(rows(BIG))
+    monkeypatch.undo()
+    [kept] = segment_files(root, "run-1")
+    data = kept.read_bytes()
+
+    ids = writer.write_chunk(rows(BIG))  # the same rows again: the published segment counts
+
+    assert len(ids) == len(set(ids)) == BIG
+    assert kept.read_bytes() == data
+    assert [p.name for p in segment_files(root, "run-1")] == [
+        "00000001.jsonl",
+        "00000002.jsonl",
+        "00000003.jsonl",
+    ]
+    assert record_ids_on_disk(root, "run-1") == sorted(ids)
+    assert writer.close().record_count == BIG
     assert store.verify() == []

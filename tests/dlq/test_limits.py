@@ -12,9 +12,10 @@ import pytest
 from dpone.dlq.errors import DlqLimitExceeded, DlqPolicyInvalid
 from dpone.dlq.index import entry
 from dpone.dlq.policy import LIMITS
-from dpone.dlq.writer import _INDEX_OVERHEAD
+from dpone.dlq.writer import _INDEX_OVERHEAD, _SEGMENT_ENTRY_BYTES
+from tests.dlqfiles import lines_of, record_ids_on_disk, segment_files
 
-from .conftest import StoreFactory, record_files, rows, run_writer
+from .conftest import StoreFactory, rows, run_writer
 
 
 @pytest.mark.parametrize("name", sorted(LIMITS))
@@ -49,7 +50,8 @@ def test_max_records_per_run(make_store: StoreFactory, root: Path) -> None:
         6,
         5,
     )
-    assert len(record_files(root, "past-bound")) == 4
+    assert len(record_ids_on_disk(root, "past-bound")) == 4
+    assert len(segment_files(root, "past-bound")) == 1  # nothing of the refused chunk
     assert writer.write_chunk(rows(1, start=5))  # exactly at the bound again
     result = writer.abort()  # the lifecycle fails the run before the state commits
     assert result.status == "aborted"
@@ -63,15 +65,16 @@ def test_max_records_per_run_counts_what_is_on_disk(make_store: StoreFactory, ro
     writer.write_chunk(rows(2, start=4))
     with pytest.raises(DlqLimitExceeded):
         writer.write_chunk(rows(1, start=6))
-    assert len(record_files(root, "run-1")) == 5
+    assert len(record_ids_on_disk(root, "run-1")) == 5
 
 
 def test_max_record_bytes(make_store: StoreFactory, root: Path) -> None:
     big = [{"note": "x" * 5000}]  # equal-length run ids: equal-size records
     with make_store(pii_policy="preserve").open_run("run-a", "load-1") as writer:
         writer.write_chunk(rows(1, values=big))
-    [probe] = record_files(root, "run-a")
-    size = probe.stat().st_size
+    [probe] = segment_files(root, "run-a")
+    [line] = lines_of(probe)
+    size = len(line) + 1  # a record's bytes: its line and the newline
     assert size > 4096
     store = make_store(pii_policy="preserve", max_record_bytes=size, max_diagnostic_bytes=1024)
     with store.open_run("run-b", "load-1") as writer:
@@ -108,8 +111,9 @@ def test_max_index_bytes(make_store: StoreFactory, root: Path) -> None:
     entry_size = (
         len(orjson.dumps(entry("0" * 26, "sha256:" + "0" * 64, "schema.type_mismatch", column))) + 1
     )
+    # Each chunk is one segment here, and the index lists each segment too.
     count = math.ceil((1_048_576 - _INDEX_OVERHEAD) / entry_size) + 1  # bound - 1 stays legal
-    bound = _INDEX_OVERHEAD + count * entry_size
+    bound = _INDEX_OVERHEAD + count * entry_size + 2 * _SEGMENT_ENTRY_BYTES
     writer = make_store(max_index_bytes=bound).open_run("at-bound", "load-1")
     writer.write_chunk(rows(count - 1, column=column))
     writer.write_chunk(rows(1, start=count, column=column))

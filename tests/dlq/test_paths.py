@@ -9,6 +9,7 @@ import pytest
 
 from dpone.dlq.errors import DlqPathEscape
 from dpone.dlq.store import DlqStore
+from tests.dlqfiles import segment_files, segments_dir, temp_files
 
 from .conftest import rows
 
@@ -69,35 +70,42 @@ def test_symlinked_run_folder(store: DlqStore, root: Path, outside: Path) -> Non
     assert sorted(p.name for p in outside.iterdir()) == ["secret.json"]
 
 
-def test_symlinked_record_file(
+def test_symlinked_segment_file(
     store: DlqStore, root: Path, outside: Path, closed: list[str]
 ) -> None:
-    record = root / "runs" / "run-1" / "records" / f"{closed[0]}.json"
-    record.unlink()
-    record.symlink_to(outside / "secret.json")
+    [segment] = segment_files(root, "run-1")
+    segment.unlink()
+    segment.symlink_to(outside / "secret.json")
     with pytest.raises(DlqPathEscape):
         store.read_record("run-1", closed[0])
+    with pytest.raises(DlqPathEscape):
+        list(store.iter_records("run-1"))
     [finding] = store.verify()
-    assert (finding.code, finding.record_id) == ("DPONE_DLQ_PATH_ESCAPE", closed[0])
+    assert (finding.code, finding.path) == (
+        "DPONE_DLQ_PATH_ESCAPE",
+        f"runs/run-1/segments/{segment.name}",
+    )
+    assert store.repair() == []
+    assert segment.is_symlink()
     assert (outside / "secret.json").read_text() == '{"do not": "touch"}'
 
 
-def test_planted_symlink_where_a_record_will_be_created(
+def test_planted_symlink_where_a_segment_will_be_published(
     store: DlqStore, root: Path, outside: Path
 ) -> None:
     writer = store.open_run("run-1", "load-1")
-    [record_id] = writer.write_chunk(rows(1))
-    record = store.read_record("run-1", record_id)
-    path = root / "runs" / "run-1" / "records" / f"{record_id}.json"
-    path.unlink()
-    path.symlink_to(outside / "secret.json")
+    [first] = writer.write_chunk(rows(1))
+    planted = segments_dir(root, "run-1") / "00000002.jsonl"  # the next segment's name
+    planted.symlink_to(outside / "secret.json")
     with pytest.raises(DlqPathEscape):
-        writer.put_records([record])
+        writer.write_chunk(rows(1, start=2))
     assert (outside / "secret.json").read_text() == '{"do not": "touch"}'
-    writer.abort()
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.json"]
+    assert temp_files(root, "run-1") == []
+    assert writer.abort().record_ids == (first,)
 
 
-@pytest.mark.parametrize("target", ["records", "index.json"])
+@pytest.mark.parametrize("target", ["segments", "index.json"])
 def test_symlinked_parts_of_a_run(
     store: DlqStore, root: Path, outside: Path, closed: list[str], target: str
 ) -> None:

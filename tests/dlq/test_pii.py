@@ -20,8 +20,9 @@ from dpone.cli.ops_dlq import dlq_group
 from dpone.dlq.errors import DlqError, DlqPreserveRefused
 from dpone.dlq.model import REDACTED, to_json_safe
 from dpone.dlq.store import DlqStore
+from tests.dlqfiles import records_on_disk, segment_files
 
-from .conftest import StoreFactory, files_under, record_files, rows
+from .conftest import StoreFactory, files_under, rows
 
 CANARY = f"CANARY-{uuid.uuid4().hex}"
 
@@ -54,7 +55,7 @@ def _exercise(store: DlqStore, root: Path) -> list[str]:
     )
     failing = small.open_run("run-2", "load-1", pipeline="orders")
     [kept] = failing.write_chunk(rows(1, start=500, values=values[100:101]))
-    tampered = root / "runs" / "run-2" / "records" / f"{kept}.json"
+    [tampered] = segment_files(root, "run-2")
     for attempt in (
         lambda: failing.write_chunk(rows(10, values=values[:10])),  # over the limit
         lambda: (
@@ -89,12 +90,19 @@ def test_canary_never_reaches_disk_logs_or_errors(
     assert any("DPONE_DLQ_CHECKSUM_MISMATCH" in m for m in messages)
     needle = CANARY.encode()
     files = list(files_under(root))
-    assert len(files) > 100
+    # Every byte written is checked: both runs' segments (all 101 records) and indexes.
+    assert sorted(str(p.relative_to(root)) for p in files) == [
+        "runs/run-1/index.json",
+        "runs/run-1/segments/00000001.jsonl",
+        "runs/run-2/index.json",
+        "runs/run-2/segments/00000001.jsonl",
+    ]
+    assert len(records_on_disk(root, "run-1")) == 100
     for path in files:
         assert needle not in path.read_bytes(), path
         assert CANARY not in str(path)
     if policy == "masked":
-        payload = orjson.loads(record_files(root, "run-1")[0].read_bytes())["payload"]
+        payload = records_on_disk(root, "run-1")[0]["payload"]
         assert payload == {
             "policy": "masked",
             "value": {
@@ -113,9 +121,10 @@ def test_preserve_keeps_the_row_in_the_payload_only(make_store: StoreFactory, ro
     with capture_logs() as logs, store.open_run("run-1", "load-1") as writer:
         ids = writer.write_chunk(rows(20, values=values))
     assert CANARY not in repr(logs)
+    docs = {doc["record_id"]: doc for doc in records_on_disk(root, "run-1")}
+    assert sorted(docs) == sorted(ids)
     for record_id, value in zip(ids, values, strict=True):
-        path = root / "runs" / "run-1" / "records" / f"{record_id}.json"
-        doc = orjson.loads(path.read_bytes())
+        doc = docs[record_id]
         assert doc["payload"] == {"policy": "preserve", "value": to_json_safe(value)}
         rest = {k: v for k, v in doc.items() if k != "payload"}
         assert CANARY not in orjson.dumps(rest).decode()

@@ -15,6 +15,7 @@ from dpone.dlq.model import REPLAY_STATUSES
 from dpone.dlq.policy import PII_POLICIES, RETENTION_DAYS
 from dpone.dlq.store import DlqStore
 from dpone.published import load_schema, schema_errors, schema_names
+from tests.dlqfiles import lines_of, segment_files
 
 from .conftest import StoreFactory, files_under, rows, run_writer
 
@@ -23,6 +24,13 @@ SCHEMAS = ("dpone.dlq.v1", "dpone.dlq-index.v1", "dpone.dlq-replay-ack.v1")
 
 def _doc(path: Path) -> Any:
     return orjson.loads(path.read_bytes())
+
+
+def _docs(path: Path) -> list[Any]:
+    """The documents of a file: one, or one per line of a JSON-lines segment."""
+    if path.suffix == ".jsonl":
+        return [orjson.loads(line) for line in lines_of(path)]
+    return [_doc(path)]
 
 
 def _schema_of(path: Path) -> str:
@@ -73,14 +81,20 @@ def test_everything_written_validates(make_store: StoreFactory, root: Path, poli
                 ).sha256,
             },
         )
-    seen = set()
+    seen: dict[str, int] = {}
     for path in files_under(root):
         if path.name == "writer.lock":
             continue
         name = _schema_of(path)
-        assert schema_errors(_doc(path), name) == [], path
-        seen.add(name)
-    assert seen == set(SCHEMAS)
+        for number, doc in enumerate(_docs(path), start=1):
+            assert schema_errors(doc, name) == [], (path, number)
+            seen[name] = seen.get(name, 0) + 1
+    # Every record of the three runs and every acknowledgement, one document each.
+    assert seen == {
+        "dpone.dlq.v1": 5 + 2 + 1,
+        "dpone.dlq-index.v1": 3,
+        "dpone.dlq-replay-ack.v1": len(ACK_OUTCOMES),
+    }
     open_writer.close()
     assert schema_errors(_doc(root / "runs" / "open" / "index.json"), "dpone.dlq-index.v1") == []
 
@@ -95,7 +109,9 @@ def test_recovered_and_rebuilt_indexes_validate(make_store: StoreFactory, root: 
 def test_schema_rejects_what_the_model_rejects(store: DlqStore, root: Path) -> None:
     with store.open_run("run-1", "load-1") as writer:
         [record_id] = writer.write_chunk(rows(1))
-    doc = _doc(root / "runs" / "run-1" / "records" / f"{record_id}.json")
+    [doc] = _docs(segment_files(root, "run-1")[0])
+    assert doc["record_id"] == record_id
+    assert schema_errors(doc, "dpone.dlq.v1") == []
     assert schema_errors({**doc, "extra": 1}, "dpone.dlq.v1")
     assert schema_errors(
         {**doc, "reason": {**doc["reason"], "message": "value 42 is bad"}}, "dpone.dlq.v1"

@@ -1,7 +1,8 @@
-"""The file store on real disk: create-only records, idempotent rewrites, run lifecycle."""
+"""The file store on real disk: create-only segments, idempotent rewrites, run lifecycle."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -10,6 +11,7 @@ import orjson
 import pytest
 
 from dpone.contracts.reasons import ReasonCode
+from dpone.dlq import store as store_module
 from dpone.dlq.canonical import checksum, verify_checksum
 from dpone.dlq.errors import (
     DlqAckConflict,
@@ -23,8 +25,9 @@ from dpone.dlq.errors import (
 from dpone.dlq.model import DlqRecord, Reason
 from dpone.dlq.store import DlqStore
 from dpone.testing import FrozenClock
+from tests.dlqfiles import lines_of, record_ids_on_disk, segment_files
 
-from .conftest import StoreFactory, record_files, rows, run_writer
+from .conftest import StoreFactory, rows, run_writer
 
 ACK = {
     "plan_id": "sha256:" + "1" * 64,
@@ -66,21 +69,39 @@ def test_chunk_is_written_and_closed(store: DlqStore, root: Path) -> None:
     assert index.fingerprint == result.fingerprint
     assert index.sha256 == result.index_sha256
     assert [r.record_id for r in store.iter_records("run-1")] == sorted(first + second)
-    assert len(record_files(root, "run-1")) == 150
+    # One segment per chunk, its lines in record-id order, listed in the index as it is.
+    files = segment_files(root, "run-1")
+    assert [p.name for p in files] == ["00000001.jsonl", "00000002.jsonl"]
+    for path, chunk in zip(files, (first, second), strict=True):
+        assert [orjson.loads(line)["record_id"] for line in lines_of(path)] == chunk
+    assert [s.to_json() for s in index.segments] == [
+        {
+            "name": path.name,
+            "sha256": "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest(),
+            "record_count": len(chunk),
+            "first_record_id": chunk[0],
+            "last_record_id": chunk[-1],
+            "expires_at": "2026-03-31T12:00:00.000000Z",
+        }
+        for path, chunk in zip(files, (first, second), strict=True)
+    ]
     assert store.verify() == []
 
 
-def test_record_file_is_canonical_and_checksummed(store: DlqStore, root: Path) -> None:
+def test_record_line_is_canonical_and_checksummed(store: DlqStore, root: Path) -> None:
     writer = store.open_run("run-1", "load-1")
     [record_id] = writer.write_chunk(rows(1))
-    data = (root / "runs" / "run-1" / "records" / f"{record_id}.json").read_bytes()
-    doc = orjson.loads(data)
+    [line] = lines_of(segment_files(root, "run-1")[0])
+    doc = orjson.loads(line)
+    assert doc["record_id"] == record_id
     assert set(doc) == {
         "schema", "record_id", "run_id", "load_id", "record_ref", "reason", "diagnostics",
         "payload", "replay", "created_at", "expires_at", "sha256",
     }  # fmt: skip
     assert verify_checksum(doc)
     assert doc["sha256"] == checksum({k: v for k, v in doc.items() if k != "sha256"})
+    # The line is the record's canonical JSON (sorted keys, no whitespace), checksum included.
+    assert line == orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
     writer.close()
 
 
@@ -90,31 +111,33 @@ def test_same_row_twice_is_one_record(store: DlqStore, root: Path) -> None:
     assert ids[3:] == ids[:2]
     again = writer.write_chunk(rows(3))
     assert again == ids[:3]
-    assert len(record_files(root, "run-1")) == 3
+    assert len(segment_files(root, "run-1")) == 1  # the second chunk wrote nothing
+    assert record_ids_on_disk(root, "run-1") == sorted(ids[:3])
     writer.close()
 
 
 def test_same_id_same_checksum_is_a_noop(store: DlqStore, root: Path) -> None:
     writer = store.open_run("run-1", "load-1")
     [record_id] = writer.write_chunk(rows(1))
-    path = root / "runs" / "run-1" / "records" / f"{record_id}.json"
+    [path] = segment_files(root, "run-1")
     before = path.stat()
     record = store.read_record("run-1", record_id)
     assert writer.put_records([record]) == [record_id]
+    assert segment_files(root, "run-1") == [path]  # no second segment holding it again
     after = path.stat()
     assert (after.st_ino, after.st_mtime_ns, after.st_size) == (
         before.st_ino,
         before.st_mtime_ns,
         before.st_size,
     )
-    writer.close()
+    assert writer.close().record_ids == (record_id,)
     assert store.verify() == []
 
 
 def test_same_id_other_checksum_is_a_conflict(store: DlqStore, root: Path) -> None:
     writer = store.open_run("run-1", "load-1")
     [record_id] = writer.write_chunk(rows(1))
-    path = root / "runs" / "run-1" / "records" / f"{record_id}.json"
+    [path] = segment_files(root, "run-1")
     original = path.read_bytes()
     record = store.read_record("run-1", record_id)
     other = replace(
@@ -128,8 +151,11 @@ def test_same_id_other_checksum_is_a_conflict(store: DlqStore, root: Path) -> No
     with pytest.raises(DlqRecordConflict) as caught:
         writer.put_records([forged])
     assert caught.value.code == "DPONE_DLQ_RECORD_CONFLICT"
+    assert segment_files(root, "run-1") == [path]  # nothing published under that id
     assert path.read_bytes() == original
-    writer.abort()
+    assert writer.abort().record_ids == (record_id,)
+    assert store.read_record("run-1", record_id) == record
+    assert store.verify() == []
 
 
 def test_a_closed_run_cannot_be_written(store: DlqStore) -> None:
@@ -235,7 +261,9 @@ def test_acks_are_create_only(store: DlqStore, clock: FrozenClock, root: Path) -
         store.write_ack("run-1", record_id, replace(ack, outcome="still_rejected"))
     with pytest.raises(DlqAckMismatch):
         store.write_ack("run-1", record_id, replace(ack, record_sha256="sha256:" + "0" * 64))
-    assert len(list((root / "acks" / "run-1").iterdir())) == 1
+    assert [p.name for p in (root / "acks" / "run-1").iterdir()] == [
+        f"{store_module.replay_id_of(ACK['plan_id'])}-000001.jsonl"
+    ]
     assert store.verify() == []
 
 

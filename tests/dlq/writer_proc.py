@@ -4,8 +4,9 @@ Argument: one JSON object ``{"root", "run_id", "load_id", "chunks": [sizes], "mo
 "policy": {...}, "hang_after": k}``. Prints the ids of every durable chunk as a JSON line.
 
 Modes: ``close`` (close the run), ``abandon`` (exit without closing, as a crashed process
-would leave it), ``hang`` (in the last chunk, after ``hang_after`` complete record files,
-create one more file and stop before writing it, print ``MID`` and wait to be killed).
+would leave it), ``hang`` (in the last chunk, after ``hang_after`` segments of it are
+published, write the next segment's temporary file durably and stop before its link, print
+``MID`` and wait to be killed). ``policy.max_segment_bytes`` makes a chunk several segments.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import time
 
 import structlog
 
+import dpone.faults
 from dpone.contracts.reasons import ReasonCode
-from dpone.dlq import fsio
 from dpone.dlq.model import rejected_rows
 from dpone.dlq.policy import DlqPolicy
 from dpone.dlq.refs import file_refs
@@ -47,20 +48,21 @@ def main() -> None:
 
 
 def _hang_after(complete: int) -> None:
-    real = fsio.create_exclusive
-    made = 0
+    """Stop inside the publish of the chunk's segment number ``complete + 1`` (0-based
+    ``complete``), between its durable temp file and its link (``during_dlq_group_commit``)."""
+    published = 0
 
-    def create(dir_fd: int, name: str, data: bytes, *, fsync: bool) -> bool:
-        nonlocal made
-        if made == complete:
-            os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640, dir_fd=dir_fd))
+    def hook(point: str) -> None:
+        nonlocal published
+        if point != "during_dlq_group_commit":
+            return
+        if published == complete:
             print("MID", flush=True)
             while True:
                 time.sleep(60)
-        made += 1
-        return real(dir_fd, name, data, fsync=fsync)
+        published += 1
 
-    fsio.create_exclusive = create  # type: ignore[assignment]
+    dpone.faults._hook = hook
 
 
 if __name__ == "__main__":

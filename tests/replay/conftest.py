@@ -25,6 +25,7 @@ from dpone.manifest.compiler import compile_manifest
 from dpone.published import schema_errors
 from dpone.runtime.lifecycle import RunOptions, run_pipeline
 from dpone.testing import FrozenClock
+from tests import dlqfiles
 from tests.conftest import CliRun, dpone_killed_at
 from tests.postgres import PG_URL, pg_query
 
@@ -196,11 +197,17 @@ class Pipeline:
 
     # --- the DLQ, read independently ----------------------------------------------------------
 
-    def ack_files(self, run_id: str) -> list[Path]:
-        return sorted((self.dlq_dir / "acks" / run_id).glob("*.json"))
+    def acked_ids(self, run_id: str) -> list[str]:
+        """The record ids acknowledged on disk, sorted (a record acknowledged twice shows
+        twice)."""
+        return dlqfiles.acked_ids(self.dlq_dir, run_id)
 
-    def record_files(self, run_id: str) -> list[Path]:
-        return sorted((self.dlq_dir / "runs" / run_id / "records").glob("*.json"))
+    def record_ids(self, run_id: str) -> list[str]:
+        """The record ids of every line of the run's segments, sorted."""
+        return dlqfiles.record_ids_on_disk(self.dlq_dir, run_id)
+
+    def segment_files(self, run_id: str) -> list[Path]:
+        return dlqfiles.segment_files(self.dlq_dir, run_id)
 
 
 def assert_valid(doc: Any, schema: str) -> None:
@@ -208,8 +215,10 @@ def assert_valid(doc: Any, schema: str) -> None:
 
 
 def assert_acks_valid(pipeline: Pipeline, run_id: str) -> None:
-    for path in pipeline.ack_files(run_id):
-        assert_valid(json.loads(path.read_bytes()), "dpone.dlq-replay-ack.v1")
+    acks = dlqfiles.acks_on_disk(pipeline.dlq_dir, run_id)
+    assert acks
+    for doc in acks:
+        assert_valid(doc, "dpone.dlq-replay-ack.v1")
 
 
 def make_pipeline(request: pytest.FixtureRequest, tmp_path: Path, kind: str) -> Pipeline:

@@ -43,7 +43,9 @@ def test_replay_loads_exactly_the_rows_that_now_pass_once(pipeline: Pipeline) ->
     applied = sorted(i["idempotency_key"] for i in doc["items"] if i["outcome"] == "applied")
     # One sink load per applied row, its load id the item's idempotency key.
     assert sorted(set(pipeline.load_ids()) - set(loads_before)) == applied
-    assert len(pipeline.ack_files(run_id)) == 2
+    applied_ids = sorted(i["record_id"] for i in doc["items"] if i["outcome"] == "applied")
+    assert len(applied_ids) == 2
+    assert pipeline.acked_ids(run_id) == applied_ids  # each applied row acknowledged once
     assert_acks_valid(pipeline, run_id)
     assert pipeline.store().verify() == []
 
@@ -57,13 +59,14 @@ def test_replay_loads_exactly_the_rows_that_now_pass_once(pipeline: Pipeline) ->
         "not_replayable": 0,
     }
     assert second.doc["plan_id"] == doc["plan_id"]
+    assert pipeline.acked_ids(run_id) == applied_ids  # nothing acknowledged a second time
     assert pipeline.amounts() == FIRST_LOAD | REPLAYED
     assert pipeline.load_ids() == sorted(loads_before + applied)
     # reference_only: the replay read the rows, and still no value left the sink.
     plan = pipeline.replay(run_id, "--manifest", str(pipeline.manifest), "--format", "json")
     for result in (first, second, plan):
         assert CANARY not in result.stdout + result.stderr
-    for path in pipeline.dlq_dir.rglob("*.json"):
+    for path in pipeline.dlq_dir.rglob("*.json*"):
         assert CANARY not in path.read_text(encoding="utf-8"), path
 
 
@@ -74,14 +77,15 @@ def test_a_replay_killed_between_apply_and_ack_loads_each_row_once(pipeline: Pip
 
     # The first row committed, its acknowledgement never came.
     assert len(pipeline.amounts()) == len(FIRST_LOAD) + 1
-    assert pipeline.ack_files(run_id) == []
+    assert pipeline.acked_ids(run_id) == []
 
     result = pipeline.execute(run_id)
 
     assert result.exit_code == 0, result.stdout
     assert result.doc["counts"]["applied"] == 2
     assert pipeline.amounts() == FIRST_LOAD | REPLAYED
-    assert len(pipeline.ack_files(run_id)) == 2
+    assert len(pipeline.acked_ids(run_id)) == 2
+    assert len(set(pipeline.acked_ids(run_id))) == 2
     assert pipeline.store().verify() == []
     again = pipeline.execute(run_id)
     assert again.doc["counts"]["applied"] == 0
@@ -130,7 +134,7 @@ def test_yes_without_an_executor_exits_4_and_applies_nothing(duck: Pipeline) -> 
         assert "nothing was applied" in result.doc["message"]
         assert_valid(result.doc, "dpone.error.v1")
     assert duck.amounts() == FIRST_LOAD
-    assert duck.ack_files(run_id) == []
+    assert duck.acked_ids(run_id) == []
 
 
 def test_a_changed_source_file_refuses_the_whole_replay(duck: Pipeline) -> None:
@@ -142,14 +146,14 @@ def test_a_changed_source_file_refuses_the_whole_replay(duck: Pipeline) -> None:
     assert result.exit_code == 1
     assert result.doc["code"] == "DPONE_DLQ_REPLAY_SOURCE_CHANGED"
     assert duck.amounts() == FIRST_LOAD
-    assert duck.ack_files(run_id) == []
+    assert duck.acked_ids(run_id) == []
 
 
 def test_a_tampered_record_stops_the_replay_before_any_row(duck: Pipeline) -> None:
     run_id = duck.quarantine_run()
-    victim = duck.record_files(run_id)[-1]
+    victim = duck.segment_files(run_id)[-1]
     data = bytearray(victim.read_bytes())
-    data[data.index(b'"column":"amount"') + 10] ^= 0x01  # one byte of one record
+    data[data.rindex(b'"column":"amount"') + 10] ^= 0x01  # one byte of one record
     victim.write_bytes(bytes(data))
 
     result = duck.execute(run_id)
@@ -157,7 +161,7 @@ def test_a_tampered_record_stops_the_replay_before_any_row(duck: Pipeline) -> No
     assert result.exit_code == 1
     assert result.doc["code"] == "DPONE_DLQ_CHECKSUM_MISMATCH"
     assert duck.amounts() == FIRST_LOAD
-    assert duck.ack_files(run_id) == []
+    assert duck.acked_ids(run_id) == []
 
 
 def test_an_aborted_run_is_refused(duck: Pipeline) -> None:
@@ -219,7 +223,7 @@ def test_a_changed_plan_key_or_target_is_refused_before_any_row(
     result = duck.execute(run_id, "--plan", str(good))
     assert result.doc["code"] == "DPONE_DLQ_REPLAY_PLAN_MISMATCH"
     assert duck.amounts() == FIRST_LOAD
-    assert duck.ack_files(run_id) == []
+    assert duck.acked_ids(run_id) == []
 
     # Not the contract: its keys stay valid when the contract is fixed once more.
     duck.write_manifest(scale=3, quality={"assertions": {"min_rows_per_load": 1}})
@@ -259,7 +263,7 @@ def test_a_value_the_target_cannot_hold_stays_pending(duck: Pipeline) -> None:
         "sink.row_rejected": 2,
     }
     assert duck.amounts() == FIRST_LOAD
-    assert duck.ack_files(run_id) == []
+    assert duck.acked_ids(run_id) == []
 
 
 def test_merge_replays_by_key(duck: Pipeline) -> None:
@@ -310,7 +314,7 @@ def test_the_runbook_flow_ends_with_a_clean_store(duck: Pipeline, fmt: str) -> N
     applied = duck.cli("ops", "retention", "apply", str(plan_file), "--format", fmt)
     assert applied.exit_code == 0, applied.stdout
     # The two replayed (acknowledged) records went; the one still rejected stays pending.
-    assert len(duck.record_files(run_id)) == 1
-    assert duck.ack_files(run_id) == []
+    assert len(duck.record_ids(run_id)) == 1
+    assert duck.acked_ids(run_id) == []
     assert duck.store().verify() == []
     assert duck.amounts() == FIRST_LOAD | REPLAYED

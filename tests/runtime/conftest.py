@@ -30,6 +30,7 @@ from dpone.cli.main import cli
 from dpone.dlq.canonical import verify_checksum
 from dpone.dlq.store import DlqStore
 from dpone.published import schema_errors
+from tests import dlqfiles
 from tests.conftest import CliRun
 from tests.postgres import PG_URL, pg_query
 
@@ -388,9 +389,8 @@ class Project:
         return doc
 
     def dlq_records(self, run_id: str) -> list[dict[str, Any]]:
-        """The run's record files as written, sorted by their row (record_ref)."""
-        folder = self.dlq_root / "runs" / run_id / "records"
-        docs = [json.loads(p.read_bytes()) for p in folder.glob("*.json")]
+        """The run's records as written in its segments, sorted by their row (record_ref)."""
+        docs = dlqfiles.records_on_disk(self.dlq_root, run_id)
         return sorted(docs, key=lambda d: int(d["record_ref"].rsplit("=", 1)[1]))
 
     def evidence_path(self, run_id: str) -> Path:
@@ -417,9 +417,9 @@ class Project:
         for run in sorted(runs.iterdir()) if runs.exists() else ():
             index = json.loads((run / "index.json").read_bytes())
             assert schema_errors(index, "dpone.dlq-index.v1") == [], run
-            for path in sorted((run / "records").glob("*.json")):
-                record = json.loads(path.read_bytes())
-                assert schema_errors(record, "dpone.dlq.v1") == [], path
+            assert dlqfiles.temp_files(self.dlq_root, run.name) == []
+            for record in dlqfiles.records_on_disk(self.dlq_root, run.name):
+                assert schema_errors(record, "dpone.dlq.v1") == [], run
         assert self.dlq().verify() == []
         for path in sorted(self.work_dir.rglob("*")):
             if path.is_file() and path.suffix in (".json", ".md", ".jsonl"):

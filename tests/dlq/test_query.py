@@ -1,0 +1,49 @@
+"""docs/dlq.md's DuckDB query runs as written over a store's segment files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+from dpone.contracts.reasons import ReasonCode
+from dpone.dlq.store import DlqStore
+from tests.dlq.conftest import rows
+
+DOC = Path(__file__).parents[2] / "docs" / "dlq.md"
+
+
+def _documented_query(root: Path) -> str:
+    """The first SQL block of docs/dlq.md, pointed at ``root`` instead of .dpone/dlq."""
+    text = DOC.read_text()
+    block = text.split("```sql\n", 1)[1].split("```", 1)[0]
+    first = block.split(";", 1)[0]
+    assert "read_json('.dpone/dlq/runs/*/segments/*.jsonl'" in first
+    return first.replace(".dpone/dlq", str(root))
+
+
+def test_the_documented_duckdb_query_counts_every_record(store: DlqStore, root: Path) -> None:
+    for run_id in ("run-1", "run-2"):
+        writer = store.open_run(run_id, "load-1")
+        writer.write_chunk(rows(30, start=1))
+        writer.write_chunk(rows(12, start=31, reason=ReasonCode.REQUIRED_NULL, column="id"))
+        writer.close()
+    found = duckdb.sql(_documented_query(root)).fetchall()
+    assert sorted(found) == [
+        ("schema.required_null", "id", 24),
+        ("schema.type_mismatch", "amount", 60),
+    ]
+    summary = store.summary()
+    assert summary.record_count == sum(n for _, _, n in found)
+
+
+def test_a_segment_holds_one_record_per_line_in_id_order(store: DlqStore, root: Path) -> None:
+    writer = store.open_run("run-1", "load-1")
+    ids = writer.write_chunk(rows(25))
+    writer.close()
+    segments = sorted((root / "runs" / "run-1" / "segments").iterdir())
+    assert [p.name for p in segments] == ["00000001.jsonl"]
+    lines = duckdb.sql(
+        f"SELECT record_id FROM read_json('{segments[0]}', format = 'newline_delimited')"
+    ).fetchall()
+    assert [r for (r,) in lines] == sorted(ids)
