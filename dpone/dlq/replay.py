@@ -13,12 +13,15 @@ record id and the record checksum, usable as a sink load id.
    its identities must be the resolver's and the sink's;
 2. the plan is rebuilt from the store, verifying every record again, and must be identical;
 3. existing acknowledgements are read (verified): those records are skipped;
-4. the resolver prepares and resolves every pending record, so anything that refuses the
-   whole replay (a changed source file) happens before a single row is applied; a row that
-   still fails its contract raises :class:`RowStillRejected` and stays pending;
-5. each resolved row goes to the sink under its idempotency key, and only then is its
-   acknowledgement written (create-only). A crash in between is harmless: the retry applies
-   the same key again, which the sink must treat as a no-op.
+4. the sink says which of the other items' keys it already committed (a crash between a
+   batch's commit and its acknowledgements): those are acknowledged now and applied never again;
+5. the resolver resolves every remaining record in bulk, so anything that refuses the whole
+   replay (a changed source file) happens before a single row is applied; a row that still
+   fails its contract or an assertion stays pending (``still_rejected``);
+6. the rows that pass go to the sink in batches of at most ``sink.batch_rows``: one load per
+   batch, whose idempotency keys (one per row) commit in the same transaction as its rows;
+   only then are the batch's acknowledgements written (``store.write_acks``). A crash in
+   between is harmless: step 4 of the next execution finds the keys.
 
 Nothing here knows about sources, contracts or databases; ``dpone.runtime.replay`` is the
 first-party executor that binds a manifest's file source and sink.
@@ -29,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
@@ -50,6 +53,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from dpone.contracts.reasons import ReasonCode
+    from dpone.dlq.ack import ReplayAck
     from dpone.dlq.store import DlqStore
 
 log = structlog.get_logger("dpone.replay")
@@ -132,49 +136,70 @@ class ReplayLoadNotCommitted(ReplayError):
 
 
 class RowStillRejected(ReplayError):
-    """Raised by a resolver for one record whose row still fails: it stays pending."""
+    """Why a resolver keeps one record's row out: it stays pending."""
 
     code = "DPONE_DLQ_REPLAY_ROW_REJECTED"
 
-    def __init__(self, reason: ReasonCode, column: str | None = None) -> None:
+    def __init__(
+        self, reason: ReasonCode, column: str | None = None, *, rule_id: str | None = None
+    ) -> None:
         where = f" (column {column})" if column else ""
-        super().__init__(f"the row is still rejected: {reason.value}{where}")
+        rule = f" (assertion {rule_id})" if rule_id else ""
+        super().__init__(f"the row is still rejected: {reason.value}{where}{rule}")
         self.reason = reason
         self.column_name = column
+        self.rule_id = rule_id
 
 
 # --- the two Protocols --------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """What a resolver made of the records it was given: the rows that pass now (row ``i``
+    is the row of ``record_ids[i]``) and why each other record still fails."""
+
+    rows: pa.Table
+    record_ids: tuple[str, ...]
+    rejected: Mapping[str, RowStillRejected]
+
+
 class RecordResolver(Protocol):
-    """Finds a quarantined row again from its ``record_ref`` and checks it once more."""
+    """Finds quarantined rows again from their ``record_ref`` and checks them once more."""
 
     @property
     def identity(self) -> str:
         """Stable, secret-free name of what resolves (pinned in the plan)."""
         ...
 
-    def prepare(self, records: Sequence[DlqRecord]) -> None:
-        """Called once with every record about to be resolved, before any is applied.
+    def resolve(self, records: Sequence[DlqRecord]) -> Resolution:
+        """Every record's row, read in bulk, ready for the sink, or why it still fails.
 
-        Read sources in bulk here, and raise here for anything that must refuse the whole
-        replay (a changed source file raises :class:`ReplaySourceChanged`).
+        Called once, before any row is applied: raise here for anything that must refuse the
+        whole replay (a changed source file raises :class:`ReplaySourceChanged`).
         """
-        ...
-
-    def resolve(self, record: DlqRecord) -> pa.RecordBatch:
-        """The row, ready for the sink; :class:`RowStillRejected` if it still fails."""
         ...
 
 
 class ReplaySink(Protocol):
-    """Applies resolved rows. ``apply`` must be idempotent per key: a key applied once is a
-    no-op the second time (a retry after a crash between apply and acknowledgement)."""
+    """Applies resolved rows in batches, each row under its idempotency key."""
 
     @property
     def identity(self) -> str: ...
 
-    def apply(self, idempotency_key: str, batch: pa.RecordBatch) -> None: ...
+    @property
+    def batch_rows(self) -> int:
+        """The most rows one load takes."""
+        ...
+
+    def committed(self, keys: Sequence[str]) -> set[str]:
+        """Those of ``keys`` that an earlier load committed."""
+        ...
+
+    def apply(self, keys: Sequence[str], rows: pa.Table) -> None:
+        """One load of ``rows`` whose keys (``keys[i]`` for row ``i``) commit in the same
+        transaction as the rows: after it returns, :meth:`committed` names every key."""
+        ...
 
 
 # --- the plan -----------------------------------------------------------------------------------
@@ -583,6 +608,7 @@ class ItemOutcome:
     outcome: Outcome
     reason_code: str | None = None
     column: str | None = None
+    rule_id: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -591,6 +617,7 @@ class ItemOutcome:
             "outcome": self.outcome,
             "reason_code": self.reason_code,
             "column": self.column,
+            "rule_id": self.rule_id,
         }
 
 
@@ -664,10 +691,15 @@ def _check_plan(plan_: ReplayPlan, resolver: RecordResolver, sink: ReplaySink) -
             )
 
 
+def replay_id(plan_: ReplayPlan) -> str:
+    """The name this plan's acknowledgements are written under (``store.write_acks``)."""
+    return plan_.plan_id.removeprefix(CHECKSUM_PREFIX)[:32]
+
+
 def execute(
     store: DlqStore, plan_: ReplayPlan, resolver: RecordResolver, sink: ReplaySink
 ) -> ReplayResult:
-    """Apply ``plan_`` once (see the module docstring for the order of the checks)."""
+    """Apply ``plan_`` once (see the module docstring for the order of the steps)."""
     started_at = format_timestamp(store.now())
     _check_plan(plan_, resolver, sink)
     acks = store.read_acks(plan_.run_id)
@@ -690,6 +722,59 @@ def execute(
             f"the plan is not the plan of run {plan_.run_id} as the store holds it now",
             fixes=("build a new plan; the run's records changed since this one was made",),
         )
+    outcomes, pending = _triage(plan_, acks)
+
+    def acknowledge(items: Sequence[ReplayItem]) -> None:
+        store.write_acks(plan_.run_id, replay_id(plan_), _acks(plan_, items), index=index)
+        for item in items:
+            outcomes[item.record_id] = ItemOutcome(item.record_id, item.idempotency_key, "applied")
+        checkpoint("replay_during_acks")
+
+    # Committed by an execution that died before acknowledging them: acknowledge, never apply.
+    committed = sink.committed([item.idempotency_key for item in pending])
+    if committed:
+        acknowledge([item for item in pending if item.idempotency_key in committed])
+        pending = [item for item in pending if item.idempotency_key not in committed]
+
+    # Resolve everything first: a refusal of the whole replay comes before any row is applied.
+    resolution = resolver.resolve([records[item.record_id] for item in pending])
+    _check_resolution(resolution, pending)
+    by_id = {item.record_id: item for item in pending}
+    for record_id, rejected in resolution.rejected.items():
+        outcomes[record_id] = ItemOutcome(
+            record_id,
+            by_id[record_id].idempotency_key,
+            "still_rejected",
+            reason_code=rejected.reason.value,
+            column=rejected.column_name,
+            rule_id=rejected.rule_id,
+        )
+
+    size = sink.batch_rows
+    for start in range(0, len(resolution.record_ids), size):
+        batch = [by_id[record_id] for record_id in resolution.record_ids[start : start + size]]
+        sink.apply([item.idempotency_key for item in batch], resolution.rows.slice(start, size))
+        checkpoint("replay_after_batch_commit")
+        acknowledge(batch)
+
+    result = ReplayResult(
+        plan_id=plan_.plan_id,
+        run_id=plan_.run_id,
+        pipeline=plan_.pipeline,
+        resolver_identity=plan_.resolver_identity,
+        target_identity=plan_.target_identity,
+        items=tuple(outcomes[item.record_id] for item in plan_.items),
+        started_at=started_at,
+        finished_at=format_timestamp(store.now()),
+    )
+    log.info("replay.executed", run_id=plan_.run_id, **result.counts())
+    return result
+
+
+def _triage(
+    plan_: ReplayPlan, acks: Mapping[str, ReplayAck]
+) -> tuple[dict[str, ItemOutcome], list[ReplayItem]]:
+    """The outcomes known before anything is resolved, and the items still to replay."""
     outcomes: dict[str, ItemOutcome] = {}
     pending: list[ReplayItem] = []
     for item in plan_.items:
@@ -711,52 +796,38 @@ def execute(
             )
         else:
             pending.append(item)
+    return outcomes, pending
 
-    # Resolve everything first: a refusal of the whole replay comes before any row is applied.
-    resolver.prepare([records[item.record_id] for item in pending])
-    ready: list[tuple[ReplayItem, pa.RecordBatch]] = []
-    for item in pending:
-        try:
-            ready.append((item, resolver.resolve(records[item.record_id])))
-        except RowStillRejected as rejected:
-            outcomes[item.record_id] = ItemOutcome(
-                item.record_id,
-                item.idempotency_key,
-                "still_rejected",
-                reason_code=rejected.reason.value,
-                column=rejected.column_name,
-            )
 
-    for item, batch in ready:
-        sink.apply(item.idempotency_key, batch)
-        checkpoint("replay_after_apply")
-        store.write_ack(
-            plan_.run_id,
-            item.record_id,
-            index=index,
-            ack={
-                "record_sha256": item.record_sha256,
-                "plan_id": plan_.plan_id,
-                "idempotency_key": item.idempotency_key,
-                "outcome": "applied",
-                "resolver_identity": plan_.resolver_identity,
-                "target_identity": plan_.target_identity,
-            },
+def _check_resolution(resolution: Resolution, pending: Sequence[ReplayItem]) -> None:
+    """Every pending record is either a row or a rejection, exactly once."""
+    ids = resolution.record_ids
+    expected = {item.record_id for item in pending}
+    passed = set(ids)
+    if (
+        resolution.rows.num_rows != len(ids)
+        or len(passed) != len(ids)
+        or passed & set(resolution.rejected)
+        or passed | set(resolution.rejected) != expected
+    ):
+        raise ReplayError(
+            "the resolver did not answer for every record exactly once; nothing was applied"
         )
-        outcomes[item.record_id] = ItemOutcome(item.record_id, item.idempotency_key, "applied")
 
-    result = ReplayResult(
-        plan_id=plan_.plan_id,
-        run_id=plan_.run_id,
-        pipeline=plan_.pipeline,
-        resolver_identity=plan_.resolver_identity,
-        target_identity=plan_.target_identity,
-        items=tuple(outcomes[item.record_id] for item in plan_.items),
-        started_at=started_at,
-        finished_at=format_timestamp(store.now()),
-    )
-    log.info("replay.executed", run_id=plan_.run_id, **result.counts())
-    return result
+
+def _acks(plan_: ReplayPlan, items: Sequence[ReplayItem]) -> list[dict[str, Any]]:
+    return [
+        {
+            "record_id": item.record_id,
+            "record_sha256": item.record_sha256,
+            "plan_id": plan_.plan_id,
+            "idempotency_key": item.idempotency_key,
+            "outcome": "applied",
+            "resolver_identity": plan_.resolver_identity,
+            "target_identity": plan_.target_identity,
+        }
+        for item in items
+    ]
 
 
 class DlqReplayService:
@@ -805,9 +876,11 @@ __all__ = [
     "ReplaySink",
     "ReplaySourceChanged",
     "ReplayUnsupported",
+    "Resolution",
     "RowStillRejected",
     "execute",
     "idempotency_key",
     "load_plan",
     "plan",
+    "replay_id",
 ]

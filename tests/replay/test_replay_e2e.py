@@ -41,9 +41,11 @@ def test_replay_loads_exactly_the_rows_that_now_pass_once(pipeline: Pipeline) ->
     assert doc["pending"] == 1
     assert pipeline.amounts() == FIRST_LOAD | REPLAYED
     applied = sorted(i["idempotency_key"] for i in doc["items"] if i["outcome"] == "applied")
-    # One sink load per applied row, its load id the item's idempotency key.
-    assert sorted(set(pipeline.load_ids()) - set(loads_before)) == applied
-    assert len(pipeline.ack_files(run_id)) == 2
+    # One sink load for the batch, committing the key of each of its rows.
+    new_loads = sorted(set(pipeline.load_ids()) - set(loads_before))
+    assert len(new_loads) == 1
+    assert pipeline.committed_keys() == dict.fromkeys(applied, new_loads[0])
+    assert len(pipeline.acked(run_id)) == 2
     assert_acks_valid(pipeline, run_id)
     assert pipeline.store().verify() == []
 
@@ -58,7 +60,7 @@ def test_replay_loads_exactly_the_rows_that_now_pass_once(pipeline: Pipeline) ->
     }
     assert second.doc["plan_id"] == doc["plan_id"]
     assert pipeline.amounts() == FIRST_LOAD | REPLAYED
-    assert pipeline.load_ids() == sorted(loads_before + applied)
+    assert pipeline.load_ids() == sorted(loads_before + new_loads)
     # reference_only: the replay read the rows, and still no value left the sink.
     plan = pipeline.replay(run_id, "--manifest", str(pipeline.manifest), "--format", "json")
     for result in (first, second, plan):
@@ -67,21 +69,26 @@ def test_replay_loads_exactly_the_rows_that_now_pass_once(pipeline: Pipeline) ->
         assert CANARY not in path.read_text(encoding="utf-8"), path
 
 
-def test_a_replay_killed_between_apply_and_ack_loads_each_row_once(pipeline: Pipeline) -> None:
+def test_a_replay_killed_between_commit_and_acks_loads_each_row_once(
+    pipeline: Pipeline,
+) -> None:
     run_id = pipeline.quarantine_run()
+    loads_before = pipeline.load_ids()
 
-    pipeline.execute_killed(run_id, "replay_after_apply")
+    pipeline.execute_killed(run_id, "replay_after_batch_commit")
 
-    # The first row committed, its acknowledgement never came.
-    assert len(pipeline.amounts()) == len(FIRST_LOAD) + 1
-    assert pipeline.ack_files(run_id) == []
+    # The batch committed with its keys, its acknowledgements never came.
+    assert pipeline.amounts() == FIRST_LOAD | REPLAYED
+    assert len(pipeline.committed_keys()) == 2
+    assert pipeline.acked(run_id) == []
 
     result = pipeline.execute(run_id)
 
     assert result.exit_code == 0, result.stdout
-    assert result.doc["counts"]["applied"] == 2
+    assert result.doc["counts"]["applied"] == 2  # acknowledged now, not loaded again
     assert pipeline.amounts() == FIRST_LOAD | REPLAYED
-    assert len(pipeline.ack_files(run_id)) == 2
+    assert len(pipeline.load_ids()) == len(loads_before) + 1
+    assert len(pipeline.acked(run_id)) == 2
     assert pipeline.store().verify() == []
     again = pipeline.execute(run_id)
     assert again.doc["counts"]["applied"] == 0
@@ -130,7 +137,7 @@ def test_yes_without_an_executor_exits_4_and_applies_nothing(duck: Pipeline) -> 
         assert "nothing was applied" in result.doc["message"]
         assert_valid(result.doc, "dpone.error.v1")
     assert duck.amounts() == FIRST_LOAD
-    assert duck.ack_files(run_id) == []
+    assert duck.acked(run_id) == []
 
 
 def test_a_changed_source_file_refuses_the_whole_replay(duck: Pipeline) -> None:
@@ -142,7 +149,7 @@ def test_a_changed_source_file_refuses_the_whole_replay(duck: Pipeline) -> None:
     assert result.exit_code == 1
     assert result.doc["code"] == "DPONE_DLQ_REPLAY_SOURCE_CHANGED"
     assert duck.amounts() == FIRST_LOAD
-    assert duck.ack_files(run_id) == []
+    assert duck.acked(run_id) == []
 
 
 def test_a_tampered_record_stops_the_replay_before_any_row(duck: Pipeline) -> None:
@@ -157,7 +164,7 @@ def test_a_tampered_record_stops_the_replay_before_any_row(duck: Pipeline) -> No
     assert result.exit_code == 1
     assert result.doc["code"] == "DPONE_DLQ_CHECKSUM_MISMATCH"
     assert duck.amounts() == FIRST_LOAD
-    assert duck.ack_files(run_id) == []
+    assert duck.acked(run_id) == []
 
 
 def test_an_aborted_run_is_refused(duck: Pipeline) -> None:
@@ -219,7 +226,7 @@ def test_a_changed_plan_key_or_target_is_refused_before_any_row(
     result = duck.execute(run_id, "--plan", str(good))
     assert result.doc["code"] == "DPONE_DLQ_REPLAY_PLAN_MISMATCH"
     assert duck.amounts() == FIRST_LOAD
-    assert duck.ack_files(run_id) == []
+    assert duck.acked(run_id) == []
 
     # Not the contract: its keys stay valid when the contract is fixed once more.
     duck.write_manifest(scale=3, quality={"assertions": {"min_rows_per_load": 1}})
@@ -230,10 +237,10 @@ def test_a_changed_plan_key_or_target_is_refused_before_any_row(
 
 
 def test_a_retry_under_a_changed_contract_still_loads_each_row_once(duck: Pipeline) -> None:
-    """Killed after the first commit; the contract then changes again before the retry: the
+    """Killed after the batch's commit; the contract then changes again before the retry: the
     keys do not depend on the contract, so the committed row is not loaded a second time."""
     run_id = duck.quarantine_run()
-    duck.execute_killed(run_id, "replay_after_apply")
+    duck.execute_killed(run_id, "replay_after_batch_commit")
     duck.write_manifest(scale=3, quality={"assertions": {"min_rows_per_load": 1}})
 
     result = duck.execute(run_id)
@@ -259,7 +266,7 @@ def test_a_value_the_target_cannot_hold_stays_pending(duck: Pipeline) -> None:
         "sink.row_rejected": 2,
     }
     assert duck.amounts() == FIRST_LOAD
-    assert duck.ack_files(run_id) == []
+    assert duck.acked(run_id) == []
 
 
 def test_merge_replays_by_key(duck: Pipeline) -> None:
@@ -311,6 +318,6 @@ def test_the_runbook_flow_ends_with_a_clean_store(duck: Pipeline, fmt: str) -> N
     assert applied.exit_code == 0, applied.stdout
     # The two replayed (acknowledged) records went; the one still rejected stays pending.
     assert len(duck.record_files(run_id)) == 1
-    assert duck.ack_files(run_id) == []
+    assert duck.acked(run_id) == []
     assert duck.store().verify() == []
     assert duck.amounts() == FIRST_LOAD | REPLAYED
