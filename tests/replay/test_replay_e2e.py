@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from .conftest import (
     Pipeline,
     assert_acks_valid,
     assert_valid,
+    make_pipeline,
 )
 
 
@@ -321,3 +324,103 @@ def test_the_runbook_flow_ends_with_a_clean_store(duck: Pipeline, fmt: str) -> N
     assert duck.acked(run_id) == []
     assert duck.store().verify() == []
     assert duck.amounts() == FIRST_LOAD | REPLAYED
+
+
+#: Row 4 repeats id 3 (quarantined by unique_columns); rows 5 and 6 share id 9 and both fail
+#: the contract (scale 3), so the run's unique check never saw them.
+DUPLICATES: tuple[tuple[str, str, str], ...] = (
+    ("1", "a", "10.50"),
+    ("2", "b", "12.345"),
+    ("3", "c", "7.25"),
+    ("3", CANARY, "7.25"),
+    ("9", "x", "1.234"),
+    ("9", CANARY, "2.345"),
+)
+UNIQUE = {"assertions": {"unique_columns": {"value": ["id"], "on_failure": "quarantine"}}}
+
+
+def test_a_duplicate_key_stays_out_of_the_target_and_of_the_batch(pipeline: Pipeline) -> None:
+    pipeline.write_csv(DUPLICATES)
+    pipeline.write_manifest(quality=UNIQUE)
+    run_id = pipeline.run()
+    assert pipeline.amounts() == {1: Decimal("10.50"), 3: Decimal("7.25")}
+    pipeline.write_manifest(scale=3, quality=UNIQUE)
+    pipeline.migrate_amount()
+
+    doc = pipeline.execute(run_id).doc
+
+    assert_valid(doc, "dpone.dlq-replay-result.v1")
+    assert doc["counts"]["applied"] == 2
+    assert doc["still_rejected_by_reason"] == {"quality.rule_failed": 2}
+    rejected = [i for i in doc["items"] if i["outcome"] == "still_rejected"]
+    assert {i["rule_id"] for i in rejected} == {"unique_columns"}
+    # id 3 is already in the target; the second id 9 repeats the first one of the batch.
+    assert pipeline.amounts() == {
+        1: Decimal("10.50"),
+        2: Decimal("12.345"),
+        3: Decimal("7.25"),
+        9: Decimal("1.234"),
+    }
+    again = pipeline.execute(run_id).doc
+    assert again["counts"] == {
+        "applied": 0,
+        "already_acknowledged": 2,
+        "still_rejected": 2,
+        "not_replayable": 0,
+    }
+    assert CANARY not in json.dumps(doc)
+
+
+def test_row_predicates_apply_to_replayed_rows_batch_verdicts_do_not(duck: Pipeline) -> None:
+    """A row predicate failing under `fail` keeps that row pending (it does not abort the
+    replay); min_rows_per_load, a batch verdict, is not applied to a replay."""
+    run_id = duck.quarantine_run()
+    (duck.root / "checks.py").write_text(
+        "def not_four(row):\n    return row['id'] != 4\n", encoding="utf-8"
+    )
+    quality = {
+        "assertions": {
+            "min_rows_per_load": 1000,
+            "custom": [{"predicate": "checks:not_four", "on_failure": "fail"}],
+        }
+    }
+    duck.write_manifest(scale=3, quality=quality)
+
+    doc = duck.execute(run_id).doc
+
+    assert doc["counts"]["applied"] == 1
+    four = [i for i in doc["items"] if i["reason_code"] == "quality.rule_failed"]
+    assert len(four) == 1
+    assert four[0]["rule_id"]
+    assert duck.amounts() == FIRST_LOAD | {2: REPLAYED[2]}
+
+
+@pytest.mark.parametrize(
+    "kind",
+    ["duckdb", pytest.param("postgres", marks=pytest.mark.postgres), "filesystem"],
+)
+def test_more_rows_than_chunk_size_split_into_batch_loads(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    pipeline = make_pipeline(request, tmp_path, kind)
+    rows = tuple((str(i), f"n{i}", "1.005" if i % 2 else "2.00") for i in range(1, 24))
+    pipeline.write_csv(rows)
+    pipeline.write_manifest(chunk_size=5)
+    run_id = pipeline.run()
+    loads_before = pipeline.load_ids()
+    pipeline.write_manifest(scale=3, chunk_size=5)
+    pipeline.migrate_amount()
+
+    doc = pipeline.execute(run_id).doc
+
+    assert doc["counts"]["applied"] == 12
+    new_loads = sorted(set(pipeline.load_ids()) - set(loads_before))
+    assert len(new_loads) == 3  # 12 rows in batches of at most 5
+    per_load = Counter(pipeline.committed_keys().values())
+    assert sorted(per_load.values()) == [2, 5, 5]
+    applied = {i["idempotency_key"] for i in doc["items"] if i["outcome"] == "applied"}
+    assert set(pipeline.committed_keys()) == applied
+    assert len(pipeline.amounts()) == 23
+    assert len(pipeline.acked(run_id)) == 12
+    assert pipeline.execute(run_id).doc["counts"]["already_acknowledged"] == 12
+    assert len(pipeline.load_ids()) == len(loads_before) + 3
