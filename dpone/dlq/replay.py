@@ -29,10 +29,12 @@ first-party executor that binds a manifest's file source and sink.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
@@ -211,6 +213,18 @@ def idempotency_key(plan_id: str, record_id: str, record_sha256: str) -> str:
     return KEY_PREFIX + digest
 
 
+def _keys(plan_id: str) -> Callable[[str, str], str]:
+    """:func:`idempotency_key` for many items of one plan: the plan id is hashed once."""
+    start = hashlib.sha256(f"{plan_id}\n".encode())
+
+    def key(record_id: str, record_sha256: str) -> str:
+        digest = start.copy()
+        digest.update(f"{record_id}\n{record_sha256}".encode())
+        return KEY_PREFIX + digest.hexdigest()
+
+    return key
+
+
 @dataclass(frozen=True, slots=True)
 class ReplayItem:
     record_id: str
@@ -286,10 +300,9 @@ class ReplayPlan:
         found = []
         if self.plan_id != body_checksum(self.body()):
             found.append("its plan_id is not the checksum of its body (the plan was changed)")
+        keyed = _keys(self.plan_id)
         for item in self.items:
-            if item.idempotency_key != idempotency_key(
-                self.plan_id, item.record_id, item.record_sha256
-            ):
+            if item.idempotency_key != keyed(item.record_id, item.record_sha256):
                 found.append(f"the idempotency key of record {item.record_id} was changed")
                 break
         if len(self.items) > self.max_items:
@@ -488,6 +501,7 @@ def _collect(
     run_id: str,
     max_items: int,
     keep: Callable[[DlqRecord], bool] | None = None,
+    index: DlqIndex | None = None,
 ) -> tuple[DlqIndex, list[_Row], dict[str, DlqRecord]]:
     """The run's index, every record's plan fields (each record verified against its checksum
     and its index entry, in id order), and the records ``keep`` asks for.
@@ -498,7 +512,8 @@ def _collect(
     check_identifier(run_id, "run id")
     if not 1 <= max_items <= HARD_MAX_ITEMS:
         raise ReplayPlanTooLarge(f"max_items must be within 1..{HARD_MAX_ITEMS}")
-    index = replayable_index(store, run_id)
+    if index is None or index.run_id != run_id:
+        index = replayable_index(store, run_id)
     if index.record_count > max_items:
         raise ReplayPlanTooLarge(
             f"run {run_id} holds {index.record_count} records; a plan holds at most {max_items}",
@@ -553,15 +568,9 @@ def _assemble(
             bodies,
         )
     )
+    keyed = _keys(plan_id)
     items = tuple(
-        ReplayItem(
-            record_id,
-            sha256,
-            ref,
-            replayable,
-            code,
-            idempotency_key(plan_id, record_id, sha256),
-        )
+        ReplayItem(record_id, sha256, ref, replayable, code, keyed(record_id, sha256))
         for record_id, sha256, ref, replayable, code in rows
     )
     return ReplayPlan(
@@ -587,15 +596,30 @@ def plan(
     max_items: int = DEFAULT_MAX_ITEMS,
 ) -> ReplayPlan:
     """The replay plan of closed run ``run_id``; every record is read and verified."""
-    index, rows, _ = _collect(store, run_id, max_items)
-    return _assemble(
-        index,
-        rows,
-        resolver_identity,
-        target_identity,
-        max_items,
-        format_timestamp(store.now()),
-    )
+    with _gc_paused():
+        index, rows, _ = _collect(store, run_id, max_items)
+        return _assemble(
+            index,
+            rows,
+            resolver_identity,
+            target_identity,
+            max_items,
+            format_timestamp(store.now()),
+        )
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a plan is built: its 100,000 items and records are
+    all alive until the end, so every collection of the growing heap would be wasted work
+    (about a third of the planning time of 100,000 records)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 # --- executing ----------------------------------------------------------------------------------
@@ -696,27 +720,64 @@ def replay_id(plan_: ReplayPlan) -> str:
     return plan_.plan_id.removeprefix(CHECKSUM_PREFIX)[:32]
 
 
+@dataclass(frozen=True, slots=True)
+class RunRead:
+    """One verified read of a run for an execution: its index, every record's plan fields,
+    its acknowledgements and the replayable records not acknowledged yet."""
+
+    index: DlqIndex
+    max_items: int
+    rows: list[_Row]
+    acks: Mapping[str, ReplayAck]
+    pending: Mapping[str, DlqRecord]
+
+    def plan(self, resolver_identity: str, target_identity: str, created_at: str) -> ReplayPlan:
+        """The plan of the run as read (identical to :func:`plan` of the same store)."""
+        return _assemble(
+            self.index, self.rows, resolver_identity, target_identity, self.max_items, created_at
+        )
+
+
+def read_run(
+    store: DlqStore,
+    run_id: str,
+    max_items: int = DEFAULT_MAX_ITEMS,
+    *,
+    index: DlqIndex | None = None,
+) -> RunRead:
+    """Read a closed run's acknowledgements, then every record (verified), for an execution;
+    ``index`` is the run's index from :func:`replayable_index` when the caller has it."""
+    acks = store.read_acks(run_id)
+    with _gc_paused():
+        index, rows, records = _collect(
+            store,
+            run_id,
+            max_items,
+            keep=lambda record: record.replay.replayable and record.record_id not in acks,
+            index=index,
+        )
+    return RunRead(index, max_items, rows, acks, records)
+
+
 def execute(
-    store: DlqStore, plan_: ReplayPlan, resolver: RecordResolver, sink: ReplaySink
+    store: DlqStore,
+    plan_: ReplayPlan,
+    resolver: RecordResolver,
+    sink: ReplaySink,
+    *,
+    run: RunRead | None = None,
 ) -> ReplayResult:
-    """Apply ``plan_`` once (see the module docstring for the order of the steps)."""
+    """Apply ``plan_`` once (see the module docstring for the order of the steps).
+
+    ``run`` is a :func:`read_run` of the plan's run taken for this execution (the caller
+    that built the plan from it saves reading every record twice); without it one is taken.
+    """
     started_at = format_timestamp(store.now())
     _check_plan(plan_, resolver, sink)
-    acks = store.read_acks(plan_.run_id)
-    index, rows, records = _collect(
-        store,
-        plan_.run_id,
-        plan_.max_items,
-        keep=lambda record: record.replay.replayable and record.record_id not in acks,
-    )
-    fresh = _assemble(
-        index,
-        rows,
-        plan_.resolver_identity,
-        plan_.target_identity,
-        plan_.max_items,
-        plan_.created_at,
-    )
+    if run is None or run.index.run_id != plan_.run_id or run.max_items != plan_.max_items:
+        run = read_run(store, plan_.run_id, plan_.max_items)
+    index, acks, records = run.index, run.acks, run.pending
+    fresh = run.plan(plan_.resolver_identity, plan_.target_identity, plan_.created_at)
     if fresh.plan_id != plan_.plan_id or fresh.items != plan_.items:
         raise ReplayPlanMismatch(
             f"the plan is not the plan of run {plan_.run_id} as the store holds it now",
@@ -878,9 +939,12 @@ __all__ = [
     "ReplayUnsupported",
     "Resolution",
     "RowStillRejected",
+    "RunRead",
     "execute",
     "idempotency_key",
     "load_plan",
     "plan",
+    "read_run",
     "replay_id",
+    "replayable_index",
 ]

@@ -49,7 +49,7 @@ from dpone.contracts.errors import SchemaFrozen
 from dpone.contracts.reasons import ReasonCode
 from dpone.contracts.result import TABLE_SCOPE
 from dpone.dlq.canonical import checksum
-from dpone.dlq.model import DlqRecord
+from dpone.dlq.model import DlqRecord, format_timestamp
 from dpone.dlq.refs import FileRef, parse_ref
 from dpone.dlq.replay import (
     ReplayError,
@@ -64,6 +64,7 @@ from dpone.dlq.replay import (
     execute,
     is_valid_identity,
     plan,
+    read_run,
     replayable_index,
 )
 from dpone.dlq.store import DlqStore
@@ -414,15 +415,18 @@ class ReplayBinding:
     resolver: FileRowResolver
     target: SinkReplayTarget
 
+    def max_items(self, asked: int | None = None) -> int:
+        """The plan's bound: ``asked``, else the manifest's ``dlq.max_records_per_run``."""
+        return asked if asked is not None else self.manifest.sink.dlq.max_records_per_run
+
     def plan(self, *, max_items: int | None = None) -> ReplayPlan:
         """The bound plan of the run (nothing is read from the source or the sink)."""
-        bound = max_items if max_items is not None else self.manifest.sink.dlq.max_records_per_run
         return plan(
             self.store,
             self.run_id,
             self.resolver.identity,
             self.target.identity,
-            max_items=bound,
+            max_items=self.max_items(max_items),
         )
 
 
@@ -500,9 +504,13 @@ def execute_replay(
             raise ReplayPlanMismatch(
                 f"the plan is for run {stored.run_id}, not for run {binding.run_id}"
             )
-        chosen = stored if stored is not None else binding.plan(max_items=max_items)
+        bound = stored.max_items if stored is not None else binding.max_items(max_items)
+        run = read_run(store, binding.run_id, bound, index=index)  # each record read once
+        chosen = stored or run.plan(
+            binding.resolver.identity, binding.target.identity, format_timestamp(store.now())
+        )
         with binding.target.sink.session():  # one connection for the whole replay
-            return execute(store, chosen, binding.resolver, binding.target)
+            return execute(store, chosen, binding.resolver, binding.target, run=run)
     finally:
         journal.unlock()
 
