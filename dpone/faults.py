@@ -23,9 +23,11 @@ POINTS: tuple[str, ...] = (
     "after_evidence",
     "during_state_replace",
     "after_state",
-    # Not on the path of `dpone run`: the replay executor, between a row's sink commit and
-    # its acknowledgement (dpone/dlq/replay.py).
-    "replay_after_apply",
+    # Not on the path of `dpone run`: the replay executor (dpone/dlq/replay.py and
+    # dpone/runtime/replay.py), around each batch load and its acknowledgements.
+    "replay_before_batch_commit",  # the k-th batch is staged in the sink, not committed
+    "replay_after_batch_commit",  # the k-th batch committed with its keys, not acknowledged
+    "replay_during_acks",  # the k-th group of acknowledgements is durable, others are not
     # Not on the path of `dpone run`: retention's compaction (DlqStore.delete_records), after
     # the compacted segments are published and after the index that lists them is replaced.
     "retention_after_compact",

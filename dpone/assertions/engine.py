@@ -176,12 +176,14 @@ class AssertionEngine:
     # --- per chunk ------------------------------------------------------------------------------
 
     def observe(
-        self, batch: pa.RecordBatch
+        self, batch: pa.RecordBatch, *, fail_fast: bool = True
     ) -> tuple[pa.RecordBatch, pa.BooleanArray | None, list[str | None] | None]:
         """Row verdicts for one chunk of valid rows.
 
         Returns the batch, a mask of the rows to quarantine (None: none) and, aligned with
-        the batch, the rule id of each quarantined row's first failing assertion.
+        the batch, the rule id of each quarantined row's first failing assertion. With
+        ``fail_fast`` False (a replay), rows failing an ``on_failure: fail`` assertion are in
+        the mask too instead of raising :class:`AssertionFailed`.
         """
         n = batch.num_rows
         quarantine: pa.BooleanArray | None = None
@@ -198,7 +200,7 @@ class AssertionEngine:
                 continue
             tally.failed += count
             policy = tally.spec.on_failure
-            if policy == "fail":
+            if policy == "fail" and fail_fast:
                 raise AssertionFailed(
                     f"assertion '{tally.spec.name}' failed on {count} row(s)",
                     fixes=(

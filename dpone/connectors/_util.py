@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -93,6 +93,12 @@ def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
             raise SinkSchemaError(f"column {field.name!r} is not nullable but holds NULL")
         arrays.append(column)
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def position_mask(positions: Sequence[int], size: int) -> pa.BooleanArray:
+    """A mask of ``size`` rows, True at ``positions``."""
+    everything = pa.array(range(size), pa.int64())
+    return pc.is_in(everything, value_set=pa.array(positions, pa.int64()))
 
 
 def check_keys_not_null(batch: pa.RecordBatch, keys: tuple[str, ...]) -> None:

@@ -9,7 +9,8 @@ with a :class:`LoadMarker` in one atomic step, so "committed" means exactly "mar
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
@@ -83,11 +84,18 @@ class LoadSpec:
     mode: LoadMode = "append"
     unique_key: tuple[str, ...] = ()
     cursor_to: str | None = None
+    #: Idempotency keys the load carries (a replay batch: one per row), committed in the same
+    #: transaction as its rows and marker; :meth:`KeyedSink.committed_keys` finds them again.
+    keys: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name, value in (("load_id", self.load_id), ("run_id", self.run_id)):
             if not ID_PATTERN.match(value):
                 raise SinkConfigError(f"{name} must match [A-Za-z0-9._-]{{1,128}}")
+        if len(set(self.keys)) != len(self.keys):
+            raise SinkConfigError("a load carries an idempotency key twice")
+        if not all(ID_PATTERN.match(key) for key in self.keys):
+            raise SinkConfigError("idempotency keys must match [A-Za-z0-9._-]{1,128}")
         if not self.pipeline or len(self.pipeline) > 128:
             raise SinkConfigError("pipeline name must be 1..128 characters")
         if self.mode not in LOAD_MODES:
@@ -202,4 +210,22 @@ class Sink(Protocol):
 
     def cleanup_abandoned(self, pipeline: str, keep_load_id: str | None = None) -> list[str]:
         """Finish or drop what killed runs of ``pipeline`` left; return the load ids dropped."""
+        ...
+
+
+@runtime_checkable
+class KeyedSink(Sink, Protocol):
+    """A sink that commits idempotency keys with a load's rows (what replay needs, SPEC §8)."""
+
+    def session(self) -> AbstractContextManager[None]:
+        """Pin one connection for every call made inside the block (a replay opens one)."""
+        ...
+
+    def committed_keys(self, keys: Collection[str]) -> set[str]:
+        """Those of ``keys`` that a committed load carried (see :attr:`LoadSpec.keys`)."""
+        ...
+
+    def existing_keys(self, columns: Sequence[str], probe: pa.Table) -> pa.BooleanArray:
+        """For each row of ``probe`` (the ``columns``), whether the target table holds a row
+        with the same values; all False when the table does not exist yet."""
         ...

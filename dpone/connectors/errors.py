@@ -109,6 +109,7 @@ CONNECTOR_CODES: dict[str, str] = {
     "DPONE_SINK_SCHEMA_MISMATCH": "rows do not fit the load schema or the target table",
     "DPONE_SINK_MERGE_NULL_KEY": "a merge row has NULL in a unique_key column",
     "DPONE_SINK_LOAD_CLOSED": "the load was already committed or aborted",
+    "DPONE_SINK_KEY_ALREADY_COMMITTED": "a load carries an idempotency key another load committed",
     "DPONE_SINK_RECOVERY_FAILED": "a committed load's files are missing; the sink needs attention",
     "DPONE_SINK_CONFIG": "the sink section or the load spec cannot work",
     "DPONE_SINK_UNAVAILABLE": "the sink's server is unreachable or failed; may work on retry",

@@ -2,18 +2,22 @@
 
 It binds :mod:`dpone.dlq.replay` to a manifest:
 
-* :class:`FileRowResolver` re-reads each quarantined row from the manifest's file source by its
-  ``record_ref`` (path, SHA-256, row). Every file's SHA-256 is checked before any row is read:
-  one changed file refuses the whole replay (``DPONE_DLQ_REPLAY_SOURCE_CHANGED``). The rows
-  are then re-enforced exactly as a run enforces them (the same
+* :class:`FileRowResolver` re-reads the quarantined rows from the manifest's file source by
+  their ``record_ref`` (path, SHA-256, row). Every file's SHA-256 is checked before any row is
+  read: one changed file refuses the whole replay (``DPONE_DLQ_REPLAY_SOURCE_CHANGED``). The
+  rows are then re-enforced exactly as a run enforces them (the same
   :class:`~dpone.contracts.enforcer.ContractEnforcementService`, chunk by chunk as the source
-  yields them), checked by the manifest's row-scope assertions, and fitted to the target
-  table's current columns: a value the target cannot hold without loss (a ``decimal(12,3)``
-  into a ``DECIMAL(12,2)`` column the sink would round) keeps the row pending as
+  yields them), checked by the manifest's row-scope assertions (one engine for the whole
+  replay, so ``unique_columns`` catches duplicates among the replayed rows, and a key the
+  target table already holds keeps its row out), and fitted to the target table's current
+  columns: a value the target cannot hold without loss (a ``decimal(12,3)`` into a
+  ``DECIMAL(12,2)`` column the sink would round) keeps the row pending as
   ``sink.row_rejected`` instead of loading something else than the source said.
-* :class:`SinkReplayTarget` applies one row as one load of the manifest's sink whose load id
-  is the item's idempotency key: the sink's marker-by-load-id makes a second apply a no-op,
-  which is what lets a replay killed between apply and acknowledgement simply run again.
+* :class:`SinkReplayTarget` applies the rows in batches of ``runtime.chunk_size``: one load of
+  the manifest's sink per batch, carrying the rows' idempotency keys, which the sink commits in
+  the same transaction as the rows (``LoadSpec.keys``). The executor asks the sink which keys
+  it committed before applying anything, which is what lets a replay killed between a commit
+  and its acknowledgements simply run again. One sink connection serves the whole replay.
 
 The executor holds the pipeline's run lock, so a replay never overlaps a run of the same
 pipeline, and refuses a DLQ run whose own load never committed (the next run would read those
@@ -22,18 +26,20 @@ rows again).
 
 from __future__ import annotations
 
+import hashlib
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import structlog
 
-from dpone.assertions.engine import AssertionEngine, AssertionFailed
+from dpone.assertions.engine import AssertionEngine
 from dpone.clock import Clock, utc_now
-from dpone.connectors._util import conform, sha256_file
-from dpone.connectors.base import LoadSpec, Sink
+from dpone.connectors._util import conform, position_mask, sha256_file
+from dpone.connectors.base import KeyedSink, LoadSpec
 from dpone.connectors.errors import SinkSchemaError
 from dpone.connectors.sinks import make_sink
 from dpone.connectors.sources import make_source
@@ -43,7 +49,7 @@ from dpone.contracts.errors import SchemaFrozen
 from dpone.contracts.reasons import ReasonCode
 from dpone.contracts.result import TABLE_SCOPE
 from dpone.dlq.canonical import checksum
-from dpone.dlq.model import DlqRecord
+from dpone.dlq.model import DlqRecord, format_timestamp
 from dpone.dlq.refs import FileRef, parse_ref
 from dpone.dlq.replay import (
     ReplayError,
@@ -53,13 +59,16 @@ from dpone.dlq.replay import (
     ReplayResult,
     ReplaySourceChanged,
     ReplayUnsupported,
+    Resolution,
     RowStillRejected,
     execute,
     is_valid_identity,
     plan,
+    read_run,
     replayable_index,
 )
 from dpone.dlq.store import DlqStore
+from dpone.faults import checkpoint
 from dpone.manifest.plan import Plan
 from dpone.runtime.journal import RunJournal
 
@@ -102,45 +111,98 @@ class _Wanted:
     record_id: str
 
 
+@dataclass(slots=True)
+class _Judged:
+    """Rows that pass so far (``ids[i]`` is the record of row ``i``) and the rejections."""
+
+    pieces: list[pa.Table]
+    ids: list[str]
+    rejected: dict[str, RowStillRejected]
+
+    def keep(
+        self, piece: pa.Table, ids: Sequence[str], out: Mapping[int, RowStillRejected]
+    ) -> None:
+        """Keep the rows of ``piece`` not in ``out`` (positions), reject the others."""
+        for position, why in out.items():
+            self.rejected[ids[position]] = why
+        if out:
+            mask = position_mask(sorted(out), piece.num_rows)
+            piece = piece.filter(pc.invert(mask))
+            ids = [record_id for i, record_id in enumerate(ids) if i not in out]
+        self.pieces.append(piece)
+        self.ids.extend(ids)
+
+
 class FileRowResolver:
-    """Re-reads, re-enforces and fits quarantined rows of a manifest's file source."""
+    """Re-reads, re-enforces, re-asserts and fits quarantined rows of a manifest's file source.
+
+    Vectorized like a run: each source chunk is enforced whole, the row-scope assertions
+    observe every chunk in one engine (so ``unique_columns`` also catches a duplicate inside
+    the replayed rows), and a key of a ``unique_columns`` assertion that the target table
+    already holds keeps its row out. Batch-scope assertions (min/max rows) do not apply.
+    """
 
     def __init__(
         self,
         manifest: Plan,
         source: FileSource,
-        existing_schema: Callable[[], pa.Schema | None],
+        target: KeyedSink,
         *,
         unique_key: tuple[str, ...] = (),
     ) -> None:
         self.manifest = manifest
         self.source = source
         self.identity = resolver_identity(manifest, source.identity)
-        self._existing_schema = existing_schema
+        self._target = target
         self._unique_key = unique_key
-        self._outcomes: dict[str, pa.RecordBatch | RowStillRejected] = {}
 
-    def prepare(self, records: Sequence[DlqRecord]) -> None:
-        """Check every file's SHA-256, then read, enforce and fit every wanted row."""
+    def resolve(self, records: Sequence[DlqRecord]) -> Resolution:
+        """Check every file's SHA-256, then read, enforce, assert and fit every wanted row."""
         if not records:
-            return
+            return Resolution(pa.table({}), (), {})
         files = self._files(records)
         for path, (sha, _) in sorted(files.items()):
             self._check_file(path, sha)
-        existing = self._existing_schema()
+        existing = self._target.existing_schema()
         enforcer = ContractEnforcementService(self.manifest.sink.contract)
         engine = AssertionEngine(self.manifest.quality.assertions, self.manifest.manifest_dir)
+        judged = _Judged([], [], {})
         for path, (sha, wanted) in sorted(files.items()):
             for piece, ids in self._read_rows(path, sha, wanted):
-                self._judge(piece, ids, enforcer, engine, existing)
+                valid, valid_ids = self._enforce(piece, ids, enforcer, existing, judged)
+                _, quarantine, rules = engine.observe(valid, fail_fast=False)
+                out: dict[int, RowStillRejected] = {}
+                if quarantine is not None and rules is not None:
+                    out = {
+                        i: RowStillRejected(ReasonCode.RULE_FAILED, rule_id=rule)
+                        for i, rule in enumerate(rules)
+                        if rule is not None
+                    }
+                judged.keep(pa.Table.from_batches([valid]), valid_ids, out)
+        rows = pa.concat_tables(judged.pieces, promote_options="permissive")
+        fitted = _Judged([], [], judged.rejected)
+        table, out = fit_to_target(rows, existing, self._unique_key)
+        fitted.keep(table, judged.ids, out)
+        final = _Judged([], [], judged.rejected)
+        final.keep(fitted.pieces[0], fitted.ids, self._keys_in_target(fitted.pieces[0]))
+        return Resolution(final.pieces[0], tuple(final.ids), final.rejected)
 
-    def resolve(self, record: DlqRecord) -> pa.RecordBatch:
-        outcome = self._outcomes.get(record.record_id)
-        if outcome is None:
-            raise ReplayError(f"record {record.record_id} was not prepared for replay")
-        if isinstance(outcome, RowStillRejected):
-            raise outcome
-        return outcome
+    def _keys_in_target(self, rows: pa.Table) -> dict[int, RowStillRejected]:
+        """Rows whose ``unique_columns`` key the target already holds (a warn policy lets
+        them load, as in a run)."""
+        out: dict[int, RowStillRejected] = {}
+        for spec in self.manifest.quality.assertions:
+            if spec.type != "unique_columns" or spec.on_failure == "warn" or not rows.num_rows:
+                continue
+            columns = [str(c) for c in spec.params["value"] if str(c) in rows.schema.names]
+            if not columns:
+                continue
+            held = self._target.existing_keys(columns, rows.select(columns))
+            for position in pc.indices_nonzero(held).to_pylist():
+                out.setdefault(
+                    position, RowStillRejected(ReasonCode.RULE_FAILED, rule_id=spec.name)
+                )
+        return out
 
     # --- reading --------------------------------------------------------------------------------
 
@@ -218,14 +280,15 @@ class FileRowResolver:
 
     # --- judging --------------------------------------------------------------------------------
 
-    def _judge(
+    def _enforce(
         self,
         piece: pa.RecordBatch,
         ids: list[str],
         enforcer: ContractEnforcementService,
-        engine: AssertionEngine,
         existing: pa.Schema | None,
-    ) -> None:
+        judged: _Judged,
+    ) -> tuple[pa.RecordBatch, list[str]]:
+        """The rows of ``piece`` the contract accepts; the others go to ``judged.rejected``."""
         result = enforcer.enforce(piece, existing_schema=existing)
         if isinstance(result.error, SchemaFrozen):
             raise result.error  # the contract refuses the target's shape: fix the manifest
@@ -236,59 +299,70 @@ class FileRowResolver:
             rejects.columns.to_pylist(),
             strict=True,
         ):
-            self._outcomes[ids[position]] = RowStillRejected(
+            judged.rejected[ids[position]] = RowStillRejected(
                 ReasonCode(reason), None if column == TABLE_SCOPE else column
             )
-        valid = result.valid
-        for j, position in enumerate(result.valid_positions.to_pylist()):
-            row = valid.slice(j, 1)
-            self._outcomes[ids[position]] = self._check_row(row, engine, existing)
-
-    def _check_row(
-        self, row: pa.RecordBatch, engine: AssertionEngine, existing: pa.Schema | None
-    ) -> pa.RecordBatch | RowStillRejected:
-        try:
-            _, quarantine, _ = engine.observe(row)
-        except AssertionFailed:
-            return RowStillRejected(ReasonCode.RULE_FAILED)
-        if quarantine is not None and quarantine[0].as_py():
-            return RowStillRejected(ReasonCode.RULE_FAILED)
-        return fit_to_target(row, existing, self._unique_key)
+        return result.valid, [ids[p] for p in result.valid_positions.to_pylist()]
 
 
 def fit_to_target(
-    row: pa.RecordBatch, existing: pa.Schema | None, unique_key: tuple[str, ...] = ()
-) -> pa.RecordBatch | RowStillRejected:
-    """``row`` cast to the target's column types, or why the target cannot hold it as is.
-
-    Columns the target lacks keep the contract's type (the sink adds them, as in a run).
-    """
+    rows: pa.Table, existing: pa.Schema | None, unique_key: tuple[str, ...] = ()
+) -> tuple[pa.Table, dict[int, RowStillRejected]]:
+    """``rows`` cast to the target's column types, and the positions of the rows the target
+    cannot hold as they are (``sink.row_rejected``: a cast would lose data, or a merge key
+    is NULL). Columns the target lacks keep the contract's type (the sink adds them)."""
     if existing is None:
-        return row
+        return rows, {}
     fields = []
-    for field in row.schema:
+    for field in rows.schema:
         index = existing.get_field_index(field.name)
         fields.append(field if index < 0 else existing.field(index).with_metadata(field.metadata))
     schema = pa.schema(fields)
+    out: dict[int, RowStillRejected] = {}
     for field in schema:
-        single = pa.RecordBatch.from_arrays([row.column(field.name)], names=[field.name])
-        try:
-            conform(single, pa.schema([field]))
-        except SinkSchemaError:
-            return RowStillRejected(ReasonCode.SINK_ROW_REJECTED, field.name)
+        column = rows.column(field.name).combine_chunks()
+        for position in _unfit(column, field, 0):
+            out.setdefault(position, RowStillRejected(ReasonCode.SINK_ROW_REJECTED, field.name))
     for key in unique_key:
-        if key in schema.names and row.column(key).null_count:
-            return RowStillRejected(ReasonCode.SINK_ROW_REJECTED, key)
-    return conform(row, schema)
+        if key in schema.names:
+            nulls = pc.indices_nonzero(pc.is_null(rows.column(key).combine_chunks()))
+            for position in nulls.to_pylist():
+                out.setdefault(position, RowStillRejected(ReasonCode.SINK_ROW_REJECTED, key))
+    kept = rows.filter(pc.invert(position_mask(sorted(out), rows.num_rows))) if out else rows
+    batches = [conform(batch, schema) for batch in kept.to_batches()]
+    return pa.Table.from_batches(batches, schema=schema), out
+
+
+def _unfit(column: pa.Array, field: pa.Field, offset: int) -> list[int]:
+    """Positions (from ``offset``) of the values of ``column`` that do not fit ``field``:
+    the whole column is tried at once, and halved only where it fails."""
+    if not len(column):
+        return []
+    try:
+        conform(pa.RecordBatch.from_arrays([column], names=[field.name]), pa.schema([field]))
+        return []
+    except SinkSchemaError:
+        if len(column) == 1:
+            return [offset]
+    half = len(column) // 2
+    return _unfit(column.slice(0, half), field, offset) + _unfit(
+        column.slice(half), field, offset + half
+    )
 
 
 # --- applying -----------------------------------------------------------------------------------
 
 
-class SinkReplayTarget:
-    """A manifest's sink as a replay sink: one load per row, load id = idempotency key."""
+def batch_load_id(keys: Sequence[str]) -> str:
+    """The load id of one replay batch, derived from the keys it carries."""
+    return "replay-batch-" + hashlib.sha256("\n".join(keys).encode()).hexdigest()[:48]
 
-    def __init__(self, sink: Sink, manifest: Plan, run_id: str) -> None:
+
+class SinkReplayTarget:
+    """A manifest's sink as a replay sink: one load per batch of at most ``chunk_size`` rows,
+    the rows' idempotency keys committed in the same transaction as the rows."""
+
+    def __init__(self, sink: KeyedSink, manifest: Plan, run_id: str) -> None:
         strategy = manifest.sink.strategy
         if strategy.mode == "replace":
             raise ReplayUnsupported(
@@ -297,28 +371,32 @@ class SinkReplayTarget:
             )
         self.sink = sink
         self.identity = _bounded(sink.identity, "sink")
+        self.batch_rows = manifest.runtime.chunk_size
         self._pipeline = manifest.name
         self._run_id = run_id
         self._mode = strategy.mode
         self._unique_key = strategy.unique_key
 
-    def apply(self, idempotency_key: str, batch: pa.RecordBatch) -> None:
-        # No "already committed?" look-up first: the sink's commit of a load id whose marker
-        # exists applies nothing (a retry after a crash between commit and acknowledgement),
-        # and the look-up would cost a connection per row on the common path.
+    def committed(self, keys: Sequence[str]) -> set[str]:
+        return self.sink.committed_keys(keys)
+
+    def apply(self, keys: Sequence[str], rows: pa.Table) -> None:
         load = self.sink.begin(
             LoadSpec(
                 pipeline=self._pipeline,
                 run_id=self._run_id,
-                load_id=idempotency_key,
-                schema=batch.schema,
+                load_id=batch_load_id(keys),
+                schema=rows.schema,
                 mode=self._mode,
                 unique_key=self._unique_key,
+                keys=tuple(keys),
             )
         )
         try:
-            load.write(batch)
-            load.commit()  # a load id that committed meanwhile is a no-op (the marker)
+            for batch in rows.to_batches():
+                load.write(batch)
+            checkpoint("replay_before_batch_commit")
+            load.commit()
         except BaseException:
             load.abort()
             raise
@@ -337,15 +415,18 @@ class ReplayBinding:
     resolver: FileRowResolver
     target: SinkReplayTarget
 
+    def max_items(self, asked: int | None = None) -> int:
+        """The plan's bound: ``asked``, else the manifest's ``dlq.max_records_per_run``."""
+        return asked if asked is not None else self.manifest.sink.dlq.max_records_per_run
+
     def plan(self, *, max_items: int | None = None) -> ReplayPlan:
         """The bound plan of the run (nothing is read from the source or the sink)."""
-        bound = max_items if max_items is not None else self.manifest.sink.dlq.max_records_per_run
         return plan(
             self.store,
             self.run_id,
             self.resolver.identity,
             self.target.identity,
-            max_items=bound,
+            max_items=self.max_items(max_items),
         )
 
 
@@ -386,7 +467,12 @@ def bind(
     )
     strategy = manifest.sink.strategy
     unique_key = strategy.unique_key if strategy.mode == "merge" else ()
-    resolver = FileRowResolver(manifest, source, sink.existing_schema, unique_key=unique_key)
+    if not isinstance(sink, KeyedSink):
+        raise ReplayUnsupported(
+            "the manifest's sink cannot commit idempotency keys with its rows, so a replay "
+            "could not be made exactly once"
+        )
+    resolver = FileRowResolver(manifest, source, sink, unique_key=unique_key)
     return ReplayBinding(
         manifest, run_id, store, resolver, SinkReplayTarget(sink, manifest, run_id)
     )
@@ -418,8 +504,13 @@ def execute_replay(
             raise ReplayPlanMismatch(
                 f"the plan is for run {stored.run_id}, not for run {binding.run_id}"
             )
-        chosen = stored if stored is not None else binding.plan(max_items=max_items)
-        return execute(store, chosen, binding.resolver, binding.target)
+        bound = stored.max_items if stored is not None else binding.max_items(max_items)
+        run = read_run(store, binding.run_id, bound, index=index)  # each record read once
+        chosen = stored or run.plan(
+            binding.resolver.identity, binding.target.identity, format_timestamp(store.now())
+        )
+        with binding.target.sink.session():  # one connection for the whole replay
+            return execute(store, chosen, binding.resolver, binding.target, run=run)
     finally:
         journal.unlock()
 
@@ -429,6 +520,7 @@ __all__ = [
     "ReplayBinding",
     "ReplayPipelineMismatch",
     "SinkReplayTarget",
+    "batch_load_id",
     "bind",
     "execute_replay",
     "fit_to_target",

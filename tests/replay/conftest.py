@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
@@ -81,10 +83,14 @@ class Pipeline:
         lines = ["id,name,amount", *(",".join(row) for row in rows)]
         self.data.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
-    def write_manifest(self, *, scale: int = 2, mode: str = "append", **extra: Any) -> None:
+    def write_manifest(
+        self, *, scale: int = 2, mode: str = "append", chunk_size: int = 10_000, **extra: Any
+    ) -> None:
         sink: dict[str, Any] = {"dataset": self.dataset, "table": TABLE}
         if self.kind == "duckdb":
             sink |= {"type": "duckdb", "database": "warehouse.duckdb"}
+        elif self.kind == "filesystem":
+            sink |= {"type": "filesystem", "path": "lake"}
         else:
             sink |= {"type": "postgres", "connection": "${" + PG_ENV + "}"}
         strategy: dict[str, Any] = {"mode": mode}
@@ -92,7 +98,7 @@ class Pipeline:
             strategy["unique_key"] = ["id"]
         doc: dict[str, Any] = {
             "name": PIPELINE,
-            "runtime": {"work_dir": ".dpone"},
+            "runtime": {"work_dir": ".dpone", "chunk_size": chunk_size},
             "source": {"type": "file", "format": "csv", "path": "data/*.csv"},
             "sink": {
                 **sink,
@@ -176,22 +182,54 @@ class Pipeline:
             return self._duck(sql)
         return pg_query(PG_URL, sql)
 
+    @property
+    def lake(self) -> Path:
+        return self.root / "lake"
+
+    def _markers(self) -> list[dict[str, Any]]:
+        return [json.loads(p.read_bytes()) for p in (self.lake / "_dpone_loads").glob("*.json")]
+
+    def _parquet_files(self) -> list[Path]:
+        return sorted((self.lake / self.dataset / TABLE).glob("*.parquet"))
+
     def amounts(self) -> dict[int, Decimal]:
         """id -> amount of every target row; a duplicated id fails the test."""
-        rows = self.sql(f'SELECT id, amount FROM "{self.dataset}"."{TABLE}" ORDER BY id')
+        if self.kind == "filesystem":
+            table = pa.concat_tables(
+                [pq.read_table(p, columns=["id", "amount"]) for p in self._parquet_files()],
+                promote_options="permissive",
+            )
+            rows = list(zip(table["id"].to_pylist(), table["amount"].to_pylist(), strict=True))
+        else:
+            rows = self.sql(f'SELECT id, amount FROM "{self.dataset}"."{TABLE}" ORDER BY id')
         ids = [int(r[0]) for r in rows]
-        assert len(ids) == len(set(ids)), f"a row was loaded twice: {ids}"
+        assert len(ids) == len(set(ids)), f"a row was loaded twice: {sorted(ids)}"
         return {int(i): Decimal(a) for i, a in rows}
 
     def load_ids(self) -> list[str]:
+        if self.kind == "filesystem":
+            return sorted(str(doc["load_id"]) for doc in self._markers())
         rows = self.sql(f'SELECT load_id FROM "{self.dataset}"."_dpone_loads" ORDER BY load_id')
         return [str(r[0]) for r in rows]
+
+    def committed_keys(self) -> dict[str, str]:
+        """Idempotency key -> the load that committed it, read from the sink's own tables."""
+        if self.kind == "filesystem":
+            return {k: str(doc["load_id"]) for doc in self._markers() for k in doc.get("keys", ())}
+        rows = self.sql(f'SELECT idempotency_key, load_id FROM "{self.dataset}"."_dpone_load_keys"')
+        return {str(k): str(load) for k, load in rows}
 
     def migrate_amount(self, scale: int = 3) -> None:
         """The operator's migration that goes with the contract fix."""
         target = f'"{self.dataset}"."{TABLE}"'
         if self.kind == "duckdb":
             self._duck(f"ALTER TABLE {target} ALTER amount TYPE DECIMAL(12,{scale})")
+        elif self.kind == "filesystem":
+            for path in self._parquet_files():
+                table = pq.read_table(path)
+                where = table.schema.get_field_index("amount")
+                field = table.schema.field(where).with_type(pa.decimal128(12, scale))
+                pq.write_table(table.cast(table.schema.set(where, field)), path)
         else:
             pg_query(PG_URL, f"ALTER TABLE {target} ALTER COLUMN amount TYPE numeric(12,{scale})")
 
@@ -201,6 +239,10 @@ class Pipeline:
         """The record ids acknowledged on disk, sorted (a record acknowledged twice shows
         twice)."""
         return dlqfiles.acked_ids(self.dlq_dir, run_id)
+
+    def acked(self, run_id: str) -> list[str]:
+        """The acknowledged record ids (through the store, whatever its file layout)."""
+        return sorted(self.store().read_acks(run_id))
 
     def record_ids(self, run_id: str) -> list[str]:
         """The record ids of every line of the run's segments, sorted."""
@@ -222,15 +264,17 @@ def assert_acks_valid(pipeline: Pipeline, run_id: str) -> None:
 
 
 def make_pipeline(request: pytest.FixtureRequest, tmp_path: Path, kind: str) -> Pipeline:
-    if kind == "duckdb":
-        return Pipeline(tmp_path, "duckdb", "analytics")
+    if kind in ("duckdb", "filesystem"):
+        return Pipeline(tmp_path, kind, "analytics")
     schema = request.getfixturevalue("pg_schema")
     return Pipeline(tmp_path, "postgres", schema, env={PG_ENV: PG_URL})
 
 
-@pytest.fixture(params=["duckdb", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(
+    params=["duckdb", pytest.param("postgres", marks=pytest.mark.postgres), "filesystem"]
+)
 def pipeline(request: pytest.FixtureRequest, tmp_path: Path) -> Pipeline:
-    """The same pipeline against DuckDB and against PostgreSQL."""
+    """The same pipeline against DuckDB, PostgreSQL and a Parquet folder."""
     return make_pipeline(request, tmp_path, str(request.param))
 
 

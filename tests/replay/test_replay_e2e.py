@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from .conftest import (
     Pipeline,
     assert_acks_valid,
     assert_valid,
+    make_pipeline,
 )
 
 
@@ -41,10 +44,12 @@ def test_replay_loads_exactly_the_rows_that_now_pass_once(pipeline: Pipeline) ->
     assert doc["pending"] == 1
     assert pipeline.amounts() == FIRST_LOAD | REPLAYED
     applied = sorted(i["idempotency_key"] for i in doc["items"] if i["outcome"] == "applied")
-    # One sink load per applied row, its load id the item's idempotency key.
-    assert sorted(set(pipeline.load_ids()) - set(loads_before)) == applied
+    # One sink load for the batch, committing the key of each of its rows.
+    new_loads = sorted(set(pipeline.load_ids()) - set(loads_before))
+    assert len(new_loads) == 1
+    assert pipeline.committed_keys() == dict.fromkeys(applied, new_loads[0])
+    assert len(pipeline.acked(run_id)) == 2
     applied_ids = sorted(i["record_id"] for i in doc["items"] if i["outcome"] == "applied")
-    assert len(applied_ids) == 2
     assert pipeline.acked_ids(run_id) == applied_ids  # each applied row acknowledged once
     assert_acks_valid(pipeline, run_id)
     assert pipeline.store().verify() == []
@@ -61,7 +66,7 @@ def test_replay_loads_exactly_the_rows_that_now_pass_once(pipeline: Pipeline) ->
     assert second.doc["plan_id"] == doc["plan_id"]
     assert pipeline.acked_ids(run_id) == applied_ids  # nothing acknowledged a second time
     assert pipeline.amounts() == FIRST_LOAD | REPLAYED
-    assert pipeline.load_ids() == sorted(loads_before + applied)
+    assert pipeline.load_ids() == sorted(loads_before + new_loads)
     # reference_only: the replay read the rows, and still no value left the sink.
     plan = pipeline.replay(run_id, "--manifest", str(pipeline.manifest), "--format", "json")
     for result in (first, second, plan):
@@ -70,22 +75,27 @@ def test_replay_loads_exactly_the_rows_that_now_pass_once(pipeline: Pipeline) ->
         assert CANARY not in path.read_text(encoding="utf-8"), path
 
 
-def test_a_replay_killed_between_apply_and_ack_loads_each_row_once(pipeline: Pipeline) -> None:
+def test_a_replay_killed_between_commit_and_acks_loads_each_row_once(
+    pipeline: Pipeline,
+) -> None:
     run_id = pipeline.quarantine_run()
+    loads_before = pipeline.load_ids()
 
-    pipeline.execute_killed(run_id, "replay_after_apply")
+    pipeline.execute_killed(run_id, "replay_after_batch_commit")
 
-    # The first row committed, its acknowledgement never came.
-    assert len(pipeline.amounts()) == len(FIRST_LOAD) + 1
-    assert pipeline.acked_ids(run_id) == []
+    # The batch committed with its keys, its acknowledgements never came.
+    assert pipeline.amounts() == FIRST_LOAD | REPLAYED
+    assert len(pipeline.committed_keys()) == 2
+    assert pipeline.acked(run_id) == []
 
     result = pipeline.execute(run_id)
 
     assert result.exit_code == 0, result.stdout
-    assert result.doc["counts"]["applied"] == 2
+    assert result.doc["counts"]["applied"] == 2  # acknowledged now, not loaded again
     assert pipeline.amounts() == FIRST_LOAD | REPLAYED
-    assert len(pipeline.acked_ids(run_id)) == 2
-    assert len(set(pipeline.acked_ids(run_id))) == 2
+    assert len(pipeline.load_ids()) == len(loads_before) + 1
+    assert len(pipeline.acked(run_id)) == 2
+    assert len(set(pipeline.acked_ids(run_id))) == 2  # on disk, each acknowledged once
     assert pipeline.store().verify() == []
     again = pipeline.execute(run_id)
     assert again.doc["counts"]["applied"] == 0
@@ -134,7 +144,7 @@ def test_yes_without_an_executor_exits_4_and_applies_nothing(duck: Pipeline) -> 
         assert "nothing was applied" in result.doc["message"]
         assert_valid(result.doc, "dpone.error.v1")
     assert duck.amounts() == FIRST_LOAD
-    assert duck.acked_ids(run_id) == []
+    assert duck.acked(run_id) == []
 
 
 def test_a_changed_source_file_refuses_the_whole_replay(duck: Pipeline) -> None:
@@ -146,7 +156,7 @@ def test_a_changed_source_file_refuses_the_whole_replay(duck: Pipeline) -> None:
     assert result.exit_code == 1
     assert result.doc["code"] == "DPONE_DLQ_REPLAY_SOURCE_CHANGED"
     assert duck.amounts() == FIRST_LOAD
-    assert duck.acked_ids(run_id) == []
+    assert duck.acked(run_id) == []
 
 
 def test_a_tampered_record_stops_the_replay_before_any_row(duck: Pipeline) -> None:
@@ -161,7 +171,7 @@ def test_a_tampered_record_stops_the_replay_before_any_row(duck: Pipeline) -> No
     assert result.exit_code == 1
     assert result.doc["code"] == "DPONE_DLQ_CHECKSUM_MISMATCH"
     assert duck.amounts() == FIRST_LOAD
-    assert duck.acked_ids(run_id) == []
+    assert duck.acked(run_id) == []
 
 
 def test_an_aborted_run_is_refused(duck: Pipeline) -> None:
@@ -223,7 +233,7 @@ def test_a_changed_plan_key_or_target_is_refused_before_any_row(
     result = duck.execute(run_id, "--plan", str(good))
     assert result.doc["code"] == "DPONE_DLQ_REPLAY_PLAN_MISMATCH"
     assert duck.amounts() == FIRST_LOAD
-    assert duck.acked_ids(run_id) == []
+    assert duck.acked(run_id) == []
 
     # Not the contract: its keys stay valid when the contract is fixed once more.
     duck.write_manifest(scale=3, quality={"assertions": {"min_rows_per_load": 1}})
@@ -234,10 +244,10 @@ def test_a_changed_plan_key_or_target_is_refused_before_any_row(
 
 
 def test_a_retry_under_a_changed_contract_still_loads_each_row_once(duck: Pipeline) -> None:
-    """Killed after the first commit; the contract then changes again before the retry: the
+    """Killed after the batch's commit; the contract then changes again before the retry: the
     keys do not depend on the contract, so the committed row is not loaded a second time."""
     run_id = duck.quarantine_run()
-    duck.execute_killed(run_id, "replay_after_apply")
+    duck.execute_killed(run_id, "replay_after_batch_commit")
     duck.write_manifest(scale=3, quality={"assertions": {"min_rows_per_load": 1}})
 
     result = duck.execute(run_id)
@@ -263,7 +273,7 @@ def test_a_value_the_target_cannot_hold_stays_pending(duck: Pipeline) -> None:
         "sink.row_rejected": 2,
     }
     assert duck.amounts() == FIRST_LOAD
-    assert duck.acked_ids(run_id) == []
+    assert duck.acked(run_id) == []
 
 
 def test_merge_replays_by_key(duck: Pipeline) -> None:
@@ -315,6 +325,106 @@ def test_the_runbook_flow_ends_with_a_clean_store(duck: Pipeline, fmt: str) -> N
     assert applied.exit_code == 0, applied.stdout
     # The two replayed (acknowledged) records went; the one still rejected stays pending.
     assert len(duck.record_ids(run_id)) == 1
-    assert duck.acked_ids(run_id) == []
+    assert duck.acked(run_id) == []
     assert duck.store().verify() == []
     assert duck.amounts() == FIRST_LOAD | REPLAYED
+
+
+#: Row 4 repeats id 3 (quarantined by unique_columns); rows 5 and 6 share id 9 and both fail
+#: the contract (scale 3), so the run's unique check never saw them.
+DUPLICATES: tuple[tuple[str, str, str], ...] = (
+    ("1", "a", "10.50"),
+    ("2", "b", "12.345"),
+    ("3", "c", "7.25"),
+    ("3", CANARY, "7.25"),
+    ("9", "x", "1.234"),
+    ("9", CANARY, "2.345"),
+)
+UNIQUE = {"assertions": {"unique_columns": {"value": ["id"], "on_failure": "quarantine"}}}
+
+
+def test_a_duplicate_key_stays_out_of_the_target_and_of_the_batch(pipeline: Pipeline) -> None:
+    pipeline.write_csv(DUPLICATES)
+    pipeline.write_manifest(quality=UNIQUE)
+    run_id = pipeline.run()
+    assert pipeline.amounts() == {1: Decimal("10.50"), 3: Decimal("7.25")}
+    pipeline.write_manifest(scale=3, quality=UNIQUE)
+    pipeline.migrate_amount()
+
+    doc = pipeline.execute(run_id).doc
+
+    assert_valid(doc, "dpone.dlq-replay-result.v1")
+    assert doc["counts"]["applied"] == 2
+    assert doc["still_rejected_by_reason"] == {"quality.rule_failed": 2}
+    rejected = [i for i in doc["items"] if i["outcome"] == "still_rejected"]
+    assert {i["rule_id"] for i in rejected} == {"unique_columns"}
+    # id 3 is already in the target; the second id 9 repeats the first one of the batch.
+    assert pipeline.amounts() == {
+        1: Decimal("10.50"),
+        2: Decimal("12.345"),
+        3: Decimal("7.25"),
+        9: Decimal("1.234"),
+    }
+    again = pipeline.execute(run_id).doc
+    assert again["counts"] == {
+        "applied": 0,
+        "already_acknowledged": 2,
+        "still_rejected": 2,
+        "not_replayable": 0,
+    }
+    assert CANARY not in json.dumps(doc)
+
+
+def test_row_predicates_apply_to_replayed_rows_batch_verdicts_do_not(duck: Pipeline) -> None:
+    """A row predicate failing under `fail` keeps that row pending (it does not abort the
+    replay); min_rows_per_load, a batch verdict, is not applied to a replay."""
+    run_id = duck.quarantine_run()
+    (duck.root / "checks.py").write_text(
+        "def not_four(row):\n    return row['id'] != 4\n", encoding="utf-8"
+    )
+    quality = {
+        "assertions": {
+            "min_rows_per_load": 1000,
+            "custom": [{"predicate": "checks:not_four", "on_failure": "fail"}],
+        }
+    }
+    duck.write_manifest(scale=3, quality=quality)
+
+    doc = duck.execute(run_id).doc
+
+    assert doc["counts"]["applied"] == 1
+    four = [i for i in doc["items"] if i["reason_code"] == "quality.rule_failed"]
+    assert len(four) == 1
+    assert four[0]["rule_id"]
+    assert duck.amounts() == FIRST_LOAD | {2: REPLAYED[2]}
+
+
+@pytest.mark.parametrize(
+    "kind",
+    ["duckdb", pytest.param("postgres", marks=pytest.mark.postgres), "filesystem"],
+)
+def test_more_rows_than_chunk_size_split_into_batch_loads(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    pipeline = make_pipeline(request, tmp_path, kind)
+    rows = tuple((str(i), f"n{i}", "1.005" if i % 2 else "2.00") for i in range(1, 24))
+    pipeline.write_csv(rows)
+    pipeline.write_manifest(chunk_size=5)
+    run_id = pipeline.run()
+    loads_before = pipeline.load_ids()
+    pipeline.write_manifest(scale=3, chunk_size=5)
+    pipeline.migrate_amount()
+
+    doc = pipeline.execute(run_id).doc
+
+    assert doc["counts"]["applied"] == 12
+    new_loads = sorted(set(pipeline.load_ids()) - set(loads_before))
+    assert len(new_loads) == 3  # 12 rows in batches of at most 5
+    per_load = Counter(pipeline.committed_keys().values())
+    assert sorted(per_load.values()) == [2, 5, 5]
+    applied = {i["idempotency_key"] for i in doc["items"] if i["outcome"] == "applied"}
+    assert set(pipeline.committed_keys()) == applied
+    assert len(pipeline.amounts()) == 23
+    assert len(pipeline.acked(run_id)) == 12
+    assert pipeline.execute(run_id).doc["counts"]["already_acknowledged"] == 12
+    assert len(pipeline.load_ids()) == len(loads_before) + 3

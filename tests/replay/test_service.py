@@ -15,11 +15,13 @@ from dpone.dlq.refs import file_refs, run_row_refs
 from dpone.dlq.replay import (
     OUTCOMES,
     DlqReplayService,
+    ReplayError,
     ReplayPlan,
     ReplayPlanMismatch,
     ReplayRunAborted,
     ReplayRunOpen,
     ReplaySourceChanged,
+    Resolution,
     RowStillRejected,
     body_checksum,
     execute,
@@ -43,35 +45,49 @@ class FakeResolver:
     ) -> None:
         self.rejects = rejects or {}
         self.refuse = refuse
-        self.prepared: list[str] = []
+        self.resolved: list[str] = []
 
-    def prepare(self, records: Sequence[DlqRecord]) -> None:
+    def resolve(self, records: Sequence[DlqRecord]) -> Resolution:
         if self.refuse is not None:
             raise self.refuse
-        self.prepared = [r.record_id for r in records]
-
-    def resolve(self, record: DlqRecord) -> pa.RecordBatch:
-        assert record.record_id in self.prepared, "resolve before prepare"
-        if record.record_id in self.rejects:
-            raise RowStillRejected(self.rejects[record.record_id], "amount")
-        return pa.record_batch({"ref": [record.record_ref]})
+        self.resolved = [r.record_id for r in records]
+        passing = [r for r in records if r.record_id not in self.rejects]
+        return Resolution(
+            pa.table({"ref": [r.record_ref for r in passing]}),
+            tuple(r.record_id for r in passing),
+            {
+                rid: RowStillRejected(reason, "amount", rule_id="rule")
+                for rid, reason in self.rejects.items()
+                if rid in self.resolved
+            },
+        )
 
 
 class FakeSink:
-    """Idempotent per key, and counts what it really applied."""
+    """Commits keys with rows atomically, like the real sinks; counts its loads."""
 
     identity = "fake-sink:orders"
 
-    def __init__(self, fail_on_call: int | None = None) -> None:
-        self.applied: dict[str, pa.RecordBatch] = {}
-        self.calls = 0
+    def __init__(self, fail_on_call: int | None = None, batch_rows: int = 100) -> None:
+        self.applied: dict[str, str] = {}
+        self.loads: list[list[str]] = []
         self.fail_on_call = fail_on_call
+        self.batch_rows = batch_rows
 
-    def apply(self, idempotency_key: str, batch: pa.RecordBatch) -> None:
-        self.calls += 1
+    @property
+    def calls(self) -> int:
+        return len(self.loads)
+
+    def committed(self, keys: Sequence[str]) -> set[str]:
+        return set(keys) & set(self.applied)
+
+    def apply(self, keys: Sequence[str], rows: pa.Table) -> None:
+        self.loads.append(list(keys))
         if self.calls == self.fail_on_call:
             raise ConnectionError("the sink went away")
-        self.applied.setdefault(idempotency_key, batch)
+        assert rows.num_rows == len(keys)
+        assert not set(keys) & set(self.applied), "a key applied twice"
+        self.applied.update(zip(keys, rows.column("ref").to_pylist(), strict=True))
 
 
 @pytest.fixture
@@ -140,6 +156,7 @@ def test_execute_applies_each_row_once_and_acknowledges_after_the_sink(
     }
     assert_valid(result.to_json(), "dpone.dlq-replay-result.v1")
     assert sorted(sink.applied) == sorted(i.idempotency_key for i in replay_plan.items[:3])
+    assert sink.calls == 1  # one load for the batch
     acks = store.read_acks("run-1")
     assert len(acks) == 3
     for item in replay_plan.items[:3]:
@@ -154,7 +171,7 @@ def test_execute_applies_each_row_once_and_acknowledges_after_the_sink(
 
     again = service.execute(replay_plan, resolver=FakeResolver(), sink=sink)
     assert again.counts()["already_acknowledged"] == 3
-    assert sink.calls == 3
+    assert sink.calls == 1
 
 
 def test_a_refusal_while_resolving_comes_before_any_row(store: DlqStore) -> None:
@@ -188,15 +205,60 @@ def test_rows_that_still_fail_stay_pending_until_they_pass(store: DlqStore) -> N
 def test_a_sink_failure_midway_is_finished_by_a_retry(store: DlqStore) -> None:
     closed_run(store)
     replay_plan = plan(store, "run-1", FakeResolver.identity, FakeSink.identity)
-    sink = FakeSink(fail_on_call=2)
+    sink = FakeSink(fail_on_call=2, batch_rows=2)
 
     with pytest.raises(ConnectionError):
         execute(store, replay_plan, FakeResolver(), sink)
-    assert len(store.read_acks("run-1")) == 1
+    assert len(store.read_acks("run-1")) == 2  # the first batch of two
 
     result = execute(store, replay_plan, FakeResolver(), sink)
-    assert result.counts()["applied"] == 2
+    assert result.counts()["applied"] == 1
     assert len(sink.applied) == 3
+
+
+def test_rows_are_applied_in_batches_of_the_sinks_size(store: DlqStore) -> None:
+    closed_run(store)
+    replay_plan = plan(store, "run-1", FakeResolver.identity, FakeSink.identity)
+    sink = FakeSink(batch_rows=2)
+
+    result = execute(store, replay_plan, FakeResolver(), sink)
+
+    assert result.counts()["applied"] == 3
+    keys = [i.idempotency_key for i in replay_plan.items[:3]]
+    assert sink.loads == [keys[:2], keys[2:]]
+
+
+def test_keys_committed_without_acks_are_acknowledged_and_not_applied_again(
+    store: DlqStore,
+) -> None:
+    """A crash between a batch's commit and its acknowledgements: the sink knows the keys."""
+    closed_run(store)
+    replay_plan = plan(store, "run-1", FakeResolver.identity, FakeSink.identity)
+    sink = FakeSink()
+    committed = replay_plan.items[0]
+    sink.applied[committed.idempotency_key] = committed.record_ref
+    resolver = FakeResolver()
+
+    result = execute(store, replay_plan, resolver, sink)
+
+    assert result.counts()["applied"] == 3
+    assert committed.record_id not in resolver.resolved  # not even read again
+    assert sink.loads == [[i.idempotency_key for i in replay_plan.items[1:3]]]
+    assert sorted(store.read_acks("run-1")) == sorted(i.record_id for i in replay_plan.items[:3])
+
+
+def test_a_resolver_that_loses_a_record_applies_nothing(store: DlqStore) -> None:
+    closed_run(store)
+    replay_plan = plan(store, "run-1", FakeResolver.identity, FakeSink.identity)
+
+    class Lossy(FakeResolver):
+        def resolve(self, records: Sequence[DlqRecord]) -> Resolution:
+            return super().resolve(records[1:])
+
+    sink = FakeSink()
+    with pytest.raises(ReplayError):
+        execute(store, replay_plan, Lossy(), sink)
+    assert sink.calls == 0
 
 
 def test_another_identity_or_a_changed_plan_is_refused(store: DlqStore) -> None:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import errno
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from types import TracebackType
 from typing import Any
 
 import pyarrow as pa
 
-from dpone.connectors._util import check_keys_not_null, conform
+from dpone.connectors._util import check_keys_not_null, conform, position_mask, quote_ident
 from dpone.connectors.base import LOAD_MODES, LoadMarker, LoadSpec
 from dpone.connectors.errors import (
     SinkDiskFull,
@@ -157,6 +157,57 @@ def marker_from_row(row: Sequence[Any]) -> LoadMarker:
         target=str(target),
         mode=mode,
     )
+
+
+#: The SQL sinks' table of committed idempotency keys: one row per key, inserted in the
+#: transaction of the load that carried it (``LoadSpec.keys``).
+KEYS_TABLE = "_dpone_load_keys"
+KEY_COLUMN = "idempotency_key"
+#: The row position column of a probe table (see :class:`KeyProbes`).
+PROBE_POSITION = "_dpone_pos"
+
+
+def keys_committed_twice(load_id: str) -> SinkError:
+    return SinkError(
+        f"load {load_id} carries idempotency keys that another load already committed",
+        code="DPONE_SINK_KEY_ALREADY_COMMITTED",
+        fixes=("ask committed_keys() first and load only the keys it does not return",),
+    )
+
+
+def positioned(probe: pa.Table) -> pa.Table:
+    """``probe`` with the position of each row, which the join of :class:`KeyProbes` returns."""
+    return probe.append_column(PROBE_POSITION, pa.array(range(probe.num_rows), pa.int64()))
+
+
+def probe_join_sql(probe: str, target: str, columns: Sequence[str]) -> str:
+    """The positions of the ``probe`` rows whose ``columns`` match a row of ``target``."""
+    on = " AND ".join(f"t.{quote_ident(c)} = p.{quote_ident(c)}" for c in columns)
+    return f"SELECT DISTINCT p.{PROBE_POSITION} FROM {probe} AS p JOIN {target} AS t ON {on}"
+
+
+class KeyProbes(ABC):
+    """``committed_keys`` and ``existing_keys`` of the SQL sinks, over one ``_matching`` join."""
+
+    table: str
+
+    @abstractmethod
+    def _matching(self, name: str, probe: pa.Table, columns: Sequence[str]) -> list[int]:
+        """Positions of the ``probe`` rows matching a row of ``dataset.name`` on ``columns``
+        (none when that table does not exist)."""
+
+    def committed_keys(self, keys: Collection[str]) -> set[str]:
+        wanted = list(keys)
+        if not wanted:
+            return set()
+        probe = pa.table({KEY_COLUMN: pa.array(wanted, pa.string())})
+        return {wanted[i] for i in self._matching(KEYS_TABLE, probe, (KEY_COLUMN,))}
+
+    def existing_keys(self, columns: Sequence[str], probe: pa.Table) -> pa.BooleanArray:
+        if not probe.num_rows:
+            return position_mask([], 0)
+        hits = self._matching(self.table, probe.select(list(columns)), columns)
+        return position_mask(hits, probe.num_rows)
 
 
 def os_error(exc: OSError, what: str) -> DponeError:

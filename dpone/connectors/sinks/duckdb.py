@@ -6,12 +6,16 @@ committed on its own, so memory stays bounded by the batch) and listed in
 the strategy, insert the marker into ``<dataset>._dpone_loads``, drop the staging table.
 A killed process leaves at most a staging table; :meth:`DuckDbSink.cleanup_abandoned`
 drops it. DuckDB's WAL makes the commit all-or-nothing across a crash.
+
+A load that carries idempotency keys (a replay batch) inserts one row per key into
+``<dataset>._dpone_load_keys`` in the same commit. :meth:`DuckDbSink.session` opens the
+database once for many loads and look-ups (each then takes a cursor of that connection).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +39,17 @@ from dpone.connectors.errors import (
     SinkUnavailable,
 )
 from dpone.connectors.sinks._common import (
+    KEY_COLUMN,
+    KEYS_TABLE,
     MARKER_COLUMNS,
+    KeyProbes,
     LoadState,
+    keys_committed_twice,
     marker_from_row,
     marker_row,
     os_error,
+    positioned,
+    probe_join_sql,
 )
 from dpone.connectors.sources.duckdb import interruptible, utc_labels
 from dpone.errors import DponeError
@@ -54,13 +64,16 @@ _LOADS_DDL = (
     "row_count BIGINT NOT NULL, cursor_to VARCHAR, committed_at VARCHAR NOT NULL, "
     "load_seq BIGINT NOT NULL)"
 )
+_KEYS_DDL = (
+    f"CREATE TABLE IF NOT EXISTS {{t}} ({KEY_COLUMN} VARCHAR PRIMARY KEY, load_id VARCHAR NOT NULL)"
+)
 _STAGES_DDL = (
     "CREATE TABLE IF NOT EXISTS {t} (stage_table VARCHAR PRIMARY KEY, load_id VARCHAR NOT NULL, "
     "pipeline VARCHAR NOT NULL, target VARCHAR NOT NULL, created_at VARCHAR NOT NULL)"
 )
 
 
-class DuckDbSink:
+class DuckDbSink(KeyProbes):
     """``dataset.table`` in the DuckDB file ``database``.
 
     ``config`` goes to ``duckdb.connect`` (``memory_limit``, ``threads``, ``access_mode``...);
@@ -84,6 +97,7 @@ class DuckDbSink:
         self.identity = f"duckdb:{display_path}:{self.target}"
         self._config = dict(config or {})
         self._clock = clock
+        self._pinned: duckdb.DuckDBPyConnection | None = None
 
     # --- helpers ----------------------------------------------------------------------------------
 
@@ -92,6 +106,11 @@ class DuckDbSink:
 
     def connect(self, *, create: bool) -> duckdb.DuckDBPyConnection | None:
         """A connection, or None when the file does not exist and ``create`` is False."""
+        if self._pinned is not None:
+            try:
+                return self._pinned.cursor()
+            except duckdb.Error as exc:
+                raise duck_error(exc, "opening the database") from None
         if not create and not self.database.is_file():
             return None
         try:
@@ -118,18 +137,46 @@ class DuckDbSink:
             ).fetchall()
         ]
 
-    def _read(self, sql: str, params: list[object]) -> list[tuple[Any, ...]]:
+    def _read(
+        self,
+        sql: str,
+        params: list[object],
+        *,
+        table: str = _LOADS,
+        probe: pa.Table | None = None,
+    ) -> list[tuple[Any, ...]]:
+        """Rows of ``sql`` (none while ``table`` does not exist); ``probe`` is registered
+        as ``_dpone_probe`` for the query."""
         con = self.connect(create=False)
         if con is None:
             return []
         try:
             with interruptible("DuckDB sink: reading load markers"):
-                if not self._exists(con, _LOADS):
+                if not self._exists(con, table):
                     return []
+                if probe is not None:
+                    con.register("_dpone_probe", probe)
                 return con.execute(sql, params).fetchall()
         except duckdb.Error as exc:
             raise duck_error(exc, "reading load markers") from None
         finally:
+            con.close()
+
+    def _matching(self, name: str, probe: pa.Table, columns: Sequence[str]) -> list[int]:
+        sql = probe_join_sql("_dpone_probe", self._q(name), columns)
+        rows = self._read(sql, [], table=name, probe=positioned(probe))
+        return [int(r[0]) for r in rows]
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[None]:
+        """Open the database once for everything done inside the block."""
+        con = self.connect(create=True)
+        assert con is not None
+        self._pinned = con
+        try:
+            yield
+        finally:
+            self._pinned = None
             con.close()
 
     # --- Sink -------------------------------------------------------------------------------------
@@ -282,6 +329,8 @@ class DuckDbLoad(LoadState):
                     f"?, ?, ?, ?, coalesce(max(load_seq), 0) + 1 FROM {q(_LOADS)}",
                     list(marker_row(marker)),
                 )
+                if spec.keys:
+                    self._insert_keys(con)
                 if not adopted:
                     con.execute(f"DROP TABLE {stage}")
                 con.execute(f"DELETE FROM {q(_STAGES)} WHERE stage_table = ?", [self._stage_table])
@@ -292,6 +341,21 @@ class DuckDbLoad(LoadState):
             if isinstance(exc, duckdb.Error):
                 raise duck_error(exc, "committing the load") from None
             raise
+
+    def _insert_keys(self, con: duckdb.DuckDBPyConnection) -> None:
+        """One row per idempotency key of the load, inside the commit's transaction."""
+        keys = self._sink._q(KEYS_TABLE)
+        con.execute(_KEYS_DDL.format(t=keys))
+        con.register("_dpone_keys", pa.table({KEY_COLUMN: pa.array(self.spec.keys, pa.string())}))
+        clash = con.execute(
+            f"SELECT count(*) FROM _dpone_keys AS k JOIN {keys} AS c USING ({KEY_COLUMN})"
+        ).fetchall()
+        if clash[0][0]:
+            raise keys_committed_twice(self.spec.load_id)
+        con.execute(
+            f"INSERT INTO {keys} SELECT {KEY_COLUMN}, ? FROM _dpone_keys", [self.spec.load_id]
+        )
+        con.unregister("_dpone_keys")
 
     def _apply(self, con: duckdb.DuckDBPyConnection, target: str, stage: str) -> None:
         """Move the staged rows into an existing target per the strategy."""

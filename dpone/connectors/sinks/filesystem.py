@@ -13,6 +13,9 @@ A crash before step 2 leaves staging without a marker: rolled back. A crash afte
 marker whose staging folder still exists: :meth:`FilesystemSink.recover` (run by ``begin``,
 ``commit`` and ``cleanup_abandoned``) finishes the moves, which are idempotent. Readers read
 the files :meth:`FilesystemSink.committed_files` lists, or the table folder once recovered.
+
+A load that carries idempotency keys (a replay batch) lists them under ``keys`` in its
+marker, so they are committed by the same ``link`` as its files.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +34,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from dpone.connectors._util import Clock, iso_utc, utc_now
+from dpone.connectors._util import Clock, iso_utc, position_mask, utc_now
 from dpone.connectors.base import ID_PATTERN, LoadMarker, LoadSpec
 from dpone.connectors.errors import SinkConfigError, SinkError, SinkSchemaError
-from dpone.connectors.sinks._common import LoadState, os_error
+from dpone.connectors.sinks._common import (
+    PROBE_POSITION,
+    LoadState,
+    keys_committed_twice,
+    os_error,
+    positioned,
+)
 from dpone.errors import DponeError
 
 MARKER_SCHEMA = "dpone.sink-load-marker.v1"
@@ -108,6 +117,39 @@ class FilesystemSink:
             if d["pipeline"] == pipeline and d["target"] == self.target
         ]
         return LoadMarker.from_json(mine[-1]) if mine else None
+
+    def session(self) -> contextlib.AbstractContextManager[None]:
+        """Nothing to pin: a file system has no connection."""
+        return contextlib.nullcontext()
+
+    def committed_keys(self, keys: Collection[str]) -> set[str]:
+        wanted = set(keys)
+        if not wanted:
+            return set()
+        found: set[str] = set()
+        for doc in self._marker_docs():
+            found.update(key for key in doc.get("keys", ()) if key in wanted)
+        return found
+
+    def existing_keys(self, columns: Sequence[str], probe: pa.Table) -> pa.BooleanArray:
+        names = list(columns)
+        probe = positioned(probe.select(names))
+        hits: set[int] = set()
+        for path in self.committed_files():
+            schema = pq.read_schema(path)
+            if any(schema.get_field_index(name) < 0 for name in names):
+                continue  # the file predates the column: none of its rows holds a key
+            wanted = pa.schema([*(schema.field(n) for n in names), probe.schema.field(-1)])
+            try:
+                typed = probe.cast(wanted)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                raise SinkSchemaError(
+                    "a key column does not cast to the type an existing file holds"
+                ) from None
+            held = pq.read_table(path, columns=names)
+            matched = typed.join(held, keys=names, join_type="left semi")
+            hits.update(matched.column(PROBE_POSITION).to_pylist())
+        return position_mask(sorted(hits), probe.num_rows)
 
     def committed_files(self) -> list[Path]:
         """The table's live files, replayed from the committed markers (adds minus removes)."""
@@ -286,6 +328,10 @@ class FilesystemLoad(LoadState):
                 "adds": adds,
                 "removes": removes,
             }
+            if spec.keys:
+                if sink.committed_keys(spec.keys):
+                    raise keys_committed_twice(spec.load_id)
+                doc["keys"] = list(spec.keys)
             created = _create_json(sink.marker_path(spec.load_id), doc)
         except OSError as exc:
             raise os_error(exc, "filesystem sink: committing the load") from None

@@ -7,11 +7,16 @@ construction, a killed process's transaction is rolled back by the server (nothi
 up), and the commit applies the strategy, creates or evolves the target and inserts the
 marker into ``<dataset>._dpone_loads`` atomically. A commit whose acknowledgement was lost
 (the connection dropped during COMMIT) is settled by reading the marker back.
+
+A load that carries idempotency keys (a replay batch) inserts one row per key into
+``<dataset>._dpone_load_keys`` in the same transaction. :meth:`PostgresSink.session` pins one
+connection for many loads and look-ups, each ending its own transaction.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -25,7 +30,18 @@ from dpone.connectors._util import (
     utc_now,
 )
 from dpone.connectors.base import LoadMarker, LoadSpec
-from dpone.connectors.sinks._common import MARKER_COLUMNS, LoadState, marker_from_row, marker_row
+from dpone.connectors.sinks._common import (
+    KEY_COLUMN,
+    KEYS_TABLE,
+    MARKER_COLUMNS,
+    KeyProbes,
+    LoadState,
+    keys_committed_twice,
+    marker_from_row,
+    marker_row,
+    positioned,
+    probe_join_sql,
+)
 from dpone.errors import DponeError
 
 _LOADS = "_dpone_loads"
@@ -36,6 +52,9 @@ _LOADS_DDL = (
     "row_count bigint NOT NULL, cursor_to text, committed_at text NOT NULL, "
     "load_seq bigint NOT NULL)"
 )
+_KEYS_DDL = (
+    f"CREATE TABLE IF NOT EXISTS {{t}} ({KEY_COLUMN} text PRIMARY KEY, load_id text NOT NULL)"
+)
 _COLUMNS_SQL = (
     "SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull "
     "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
@@ -45,7 +64,7 @@ _COLUMNS_SQL = (
 )
 
 
-class PostgresSink:
+class PostgresSink(KeyProbes):
     """``dataset.table`` (schema.table) on the server of ``connection`` (already resolved)."""
 
     def __init__(
@@ -57,6 +76,7 @@ class PostgresSink:
         self.target = f"{dataset}.{table}"
         self.identity = f"postgres:{self.target}"
         self._clock = clock
+        self._pinned: Any = None
 
     def __repr__(self) -> str:  # the connection string must not leak through a repr
         return f"PostgresSink({self.identity!r})"
@@ -70,15 +90,43 @@ class PostgresSink:
         except _pg.DRIVER_ERRORS as exc:
             raise _pg.sink_error(exc, "connecting") from None
 
+    @contextlib.contextmanager
+    def session(self) -> Iterator[None]:
+        """One connection for every load and look-up inside the block."""
+        conn = self.connect()
+        self._pinned = conn
+        try:
+            yield
+        finally:
+            self._pinned = None
+            _close(conn)
+
+    @contextlib.contextmanager
+    def _borrowed(self, *, fresh: bool = False) -> Iterator[Any]:
+        """The pinned connection (its read transaction rolled back after use) or, outside a
+        session or when ``fresh``, a connection of its own, closed after use."""
+        if self._pinned is not None and not fresh:
+            try:
+                yield self._pinned
+            finally:
+                _rollback(self._pinned)
+            return
+        conn = self.connect()
+        try:
+            yield conn
+        finally:
+            _close(conn)
+
     def columns(self, cur: Any, name: str) -> list[tuple[str, str, bool]]:
         """(name, formatted type, not null) of ``dataset.name``; empty if it does not exist."""
         cur.execute(_COLUMNS_SQL, parameters=(self.dataset, name))
         return [(str(a), str(b), bool(c)) for a, b, c in cur.fetchall()]
 
-    def _read_markers(self, where: str, params: tuple[object, ...]) -> LoadMarker | None:
-        conn = self.connect()
+    def _read_markers(
+        self, where: str, params: tuple[object, ...], *, fresh: bool = False
+    ) -> LoadMarker | None:
         try:
-            with conn.cursor() as cur:
+            with self._borrowed(fresh=fresh) as conn, conn.cursor() as cur:
                 if not self.columns(cur, _LOADS):
                     return None
                 cur.execute(
@@ -89,20 +137,27 @@ class PostgresSink:
             return None if row is None else marker_from_row(row)
         except _pg.DRIVER_ERRORS as exc:
             raise _pg.sink_error(exc, "reading load markers") from None
-        finally:
-            _close(conn)
+
+    def _matching(self, name: str, probe: pa.Table, columns: Sequence[str]) -> list[int]:
+        try:
+            with self._borrowed() as conn, conn.cursor() as cur:
+                if not self.columns(cur, name):
+                    return []
+                temp = "_dpone_probe"
+                ingest_temporary(cur, temp, positioned(probe))
+                cur.execute(probe_join_sql(quote_ident(temp), self._q(name), columns))
+                return [int(row[0]) for row in cur.fetchall()]
+        except _pg.DRIVER_ERRORS as exc:
+            raise _pg.sink_error(exc, "looking up keys") from None
 
     # --- Sink -------------------------------------------------------------------------------------
 
     def existing_schema(self) -> pa.Schema | None:
-        conn = self.connect()
         try:
-            with conn.cursor() as cur:
+            with self._borrowed() as conn, conn.cursor() as cur:
                 columns = self.columns(cur, self.table)
         except _pg.DRIVER_ERRORS as exc:
             raise _pg.sink_error(exc, "reading the target schema") from None
-        finally:
-            _close(conn)
         if not columns:
             return None
         return pa.schema(
@@ -119,7 +174,8 @@ class PostgresSink:
         )
 
     def begin(self, load: LoadSpec) -> PostgresLoad:
-        conn = self.connect()
+        owned = self._pinned is None
+        conn = self.connect() if owned else self._pinned
         stage = "_dpone_stage_" + short_hash(load.pipeline, load.load_id, self.target)
         columns = [
             f"{quote_ident(f.name)} {_pg.pg_type(f.type, staging=True)}" for f in load.schema
@@ -133,12 +189,12 @@ class PostgresSink:
                     "ON COMMIT DROP"
                 )
         except DponeError:
-            _close(conn)
+            _release(conn, owned)
             raise
         except _pg.DRIVER_ERRORS as exc:
-            _close(conn)
+            _release(conn, owned)
             raise _pg.sink_error(exc, "creating the staging table") from None
-        return PostgresLoad(self, conn, load, stage)
+        return PostgresLoad(self, conn, load, stage, owned=owned)
 
     def cleanup_abandoned(self, pipeline: str, keep_load_id: str | None = None) -> list[str]:
         """Nothing to do: staging lives and dies with the load's own transaction."""
@@ -149,11 +205,14 @@ class PostgresSink:
 class PostgresLoad(LoadState):
     """One load: an open transaction holding a temporary staging table."""
 
-    def __init__(self, sink: PostgresSink, conn: Any, spec: LoadSpec, stage: str) -> None:
+    def __init__(
+        self, sink: PostgresSink, conn: Any, spec: LoadSpec, stage: str, *, owned: bool = True
+    ) -> None:
         super().__init__(spec)
         self._sink = sink
         self._conn = conn
         self._stage_table = stage
+        self._owned = owned
 
     def _stage(self, batch: pa.RecordBatch) -> None:
         arrays = [_pg.staging_array(column) for column in batch.columns]
@@ -176,7 +235,7 @@ class PostgresLoad(LoadState):
             _rollback(self._conn)
         # The COMMIT may have landed before the connection dropped: the marker settles it.
         try:
-            marker = self._sink.committed_load(self.spec.load_id)
+            marker = self._sink._read_markers("load_id = $1", (self.spec.load_id,), fresh=True)
         except DponeError:
             marker = None
         if marker is not None:
@@ -229,8 +288,24 @@ class PostgresLoad(LoadState):
             f"$6, $7, $8, coalesce(max(load_seq), 0) + 1 FROM {q(_LOADS)}",
             parameters=marker_row(marker),
         )
+        if spec.keys:
+            self._insert_keys(cur)
         self._conn.commit()  # ON COMMIT DROP removes the staging table
         return marker
+
+    def _insert_keys(self, cur: Any) -> None:
+        """One row per idempotency key of the load, inside the load's transaction."""
+        keys, temp = self._sink._q(KEYS_TABLE), self._stage_table + "_keys"
+        cur.execute(_KEYS_DDL.format(t=keys))
+        ingest_temporary(cur, temp, pa.table({KEY_COLUMN: pa.array(self.spec.keys, pa.string())}))
+        cur.execute(f"SELECT count(*) FROM {quote_ident(temp)} JOIN {keys} USING ({KEY_COLUMN})")
+        row = cur.fetchone()
+        if row is not None and row[0]:
+            raise keys_committed_twice(self.spec.load_id)
+        cur.execute(
+            f"INSERT INTO {keys} SELECT {KEY_COLUMN}, $1 FROM {quote_ident(temp)}",
+            parameters=(self.spec.load_id,),
+        )
 
     def _prepare_target(self, cur: Any) -> None:
         sink, spec = self._sink, self.spec
@@ -253,7 +328,16 @@ class PostgresLoad(LoadState):
         _rollback(self._conn)
 
     def _close(self) -> None:
-        _close(self._conn)
+        _release(self._conn, self._owned)
+
+
+def ingest_temporary(cur: Any, name: str, table: pa.Table) -> None:
+    """``table`` into a temporary table dropped at the end of the current transaction."""
+    columns = [f"{quote_ident(f.name)} {_pg.pg_type(f.type, staging=True)}" for f in table.schema]
+    cur.execute(f"CREATE TEMPORARY TABLE {quote_ident(name)} ({', '.join(columns)}) ON COMMIT DROP")
+    arrays = [_pg.staging_array(column.combine_chunks()) for column in table.columns]
+    staged = pa.RecordBatch.from_arrays(arrays, names=table.schema.names)
+    cur.adbc_ingest(name, staged, mode="append", temporary=True)
 
 
 # Cleanup is best effort and must not hide the run's own error: after an interrupt inside the
@@ -269,3 +353,11 @@ def _rollback(conn: Any) -> None:
 def _close(conn: Any) -> None:
     with contextlib.suppress(*_CLEANUP_ERRORS):
         conn.close()
+
+
+def _release(conn: Any, owned: bool) -> None:
+    """Close a connection of its own; a session's pinned one only ends its transaction."""
+    if owned:
+        _close(conn)
+    else:
+        _rollback(conn)
