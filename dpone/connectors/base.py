@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
 import pyarrow as pa
@@ -26,15 +26,32 @@ ID_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
 
 @dataclass(frozen=True, slots=True)
+class DecodeFailure:
+    """A physical line (1-based; a CSV header is line 1) the source could not decode.
+
+    ``text`` is the line as text (invalid bytes replaced, cut at 16 KiB): a row value, which
+    the lifecycle keeps only under ``pii_policy: preserve``. ``what`` says what is wrong
+    with it, without a value.
+    """
+
+    line: int
+    what: str
+    text: str = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
 class SourceChunk:
     """One bounded piece of the source.
 
     ``first_row`` is the 1-based row number, within ``partition``, of ``batch`` row 0: for
-    CSV the data row (the header is not counted, a quoted multi-line field is one row), for
-    JSONL the non-blank line, for Parquet the row index + 1, for database and Python sources
-    the position in the result. ``partition`` is a file path relative to the manifest's folder
-    (posix), or the table / query / callable name. ``file_sha256`` (hex) is computed before the
-    file is read, and is None when the source cannot be re-read (``rereadable`` False).
+    CSV and JSONL the row among those the reader decoded (the header, blank lines and lines
+    that did not decode are not counted; a quoted multi-line field is one row), for Parquet
+    the row index + 1, for database and Python sources the position in the result.
+    ``partition`` is a file's path as the manifest's glob spells it (``dpone.sourcepaths``),
+    or the table / query / callable name. ``file_sha256`` (hex) is computed before the file is
+    read, and is None when the source cannot be re-read (``rereadable`` False).
+    ``failures`` are the lines of the file that did not decode since the previous chunk (the
+    batch may then be empty).
     """
 
     batch: pa.RecordBatch
@@ -42,6 +59,7 @@ class SourceChunk:
     file_sha256: str | None
     first_row: int
     rereadable: bool
+    failures: tuple[DecodeFailure, ...] = ()
 
     @property
     def num_rows(self) -> int:

@@ -25,6 +25,12 @@ class SourceDecodeError(SourceError):
     code = "DPONE_SOURCE_DECODE_FAILED"
 
 
+class SourceRowTooLong(SourceError):
+    """A line longer than the reader's ``max_row_bytes`` (terminal: the limit is the fix)."""
+
+    code = "DPONE_SOURCE_ROW_TOO_LONG"
+
+
 class SourceUnavailable(TransientError):
     """The source's server or file system failed underneath us; may work on retry."""
 
@@ -98,6 +104,7 @@ class SinkLocked(TransientError):
 CONNECTOR_CODES: dict[str, str] = {
     "DPONE_SOURCE_FAILED": "the source cannot be read as configured",
     "DPONE_SOURCE_DECODE_FAILED": "the source's bytes are not rows of the declared format",
+    "DPONE_SOURCE_ROW_TOO_LONG": "a source line is longer than max_row_bytes",
     "DPONE_SOURCE_UNAVAILABLE": "the source's server or file system failed; may work on retry",
     "DPONE_SOURCE_CONFIG": "the source section cannot become a reader",
     "DPONE_SOURCE_NO_FILES": "the source path matched no file",

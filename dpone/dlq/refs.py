@@ -1,12 +1,21 @@
 """``record_ref``: how a resolver finds a rejected row again without the DLQ holding its values.
 
-Two forms (SPEC §5):
+Three forms (SPEC §5):
 
-* ``dpone://file/<path>?sha256=<hex>&row=<n>`` — a file source. ``path`` is relative to the
-  manifest's folder, POSIX separators, percent-encoded; ``sha256`` is the file's digest (a
-  resolver refuses a file that changed); ``row`` is the 1-based data row number in the file.
+* ``dpone://file/<path>?sha256=<hex>&row=<n>`` — a row of a file source. ``path`` is the file
+  as the manifest's ``source.path`` spells it (:mod:`dpone.sourcepaths`): relative to the
+  manifest's folder (``data/a.csv``, ``../shared/a.csv``), absolute (``/data/a.csv``, so the
+  ref reads ``dpone://file//data/a.csv``) or under the home folder (``~/landing/a.csv``);
+  POSIX separators, percent-encoded. ``sha256`` is the file's digest (a resolver refuses a
+  file that changed); ``row`` is the 1-based number of the row among those the reader decoded.
+* ``dpone://file/<path>?sha256=<hex>&line=<n>`` — a physical line (1-based, the header is
+  line 1) the reader could not decode (``source.decode_failed``). Not replayable: there is
+  no row to enforce again.
 * ``dpone://runs/<run_id>/loads/<load_id>/rows/<n>`` — a source that cannot be re-read
   (a Python generator, a stream); ``n`` is the 1-based row number within the load.
+
+The leading character of ``path`` tells the three path forms apart: ``/`` absolute, ``~``
+home (a relative path may not start with ``~``), anything else relative.
 
 The bulk builders format a whole chunk at the cost of one f-string per row.
 """
@@ -20,6 +29,7 @@ from urllib.parse import quote, unquote
 
 from dpone.dlq.errors import DlqInvalidRef
 from dpone.dlq.ids import IDENTIFIER_PATTERN, check_identifier
+from dpone.sourcepaths import source_path_problem
 
 REF_PREFIX = "dpone://"
 MAX_REF_LENGTH = 4096
@@ -28,7 +38,7 @@ _SHA_HEX = re.compile(r"^[0-9a-f]{64}$")
 _ID = IDENTIFIER_PATTERN[1:-1]  # the identifier pattern without its anchors
 _FILE_REF = re.compile(
     r"^dpone://file/(?P<path>[A-Za-z0-9/._~%-]+)\?sha256=(?P<sha>[0-9a-f]{64})"
-    r"&row=(?P<row>[1-9][0-9]{0,17})$"
+    r"&(?P<unit>row|line)=(?P<row>[1-9][0-9]{0,17})$"
 )
 _RUN_REF = re.compile(
     rf"^dpone://runs/(?P<run>{_ID})/loads/(?P<load>{_ID})/rows/(?P<row>[1-9][0-9]{{0,17}})$"
@@ -39,7 +49,7 @@ _PATH_SAFE = "/-._~"
 
 @dataclass(frozen=True, slots=True)
 class FileRef:
-    """A row of a file source: ``path`` relative to the manifest, the file's SHA-256, its row."""
+    """A row of a file source: ``path`` as the manifest spells it, the file's SHA-256, its row."""
 
     path: str
     sha256: str
@@ -47,6 +57,18 @@ class FileRef:
 
     def to_uri(self) -> str:
         return file_ref(self.path, self.sha256, self.row)
+
+
+@dataclass(frozen=True, slots=True)
+class FileLineRef:
+    """A physical line of a file that the source could not decode (not replayable)."""
+
+    path: str
+    sha256: str
+    line: int
+
+    def to_uri(self) -> str:
+        return file_line_refs(self.path, self.sha256, [self.line])[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,12 +83,10 @@ class RunRowRef:
         return run_row_ref(self.run_id, self.load_id, self.row)
 
 
-def _check_relative_path(path: str) -> str:
-    if not path or path.startswith("/") or "\\" in path or "\x00" in path:
-        raise DlqInvalidRef("a file record_ref needs a relative POSIX path")
-    parts = path.split("/")
-    if any(part in ("", ".", "..") for part in parts):
-        raise DlqInvalidRef("a file record_ref path may not contain empty, '.' or '..' segments")
+def _check_path(path: str) -> str:
+    problem = source_path_problem(path, glob=False)
+    if problem is not None:
+        raise DlqInvalidRef(f"a file record_ref path {problem}")
     return path
 
 
@@ -76,11 +96,11 @@ def _check_row(row: int) -> int:
     return row
 
 
-def _file_prefix(path: str, sha256: str) -> str:
-    _check_relative_path(path)
+def _file_prefix(path: str, sha256: str, unit: str = "row") -> str:
+    _check_path(path)
     if not _SHA_HEX.match(sha256):
         raise DlqInvalidRef("a file record_ref needs the file's SHA-256 as 64 lowercase hex digits")
-    return f"{REF_PREFIX}file/{quote(path, safe=_PATH_SAFE)}?sha256={sha256}&row="
+    return f"{REF_PREFIX}file/{quote(path, safe=_PATH_SAFE)}?sha256={sha256}&{unit}="
 
 
 def file_ref(path: str, sha256: str, row: int) -> str:
@@ -92,6 +112,12 @@ def file_refs(path: str, sha256: str, rows: Iterable[int]) -> list[str]:
     """``file_ref`` for many rows of one file (one prefix, one f-string per row)."""
     prefix = _file_prefix(path, sha256)
     return [prefix + str(_check_row(row)) for row in rows]
+
+
+def file_line_refs(path: str, sha256: str, lines: Iterable[int]) -> list[str]:
+    """The ``record_ref`` of physical lines (1-based) of a file that did not decode."""
+    prefix = _file_prefix(path, sha256, "line")
+    return [prefix + str(_check_row(line)) for line in lines]
 
 
 def _run_prefix(run_id: str, load_id: str) -> str:
@@ -110,7 +136,7 @@ def run_row_refs(run_id: str, load_id: str, rows: Iterable[int]) -> list[str]:
     return [prefix + str(_check_row(row)) for row in rows]
 
 
-def parse_ref(ref: str) -> FileRef | RunRowRef:
+def parse_ref(ref: str) -> FileRef | FileLineRef | RunRowRef:
     """Parse a ``record_ref``; raise ``DPONE_DLQ_INVALID_REF`` unless it is in canonical form."""
     if not isinstance(ref, str) or len(ref) > MAX_REF_LENGTH:
         raise DlqInvalidRef("a record_ref is a string of at most 4096 characters")
@@ -120,7 +146,11 @@ def parse_ref(ref: str) -> FileRef | RunRowRef:
             path = unquote(match["path"], errors="strict")
         except UnicodeDecodeError:
             raise DlqInvalidRef("the record_ref path is not percent-encoded UTF-8") from None
-        parsed: FileRef | RunRowRef = FileRef(path, match["sha"], int(match["row"]))
+        parsed: FileRef | FileLineRef | RunRowRef
+        if match["unit"] == "row":
+            parsed = FileRef(path, match["sha"], int(match["row"]))
+        else:
+            parsed = FileLineRef(path, match["sha"], int(match["row"]))
     else:
         match = _RUN_REF.match(ref)
         if not match:
@@ -159,15 +189,19 @@ def has_ref_shape(ref: object) -> bool:
 
 
 def is_replayable(ref: str) -> bool:
-    """Only file refs can be resolved again by re-reading the source."""
-    return ref.startswith(REF_PREFIX + "file/")
+    """Only file rows can be resolved again by re-reading the source (a line that did not
+    decode has no row to enforce again)."""
+    # A canonical path is percent-encoded, so "&row=" can only be the row parameter.
+    return ref.startswith(REF_PREFIX + "file/") and "&row=" in ref
 
 
 __all__ = [
     "MAX_REF_LENGTH",
     "REF_PREFIX",
+    "FileLineRef",
     "FileRef",
     "RunRowRef",
+    "file_line_refs",
     "file_ref",
     "file_refs",
     "has_ref_shape",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import time
+import traceback
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from ulid import ULID
 from dpone.assertions.engine import AssertionEngine
 from dpone.clock import Clock, iso_utc, utc_now
 from dpone.connectors.base import LoadSpec, SinkLoad, SourceChunk
+from dpone.connectors.errors import SourceDecodeError
 from dpone.connectors.sinks import make_sink
 from dpone.connectors.sources import make_source
 from dpone.contracts.enforcer import ContractEnforcementService
@@ -36,7 +38,7 @@ from dpone.contracts.result import EnforcementResult
 from dpone.contracts.types import sink_schema
 from dpone.dlq.errors import DlqRunNotFound
 from dpone.dlq.model import RejectedRow, rejected_rows
-from dpone.dlq.refs import file_refs, run_row_refs
+from dpone.dlq.refs import file_line_refs, file_refs, run_row_refs
 from dpone.dlq.store import DlqStore
 from dpone.dlq.writer import RunResult, RunWriter
 from dpone.errors import EXIT_OK, ConfigError, DponeError, ErrorDetail, Interrupted, UsageError
@@ -251,8 +253,10 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
             run.sink_load.commit(cursor_to=cursor_to)
             run.report.sink["committed"] = True
             checkpoint("after_sink_commit")
-        except (DponeError, KeyboardInterrupt) as exc:
-            err = exc if isinstance(exc, DponeError) else Interrupted("the run was interrupted")
+        except (Exception, KeyboardInterrupt) as exc:
+            # Every failure before the sink commit, expected or not (a library's ValueError,
+            # a RecursionError), takes the same way back: staging dropped, DLQ run aborted.
+            err = _as_dpone_error(exc)
             _fail(run, err, engine, state)
             _emit(run, source.identity, sink.identity, "FAIL")
             journal.write(
@@ -283,6 +287,26 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
         if run.owns_watch:
             run.interrupts.stop()
         journal.unlock()
+
+
+def _as_dpone_error(exc: BaseException) -> DponeError:
+    if isinstance(exc, DponeError):
+        return exc
+    if isinstance(exc, KeyboardInterrupt):
+        return Interrupted("the run was interrupted")
+    # A bug or an unforeseen library failure: its text may quote a row value, so only its
+    # class name is kept; DPONE_DEBUG=1 shows the traceback.
+    if os.environ.get("DPONE_DEBUG") == "1":
+        traceback.print_exception(exc)
+    return DponeError(
+        f"an unexpected {type(exc).__name__} stopped the run before the sink commit; "
+        "nothing was loaded and the state was not advanced",
+        code="DPONE_INTERNAL",
+        fixes=(
+            "rerun with DPONE_DEBUG=1 for the traceback and report it with the manifest "
+            "(without secrets) and the dpone version",
+        ),
+    )
 
 
 def _refuse_used_run_id(run: _Run, dlq: DlqStore) -> None:
@@ -356,6 +380,10 @@ def _one_chunk(
     pipe: DlqPipe,
 ) -> None:
     """Enforce, assert, quarantine and stage one chunk."""
+    if chunk.failures:
+        _decode_failures(run, pipe, chunk)
+    if not chunk.num_rows:
+        return
     run.counts.read += chunk.num_rows
     run.counts.chunks += 1
     batch, positions, skipped = tracker.keep(chunk)
@@ -378,6 +406,40 @@ def _one_chunk(
     run.interrupts.check()
     if run.options.progress is not None:
         run.options.progress(run.counts)
+
+
+def _decode_failures(run: _Run, pipe: DlqPipe, chunk: SourceChunk) -> None:
+    """Lines the source could not decode: dead-lettered under quarantine (the run goes on),
+    the run's failure in every other mode. Neither names the line's content."""
+    first = chunk.failures[0]
+    if run.plan.sink.contract.enforcement != "quarantine" or not chunk.file_sha256:
+        raise SourceDecodeError(
+            f"{chunk.partition}: line {first.line}: {first.what}",
+            path=chunk.partition,
+            line=first.line,
+            fixes=(
+                "fix or remove the line in the file",
+                "or set enforcement: quarantine to dead-letter lines that do not decode and "
+                "load the other rows",
+            ),
+        )
+    lines = [failure.line for failure in chunk.failures]
+    values = None
+    if run.plan.sink.dlq.pii_policy != "reference_only":
+        # The line's text is all there is of the row: preserve keeps it, masked its shape.
+        values = [{"line": failure.text} for failure in chunk.failures]
+    run.counts.read += len(lines)
+    pipe.submit(
+        rejected_rows(
+            file_line_refs(chunk.partition, chunk.file_sha256, lines),
+            ReasonCode.DECODE_FAILED,
+            source_offsets=lines,
+            source_partitions=chunk.partition,
+            rows=values,
+        )
+    )
+    key = ("", str(ReasonCode.DECODE_FAILED))
+    run.violations[key] = run.violations.get(key, 0) + len(lines)
 
 
 def _load_spec(run: _Run, schema: pa.Schema) -> LoadSpec:

@@ -82,6 +82,13 @@ class ReplayPipelineMismatch(ReplayError):
     exit_code = 2
 
 
+class ReplayRefOutsideSource(ReplayError):
+    """A record names a file the manifest's source glob does not match."""
+
+    code = "DPONE_DLQ_REPLAY_REF_OUTSIDE_SOURCE"
+    exit_code = 2
+
+
 # --- identities ---------------------------------------------------------------------------------
 
 
@@ -212,7 +219,19 @@ class FileRowResolver:
             ref = parse_ref(record.record_ref)
             if not isinstance(ref, FileRef):
                 raise ReplayUnsupported(
-                    f"record {record.record_id} was not read from a file; it cannot be re-read"
+                    f"record {record.record_id} is not a row read from a file; it cannot be re-read"
+                )
+            if not self.source.matches(ref.path):
+                # The ref is input: a record must not make the replay read any file the
+                # manifest does not name (another folder, the home folder, /etc).
+                raise ReplayRefOutsideSource(
+                    f"record {record.record_id} names a file the manifest's source path "
+                    f"{self.source.pattern!r} does not match",
+                    path=ref.path,
+                    fixes=(
+                        "replay the run with the manifest whose source read it, or restore "
+                        "that source.path",
+                    ),
                 )
             sha, wanted = files.setdefault(ref.path, (ref.sha256, []))
             if sha != ref.sha256:
@@ -224,7 +243,7 @@ class FileRowResolver:
         return files
 
     def _full_path(self, partition: str) -> Path:
-        return self.manifest.manifest_dir / partition
+        return self.source.resolve(partition)
 
     def _check_file(self, partition: str, sha: str) -> None:
         fixes = (
@@ -519,6 +538,7 @@ __all__ = [
     "FileRowResolver",
     "ReplayBinding",
     "ReplayPipelineMismatch",
+    "ReplayRefOutsideSource",
     "SinkReplayTarget",
     "batch_load_id",
     "bind",

@@ -10,8 +10,10 @@ from ulid import ULID
 from dpone.dlq.errors import DlqInvalidIdentifier, DlqInvalidRef, DlqPathEscape
 from dpone.dlq.ids import UlidSequence, check_identifier, is_ulid, new_ulid, ulid_time_ms
 from dpone.dlq.refs import (
+    FileLineRef,
     FileRef,
     RunRowRef,
+    file_line_refs,
     file_ref,
     file_refs,
     has_ref_shape,
@@ -33,6 +35,26 @@ def test_file_ref_round_trip_with_quoting() -> None:
     assert has_ref_shape(ref)
 
 
+@pytest.mark.parametrize(
+    ("path", "uri_path"),
+    [
+        ("../shared/a.csv", "../shared/a.csv"),
+        ("/data/landing/a b.csv", "/data/landing/a%20b.csv"),
+        ("~/landing/a.csv", "~/landing/a.csv"),
+    ],
+)
+def test_file_refs_keep_the_manifest_spelling(path: str, uri_path: str) -> None:
+    ref = file_ref(path, SHA, 3)
+    assert ref == f"dpone://file/{uri_path}?sha256={SHA}&row=3"
+    assert parse_ref(ref) == FileRef(path, SHA, 3)
+    (line_ref,) = file_line_refs(path, SHA, [4])
+    assert line_ref == f"dpone://file/{uri_path}?sha256={SHA}&line=4"
+    assert parse_ref(line_ref) == FileLineRef(path, SHA, 4)
+    assert is_replayable(ref)
+    assert not is_replayable(line_ref)
+    assert has_ref_shape(line_ref)
+
+
 def test_run_row_ref_round_trip() -> None:
     ref = run_row_ref("run-1", "load.2", 3)
     assert ref == "dpone://runs/run-1/loads/load.2/rows/3"
@@ -48,8 +70,12 @@ def test_bulk_builders_match_single() -> None:
 @pytest.mark.parametrize(
     ("path", "sha", "row"),
     [
-        ("/etc/passwd", SHA, 1),
-        ("../up.csv", SHA, 1),
+        ("~bob/x.csv", SHA, 1),
+        ("data/", SHA, 1),
+        ("/", SHA, 1),
+        ("~/", SHA, 1),
+        ("a\\b.csv", SHA, 1),
+        ("s3://bucket/a.csv", SHA, 1),
         ("a/./b.csv", SHA, 1),
         ("a//b.csv", SHA, 1),
         ("a.csv", "XYZ", 1),

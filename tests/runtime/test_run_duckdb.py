@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 from .conftest import Project, good, ts
@@ -61,16 +62,19 @@ def test_a_source_error_in_a_later_chunk_fails_the_run_and_rolls_it_back(
     project.write_csv("a.csv", [good(1), good(2), good(3), bad_amount, good(5), good(6)])
     broken = project.write_csv("b.csv", [good(7), good(8)])
     with broken.open("a", encoding="utf-8") as fh:
-        fh.write("9,n9,10.00,2026-01-09T10:00:00Z,true,one field too many\n")
-    project.write_manifest(enforcement="quarantine", chunk_size=2)
+        # A dirty line would be quarantined; a row past max_row_bytes fails the run.
+        fh.write("9,n9,10.00,2026-01-09T10:00:00Z," + "x" * 2000 + "\n")
+    manifest = project.write_manifest(enforcement="quarantine", chunk_size=2)
+    doc = json.loads(manifest.read_text())
+    doc["source"]["options"]["csv"]["max_row_bytes"] = 1024
+    manifest.write_text(json.dumps(doc))
 
     report = project.run()
 
     assert report["exit_code"] == 1
-    assert report["error"]["code"] == "DPONE_SOURCE_DECODE_FAILED"
-    # Every chunk of a.csv came through, in order; b.csv is one Arrow block, so its parse
-    # error comes before any of its rows.
-    assert report["rows"]["read"] == 6
+    assert report["error"]["code"] == "DPONE_SOURCE_ROW_TOO_LONG"
+    # Every chunk of a.csv came through, in order, then b.csv's rows before the long one.
+    assert report["rows"]["read"] == 8
     assert project.rows() is None  # the staged rows never reached a table
     assert project.load_markers() == []
     assert project.state_bytes() is None

@@ -1,39 +1,58 @@
 """File sources: a glob of CSV, JSONL or Parquet files, read in sorted order, chunk by chunk.
 
-Memory is bounded by the chunk: CSV goes through Arrow's streaming reader (``block_size``
-bytes at a time), JSONL is read ``chunk_size`` lines at a time, Parquet one row group's
-batches at a time. Each file's SHA-256 is computed before the file is read, so a
-``record_ref`` can later refuse a file that changed.
+Memory is bounded by the chunk: CSV and JSONL are read in blocks of whole lines, Parquet one
+row group's batches at a time. Each file's SHA-256 is computed before the file is read, so a
+``record_ref`` can later refuse a file that changed. A line that does not decode (a CSV row
+with the wrong field count, an unterminated quote, invalid text; a JSONL line that is not a
+JSON object) does not stop the read: it comes out as a :class:`DecodeFailure` of its chunk
+and the lifecycle quarantines it or fails the run. Only the block that failed to parse is
+looked at line by line; clean blocks go through Arrow whole.
 """
 
 from __future__ import annotations
 
+import codecs
 import io
 import json
-import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
-import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
+from dpone import sourcepaths
 from dpone.connectors._util import rechunk, sha256_file
-from dpone.connectors.base import SourceChunk
+from dpone.connectors.base import DecodeFailure, SourceChunk
 from dpone.connectors.errors import (
     SourceConfigError,
     SourceDecodeError,
     SourceNoFiles,
+    SourceRowTooLong,
     SourceUnavailable,
 )
 
 FileFormat = Literal["csv", "jsonl", "parquet"]
 FILE_FORMATS: tuple[str, ...] = ("csv", "jsonl", "parquet")
-# Arrow reads ahead a few dozen blocks: 256 KiB keeps that near 10 MB at full parse speed.
-DEFAULT_BLOCK_SIZE = 1 << 18
+#: Bytes read at a time; a block is cut after its last complete line and parsed by Arrow whole.
+DEFAULT_BLOCK_SIZE = 1 << 20
+#: The longest line (CSV row, JSONL object) a reader grows its block to (``max_row_bytes``).
+DEFAULT_MAX_ROW_BYTES = 64 << 20
+MAX_JSONL_LINE = DEFAULT_MAX_ROW_BYTES
+#: How much of an undecodable line a DecodeFailure keeps (for ``pii_policy: preserve``).
+MAX_FAILURE_TEXT = 16 << 10
+CSV_OPTIONS = (
+    "delimiter",
+    "header",
+    "encoding",
+    "quote_char",
+    "null_values",
+    "newlines_in_values",
+    "max_row_bytes",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +61,9 @@ class CsvOptions:
 
     ``null_values`` None keeps every field as text (``""`` stays ``""``; the contract's
     ``empty_string_is_null`` decides); a list turns exactly those unquoted spellings into NULL.
+    ``newlines_in_values`` (off by default) lets a quoted field span lines; off, a line whose
+    quote is never closed is a decode failure of that line instead of swallowing the next
+    lines. ``max_row_bytes`` bounds one row (the reader's block grows to hold it).
     """
 
     delimiter: str = ","
@@ -49,25 +71,33 @@ class CsvOptions:
     encoding: str = "utf-8"
     quote_char: str | None = '"'
     null_values: tuple[str, ...] | None = None
+    newlines_in_values: bool = False
+    max_row_bytes: int = DEFAULT_MAX_ROW_BYTES
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any] | None) -> CsvOptions:
         cfg = dict(config or {})
-        known = {"delimiter", "header", "encoding", "quote_char", "null_values"}
-        unknown = {k for k in cfg if not k.startswith("x-")} - known
+        unknown = {k for k in cfg if not k.startswith("x-")} - set(CSV_OPTIONS)
         if unknown:
             raise SourceConfigError(f"unknown csv option(s): {', '.join(sorted(unknown))}")
         nulls = cfg.get("null_values")
         quote = cfg.get("quote_char", '"')
+        max_row = cfg.get("max_row_bytes", DEFAULT_MAX_ROW_BYTES)
+        if type(max_row) is not int or not 1024 <= max_row <= (1 << 30):
+            raise SourceConfigError("csv max_row_bytes must be an integer in 1024..1073741824")
         opts = cls(
             delimiter=str(cfg.get("delimiter", ",")),
             header=bool(cfg.get("header", True)),
             encoding=str(cfg.get("encoding", "utf-8")),
             quote_char=None if quote in (None, "", False) else str(quote),
             null_values=None if nulls is None else tuple(str(v) for v in nulls),
+            newlines_in_values=bool(cfg.get("newlines_in_values", False)),
+            max_row_bytes=max_row,
         )
         if len(opts.delimiter) != 1 or (opts.quote_char is not None and len(opts.quote_char) != 1):
             raise SourceConfigError("csv delimiter and quote_char must be one character")
+        if opts.delimiter in "\r\n" or opts.quote_char in ("\r", "\n", opts.delimiter):
+            raise SourceConfigError("csv delimiter and quote_char must differ and not be newlines")
         _codec(opts.encoding)
         return opts
 
@@ -81,7 +111,7 @@ def _codec(name: str) -> str:
 
 
 class FileSource:
-    """Files matching ``pattern`` (relative to ``base_dir``), in sorted order.
+    """Files matching ``pattern`` (a :mod:`dpone.sourcepaths` path), in sorted order.
 
     ``read_all_as_text`` applies to CSV and JSONL: every column arrives as ``string`` (JSON
     numbers keep their exact text, nested values become JSON text, booleans ``true``/``false``)
@@ -106,29 +136,39 @@ class FileSource:
     ) -> None:
         if fmt not in FILE_FORMATS:
             raise SourceConfigError(f"unknown file format; expected one of {FILE_FORMATS}")
-        if not pattern or Path(pattern).is_absolute() or pattern.startswith("~"):
-            raise SourceConfigError("source path must be relative to the manifest's folder")
+        problem = sourcepaths.source_path_problem(pattern)
+        if problem is not None:
+            raise SourceConfigError(f"source path {problem}", pointer="/source/path")
         self.base_dir = Path(base_dir)
-        self.pattern = pattern
+        self.pattern = sourcepaths.normalize(pattern)
         self.format: FileFormat = fmt
         self.csv = csv or CsvOptions()
         self.read_all_as_text = read_all_as_text
         self.block_size = block_size
         self.jsonl_encoding = _codec(jsonl_encoding)
-        self.identity = f"file:{fmt}:{Path(pattern).as_posix()}"
+        self.identity = f"file:{fmt}:{self.pattern}"
 
     def files(self) -> list[tuple[str, Path]]:
-        """(partition, path) of every matching regular file, sorted by partition."""
-        found: dict[str, Path] = {}
-        for path in self.base_dir.glob(self.pattern):
-            if path.is_file():
-                found[Path(os.path.relpath(path, self.base_dir)).as_posix()] = path
+        """(partition, path) of every matching regular file, sorted by partition (the file's
+        path as the pattern spells it)."""
+        found = sourcepaths.expand(self.pattern, self.base_dir)
         if not found:
             raise SourceNoFiles(
                 f"source path {self.pattern!r} matched no file",
-                fixes=("check the glob; it is relative to the manifest's folder",),
+                fixes=(
+                    "check the glob; a relative path is relative to the manifest's folder, "
+                    "'~/' is the home folder of the user running dpone",
+                ),
             )
-        return sorted(found.items())
+        return found
+
+    def matches(self, partition: str) -> bool:
+        """Whether ``partition`` (a file as a record_ref spells it) is one this source reads."""
+        return sourcepaths.matches(self.pattern, partition)
+
+    def resolve(self, partition: str) -> Path:
+        """The file ``partition`` names, resolved the way :meth:`files` resolves the glob."""
+        return sourcepaths.resolve(partition, self.base_dir)
 
     def chunks(self, chunk_size: int, after: object | None = None) -> Iterator[SourceChunk]:
         """Chunks of every file in order; ``after`` is ignored (the lifecycle filters)."""
@@ -146,90 +186,317 @@ class FileSource:
             raise SourceUnavailable(
                 f"{partition}: cannot read the file ({type(exc).__name__})"
             ) from None
+        failures: list[DecodeFailure] = []
         row = 1
-        for batch in rechunk(self._raw_batches(partition, path, chunk_size), chunk_size):
-            yield SourceChunk(batch, partition, digest, row, True)
+        for batch in rechunk(self._batches(partition, path, chunk_size, failures), chunk_size):
+            yield SourceChunk(batch, partition, digest, row, True, _in_order(failures))
+            failures.clear()
             row += batch.num_rows
+        if failures:
+            empty = pa.RecordBatch.from_pydict({})
+            yield SourceChunk(empty, partition, digest, row, True, _in_order(failures))
 
-    def _raw_batches(self, partition: str, path: Path, chunk_size: int) -> Iterator[pa.RecordBatch]:
+    def _batches(
+        self, partition: str, path: Path, chunk_size: int, failures: list[DecodeFailure]
+    ) -> Iterator[pa.RecordBatch]:
+        """Decoded batches of one file; lines that do not decode go to ``failures``."""
         try:
             if self.format == "csv":
-                yield from _csv_batches(
-                    path, partition, self.csv, self.read_all_as_text, self.block_size
-                )
+                reader = _CsvReader(self.csv, self.read_all_as_text, partition, failures)
+                quote = reader.quote if self.csv.newlines_in_values else None
+                for block in _line_blocks(
+                    path,
+                    partition,
+                    self.csv.encoding,
+                    self.block_size,
+                    self.csv.max_row_bytes,
+                    quote,
+                ):
+                    yield from reader.parse(block)
             elif self.format == "jsonl":
                 yield from _jsonl_batches(
-                    path, partition, chunk_size, self.read_all_as_text, self.jsonl_encoding
+                    _line_blocks(
+                        path, partition, self.jsonl_encoding, self.block_size, MAX_JSONL_LINE
+                    ),
+                    chunk_size,
+                    self.read_all_as_text,
+                    failures,
                 )
             else:
                 yield from _parquet_batches(path, partition, chunk_size)
         except OSError as exc:
-            raise SourceUnavailable(
-                f"{partition}: reading the file failed ({type(exc).__name__})"
-            ) from None
+            raise _read_error(exc, partition) from None
+
+
+def _in_order(failures: list[DecodeFailure]) -> tuple[DecodeFailure, ...]:
+    return tuple(sorted(failures, key=lambda failure: failure.line))
+
+
+def _read_error(exc: OSError, partition: str) -> Exception:
+    """An OS error (it has an errno: a disk, a network share) may pass on retry; an Arrow
+    error without one is the file's content (a corrupt gzip stream, a Parquet page)."""
+    if exc.errno is not None:
+        return SourceUnavailable(f"{partition}: reading the file failed ({type(exc).__name__})")
+    return SourceDecodeError(
+        f"{partition}: the file is corrupt (its compression or format does not decode)",
+        path=partition,
+        fixes=("replace the file with an intact copy; retrying reads the same bytes",),
+    )
+
+
+# --- blocks of whole lines ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Block:
+    """Whole lines of a file as UTF-8 bytes (invalid bytes kept as they are), from ``line``."""
+
+    data: bytes
+    line: int
+
+
+def _line_blocks(
+    path: Path,
+    partition: str,
+    encoding: str,
+    block_size: int,
+    max_row_bytes: int,
+    quote: bytes | None = None,
+) -> Iterator[_Block]:
+    """The file (decompressed by extension: .gz, .bz2, .zst, ...) in blocks that end at a
+    newline; a line longer than ``max_row_bytes`` is :class:`SourceRowTooLong`.
+
+    With ``quote`` (CSV with ``newlines_in_values``) a block ends only at a newline after an
+    even number of quote characters, so a quoted value spanning lines stays in one block.
+    """
+    utf8 = codecs.lookup(encoding).name == "utf-8"
+    decoder = None if utf8 else codecs.getincrementaldecoder(encoding)("surrogateescape")
+    line = 1
+    pending = b""
+    # Reads no longer than the limit: a line past it then always spans two reads, where the
+    # check below sees it.
+    read_size = min(block_size, max_row_bytes)
+    with pa.input_stream(str(path), compression="detect") as stream:
+        while True:
+            data = stream.read(read_size)
+            eof = not data
+            if decoder is not None:
+                # Bytes that do not decode survive as themselves and fail Arrow's UTF-8
+                # check, which pins them to their line.
+                data = decoder.decode(data, final=eof).encode("utf-8", "surrogateescape")
+            if line == 1 and not pending:
+                data = data.removeprefix(b"\xef\xbb\xbf")
+            buf = pending + data if pending else data
+            cut = _cut(buf, quote)
+            if (cut < 0 and len(buf) > max_row_bytes) or buf.find(b"\n") > max_row_bytes:
+                raise SourceRowTooLong(
+                    f"{partition}: line {line} is longer than max_row_bytes ({max_row_bytes})",
+                    path=partition,
+                    line=line,
+                    fixes=(
+                        "raise options.csv.max_row_bytes if the row is real; a file without "
+                        "line breaks is not CSV or JSON Lines",
+                    ),
+                )
+            if eof:
+                if buf:
+                    yield _Block(buf, line)
+                return
+            if cut < 0:
+                pending = buf
+                continue
+            block, pending = buf[: cut + 1], buf[cut + 1 :]
+            yield _Block(block, line)
+            line += block.count(b"\n")
+
+
+def _cut(buf: bytes, quote: bytes | None) -> int:
+    """The index of the newline that ends the last complete record of ``buf``, or -1."""
+    cut = buf.rfind(b"\n")
+    if quote is not None:
+        while cut >= 0 and buf.count(quote, 0, cut) % 2:
+            cut = buf.rfind(b"\n", 0, cut)
+    return cut
 
 
 # --- CSV ------------------------------------------------------------------------------------------
 
 
-def _csv_batches(
-    path: Path, partition: str, opts: CsvOptions, as_text: bool, block_size: int
-) -> Iterator[pa.RecordBatch]:
-    if path.stat().st_size == 0:
-        return
-    bad_row: dict[str, int] = {}
+class _Unparsable(Exception):
+    """A block Arrow parsed into something other than its lines (a quote swallowed lines)."""
 
-    def on_invalid_row(row: Any) -> str:
-        # Record the shape only: row.text holds values and must not travel anywhere.
-        bad_row["expected"] = int(row.expected_columns)
-        bad_row["actual"] = int(row.actual_columns)
-        return "error"
 
-    read_options = pacsv.ReadOptions(
-        block_size=block_size,
-        encoding=opts.encoding,
-        autogenerate_column_names=not opts.header,
-    )
-    parse_options = pacsv.ParseOptions(
-        delimiter=opts.delimiter,
-        quote_char=opts.quote_char if opts.quote_char is not None else False,
-        newlines_in_values=opts.quote_char is not None,
-        invalid_row_handler=on_invalid_row,
-    )
-    convert: dict[str, Any] = {}
-    if opts.null_values is not None:
-        convert.update(
-            null_values=list(opts.null_values),
-            strings_can_be_null=True,
-            quoted_strings_can_be_null=False,
+class _CsvReader:
+    """Parses blocks of whole lines; a block that fails is split until each bad line is found.
+
+    Arrow's own chunking is not used: a block is handed to ``read_csv`` whole (so a row as
+    long as ``max_row_bytes`` parses), with the column names of the header. A quote opened
+    and never closed on a line would make Arrow swallow the following lines into one value
+    even with ``newlines_in_values`` off, so a block holding a quote character is checked for
+    values with a line break, and such a block is salvaged line by line.
+    """
+
+    def __init__(
+        self, opts: CsvOptions, as_text: bool, partition: str, failures: list[DecodeFailure]
+    ) -> None:
+        self.opts = opts
+        self.as_text = as_text
+        self.partition = partition
+        self.failures = failures
+        self.names: list[str] | None = None
+        self.quote = None if opts.quote_char is None else opts.quote_char.encode()
+        self.parse_options = pacsv.ParseOptions(
+            delimiter=opts.delimiter,
+            quote_char=opts.quote_char if opts.quote_char is not None else False,
+            newlines_in_values=opts.newlines_in_values,
         )
-    rows = 0
-    try:
-        if as_text:
-            # Arrow needs the names to force every column to string; the first block tells.
-            with pacsv.open_csv(
-                str(path), read_options=read_options, parse_options=parse_options
-            ) as probe:
-                convert["column_types"] = {name: pa.string() for name in probe.schema.names}
-        reader = pacsv.open_csv(
-            str(path),
-            read_options=read_options,
-            parse_options=parse_options,
+
+    def parse(self, block: _Block) -> Iterator[pa.RecordBatch]:
+        if self.names is None:
+            block = self._header(block)
+            if not block.data:
+                return
+        try:
+            table = self._parse(block.data)
+        except (pa.ArrowInvalid, _Unparsable):
+            yield from self._salvage(block)
+            return
+        yield from table.to_batches()
+
+    def _header(self, block: _Block) -> _Block:
+        data = block.data.lstrip(b"\r\n")  # Arrow skips blank lines before the header too
+        block = _Block(data, block.line + block.data[: len(block.data) - len(data)].count(b"\n"))
+        end = block.data.find(b"\n")
+        first = block.data if end < 0 else block.data[: end + 1]
+        try:
+            table = pacsv.read_csv(
+                io.BytesIO(first),
+                read_options=pacsv.ReadOptions(
+                    autogenerate_column_names=not self.opts.header, use_threads=False
+                ),
+                parse_options=self.parse_options,
+            )
+        except pa.ArrowInvalid:
+            raise SourceDecodeError(
+                f"{self.partition}: line 1 is not a CSV header row",
+                path=self.partition,
+                line=1,
+                fixes=("fix the header line (one name per column, valid text)",),
+            ) from None
+        self.names = list(table.schema.names)
+        if self.opts.header:
+            return _Block(b"" if end < 0 else block.data[end + 1 :], block.line + 1)
+        return block
+
+    def _parse(self, data: bytes) -> pa.Table:
+        assert self.names is not None
+        convert: dict[str, Any] = {}
+        if self.as_text:
+            convert["column_types"] = dict.fromkeys(self.names, pa.string())
+        if self.opts.null_values is not None:
+            convert.update(
+                null_values=list(self.opts.null_values),
+                strings_can_be_null=True,
+                quoted_strings_can_be_null=False,
+            )
+        table = pacsv.read_csv(
+            io.BytesIO(data),
+            read_options=pacsv.ReadOptions(
+                column_names=self.names, block_size=len(data) + 1, use_threads=False
+            ),
+            parse_options=self.parse_options,
             convert_options=pacsv.ConvertOptions(**convert),
         )
-        with reader:
-            for batch in reader:
-                yield batch
-                rows += batch.num_rows
-    except (pa.ArrowInvalid, UnicodeDecodeError):
-        if bad_row:
-            what = f"a row has {bad_row['actual']} fields, expected {bad_row['expected']}"
-        else:
-            what = f"a value is not valid {opts.encoding} text or the CSV is malformed"
-        raise SourceDecodeError(
-            f"{partition}: {what} (in the block after data row {rows})",
-            path=partition,
-        ) from None
+        if not self.opts.newlines_in_values and self.quote is not None and self.quote in data:
+            for column in table.columns:
+                if (
+                    pa.types.is_string(column.type)
+                    and pc.any(pc.match_substring(column, "\n")).as_py()
+                ):
+                    raise _Unparsable()
+        return table
+
+    def _salvage(self, block: _Block) -> Iterator[pa.RecordBatch]:
+        """The good lines of a block that failed, every bad line a DecodeFailure (with
+        ``newlines_in_values`` a row is its lines up to an even number of quotes)."""
+        lines: list[tuple[int, bytes]] = []
+        record: list[bytes] = []
+        for i, raw in enumerate(block.data.split(b"\n")):
+            body = raw.removesuffix(b"\r")
+            if record:  # a quoted value spanning lines (newlines_in_values) goes on
+                record.append(raw)
+                if b"\n".join(record).count(self.quote or b"") % 2 == 0:
+                    lines[-1] = (lines[-1][0], b"\n".join(record).removesuffix(b"\r"))
+                    record = []
+                continue
+            if not body:
+                continue
+            if self.quote is not None and _unterminated(body, self.opts.delimiter, self.quote):
+                if self.opts.newlines_in_values:
+                    record = [raw]
+                    lines.append((block.line + i, body))
+                    continue
+                self._fail(block.line + i, "a quoted value is not closed on its line", body)
+            else:
+                lines.append((block.line + i, body))
+        for table in self._bisect(lines):
+            yield from table.to_batches()
+
+    def _bisect(self, lines: list[tuple[int, bytes]]) -> Iterator[pa.Table]:
+        if not lines:
+            return
+        try:
+            yield self._parse(b"\n".join(body for _, body in lines) + b"\n")
+            return
+        except (pa.ArrowInvalid, _Unparsable):
+            pass
+        if len(lines) == 1:
+            line, body = lines[0]
+            self._fail(line, _csv_problem(body, len(self.names or ())), body)
+            return
+        middle = len(lines) // 2
+        yield from self._bisect(lines[:middle])
+        yield from self._bisect(lines[middle:])
+
+    def _fail(self, line: int, what: str, data: bytes) -> None:
+        text = data[:MAX_FAILURE_TEXT].decode("utf-8", "replace")
+        self.failures.append(DecodeFailure(line, what, text))
+
+
+def _unterminated(body: bytes, delimiter: str, quote: bytes) -> bool:
+    """Whether a quoted field of this line is still open at its end (Arrow's rules: a quote
+    opens a field only at its start, a doubled quote inside it is a literal quote)."""
+    if body.count(quote) % 2 == 0:
+        return False
+    delim, q = delimiter.encode()[0], quote[0]
+    inside = False
+    at_start = True
+    i, n = 0, len(body)
+    while i < n:
+        c = body[i]
+        if inside:
+            if c == q:
+                if i + 1 < n and body[i + 1] == q:
+                    i += 1
+                else:
+                    inside = False
+        elif c == delim:
+            at_start = True
+            i += 1
+            continue
+        elif c == q and at_start:
+            inside = True
+        at_start = False
+        i += 1
+    return inside
+
+
+def _csv_problem(body: bytes, columns: int) -> str:
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return "the line is not valid text in the file's encoding"
+    return f"the line does not parse as a row of {columns} fields"
 
 
 # --- JSONL ----------------------------------------------------------------------------------------
@@ -245,64 +512,69 @@ class _RawNumber(str):
 
 
 def _jsonl_batches(
-    path: Path, partition: str, chunk_size: int, as_text: bool, encoding: str
+    blocks: Iterator[_Block], chunk_size: int, as_text: bool, failures: list[DecodeFailure]
 ) -> Iterator[pa.RecordBatch]:
-    lines: list[str] = []
-    first = 1
-    row = 0
+    """Batches of up to ``chunk_size`` JSON objects; a line that is not one (invalid text or
+    JSON, another JSON value, nesting deeper than the parser goes) becomes a DecodeFailure."""
+    objects: list[dict[str, Any]] = []
+    for block in blocks:
+        for i, raw in enumerate(block.data.split(b"\n")):
+            body = raw.removesuffix(b"\r")
+            if not body.strip():
+                continue
+            obj, what = _json_object(body, as_text)
+            if obj is None:
+                text = body[:MAX_FAILURE_TEXT].decode("utf-8", "replace")
+                failures.append(DecodeFailure(block.line + i, what, text))
+                continue
+            objects.append(obj)
+            if len(objects) == chunk_size:
+                yield _jsonl_batch(objects, as_text)
+                objects = []
+    if objects:
+        yield _jsonl_batch(objects, as_text)
+
+
+def _json_object(body: bytes, as_text: bool) -> tuple[dict[str, Any] | None, str]:
     try:
-        with path.open("r", encoding=encoding, newline="") as fh:
-            for line in fh:
-                if row == 0 and line.startswith("\ufeff"):
-                    line = line[1:]
-                if not line.strip():
-                    continue
-                row += 1
-                lines.append(line)
-                if len(lines) == chunk_size:
-                    yield _jsonl_batch(lines, partition, first, as_text)
-                    first, lines = row + 1, []
+        text = body.decode("utf-8")
     except UnicodeDecodeError:
-        raise SourceDecodeError(
-            f"{partition}: text after row {row} is not valid {encoding}", path=partition
-        ) from None
-    if lines:
-        yield _jsonl_batch(lines, partition, first, as_text)
-
-
-def _jsonl_batch(lines: list[str], partition: str, first: int, as_text: bool) -> pa.RecordBatch:
-    if not as_text:
-        data = "".join(line if line.endswith("\n") else line + "\n" for line in lines).encode()
-        try:
-            table = pajson.read_json(
-                io.BytesIO(data),
-                read_options=pajson.ReadOptions(block_size=max(len(data), 1 << 16)),
-                parse_options=pajson.ParseOptions(unexpected_field_behavior="infer"),
-            )
-        except pa.ArrowInvalid:
-            raise SourceDecodeError(
-                f"{partition}: rows {first}..{first + len(lines) - 1} are not JSON objects of "
-                "consistent types (read them as text to let the contract decide)",
-                path=partition,
-            ) from None
-        return table.combine_chunks().to_batches()[0]
-    columns: dict[str, list[str | None]] = {}
-    for offset, line in enumerate(lines):
-        try:
+        return None, "the line is not valid text in the file's encoding"
+    try:
+        if as_text:
             obj = json.loads(
-                line, parse_float=_RawNumber, parse_int=_RawNumber, parse_constant=_RawNumber
+                text, parse_float=_RawNumber, parse_int=_RawNumber, parse_constant=_RawNumber
             )
-        except ValueError:
-            obj = None
+        else:
+            obj = json.loads(text)
         if not isinstance(obj, dict):
+            return None, "the line is not a JSON object"
+        if as_text:
+            # Nested values become JSON text here, where a too-deep one is still this line's.
+            obj = {key: _as_text(value) for key, value in obj.items()}
+    except RecursionError:
+        return None, "the line nests JSON values deeper than the reader allows"
+    except ValueError:
+        return None, "the line is not valid JSON"
+    return obj, ""
+
+
+def _jsonl_batch(objects: list[dict[str, Any]], as_text: bool) -> pa.RecordBatch:
+    if not as_text:
+        try:
+            return pa.RecordBatch.from_pylist(objects)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
             raise SourceDecodeError(
-                f"{partition}: row {first + offset} is not a JSON object", path=partition
-            )
+                "JSON values change type between rows (read them as text to let the contract "
+                "decide)"
+            ) from None
+    columns: dict[str, list[str | None]] = {}
+    for offset, obj in enumerate(objects):
         for key, value in obj.items():
             column = columns.get(key)
             if column is None:
                 column = columns[key] = [None] * offset
-            column.append(_as_text(value))
+            column.append(value)
         for column in columns.values():
             if len(column) <= offset:
                 column.append(None)
@@ -345,5 +617,7 @@ def _parquet_batches(path: Path, partition: str, chunk_size: int) -> Iterator[pa
             yield from pf.iter_batches(batch_size=chunk_size)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         raise SourceDecodeError(
-            f"{partition}: not a readable Parquet file", path=partition
+            f"{partition}: not a readable Parquet file",
+            path=partition,
+            fixes=("replace the file with an intact copy; retrying reads the same bytes",),
         ) from None
