@@ -133,7 +133,8 @@ class ContractEnforcementService:
         self.declared: tuple[ColumnSpec, ...] = tuple(canonical(c) for c in contract.columns)
         self._declared_names = {c.name for c in self.declared}
         self.enforcement = contract.enforcement
-        self.lenient = contract.enforcement != "strict"
+        # Lossless repairs (`1e2` -> 100) only under coerce or `coercion: safe` (SPEC §3).
+        self.lenient = contract.safe_coercion
         self.warn = contract.enforcement == "warn"
         self._inferred: dict[str, ColumnSpec] = {}
         # Columns whose last chunk had bad values skip the whole-column cast (speed only).

@@ -108,7 +108,7 @@ class DlqPipe:
     sink may commit (SPEC §6). Rows count as quarantined only once durable.
     """
 
-    def __init__(self, run: _Run, dlq: DlqStore) -> None:
+    def __init__(self, run: _Run, dlq: DlqStore | None) -> None:
         self._run = run
         self._dlq = dlq
         self._pool: ThreadPoolExecutor | None = None
@@ -122,6 +122,12 @@ class DlqPipe:
 
     def _write(self, rows: list[RejectedRow]) -> int:
         run = self._run
+        if self._dlq is None:
+            # The compiler refuses `dlq.enabled: false` wherever a row may be dead-lettered.
+            raise DponeError(
+                "a row was to be dead-lettered but dlq.enabled is false",
+                code="DPONE_DLQ_DISABLED",
+            )
         if run.dlq_writer is None:
             run.dlq_writer = self._dlq.open_run(run.run_id, run.load_id, pipeline=run.plan.name)
         run.dlq_writer.write_chunk(rows)
@@ -199,8 +205,13 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
         sink_conn,
         clock=options.clock,
     )
-    dlq = DlqStore(
-        run.paths.dlq_dir, plan.sink.dlq, clock=options.clock, environment=plan.environment
+    # `dlq.enabled: false` (refused wherever a row may be dead-lettered) means no DLQ files.
+    dlq = (
+        DlqStore(
+            run.paths.dlq_dir, plan.sink.dlq, clock=options.clock, environment=plan.environment
+        )
+        if plan.sink.dlq.enabled
+        else None
     )
     states = StateStore(run.paths.state_dir)
     engine = AssertionEngine(plan.quality.assertions, plan.manifest_dir)
@@ -212,7 +223,7 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
         "committed": False,
     }
     run.report.dlq = {
-        "directory": relative(run.paths.dlq_dir, plan.manifest_dir),
+        "directory": relative(run.paths.dlq_dir, plan.manifest_dir) if dlq else None,
         "run_id": None,
         "records": 0,
     }
@@ -285,11 +296,11 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
         journal.unlock()
 
 
-def _refuse_used_run_id(run: _Run, dlq: DlqStore) -> None:
+def _refuse_used_run_id(run: _Run, dlq: DlqStore | None) -> None:
     """A run id names one run's evidence and DLQ run for good. Reusing one (``--run-id``)
     would commit the rows and only then collide with the earlier, immutable evidence."""
     evidence = bundle_dir(run.paths.evidence_dir, run.plan.name, run.run_id) / EVIDENCE_FILE
-    if evidence.exists() or run.run_id in dlq.run_ids():
+    if evidence.exists() or (dlq is not None and run.run_id in dlq.run_ids()):
         raise UsageError(
             f"run id '{run.run_id}' was already used by an earlier run",
             stage="preflight",
@@ -304,7 +315,7 @@ def _load(
     run: _Run,
     source: Any,
     sink: Any,
-    dlq: DlqStore,
+    dlq: DlqStore | None,
     engine: AssertionEngine,
     state: PipelineState,
 ) -> tuple[dict[str, Any], str | None, dict[str, list[int]]]:
@@ -363,7 +374,7 @@ def _one_chunk(
     result = enforcer.enforce(batch, existing_schema=existing)
     _count_violations(run, result)
     result.raise_for_failure()
-    valid, quarantine_mask, rules = engine.observe(result.valid)
+    valid, quarantine_mask, rules = engine.observe(result.valid, source_columns=batch.schema.names)
     _quarantine(run, pipe, chunk, positions, batch, result, quarantine_mask, rules)
     if quarantine_mask is not None:
         valid = valid.filter(pc.invert(quarantine_mask))
@@ -684,7 +695,7 @@ def recover(
     plan: Plan,
     journal: RunJournal,
     sink: Any,
-    dlq: DlqStore,
+    dlq: DlqStore | None,
     states: StateStore,
     clock: Clock,
 ) -> list[Recovery]:
@@ -698,8 +709,8 @@ def recover(
         else:
             aborted: list[str] = []
             try:
-                index = dlq.abort_run(entry.run_id, "writer_gone")
-                aborted.append(index.run_id)
+                if dlq is not None:
+                    aborted.append(dlq.abort_run(entry.run_id, "writer_gone").run_id)
             except DlqRunNotFound:
                 pass
             dropped = sink.cleanup_abandoned(plan.name, keep_load_id=None)
@@ -718,7 +729,8 @@ def recover(
     # Staging of killed runs goes; a committed load whose files were still moving (filesystem
     # sink) is completed. Open DLQ runs whose writer died are closed as aborted.
     sink.cleanup_abandoned(plan.name)
-    dlq.recover_abandoned(pipeline=plan.name)
+    if dlq is not None:
+        dlq.recover_abandoned(pipeline=plan.name)
     for rec in recovered:
         log.warning("run.recovered", run_id=rec.run_id, action=rec.action, reason=rec.reason)
     return recovered
