@@ -160,26 +160,30 @@ class ContractEnforcementService:
         ti = self.contract.type_inference
         if not ti.enabled:
             return
+        batches: Iterable[pa.RecordBatch]
         if isinstance(sample, pa.RecordBatch):
-            table = pa.Table.from_batches([sample])
+            batches = [sample]
         elif isinstance(sample, pa.Table):
-            table = sample
+            batches = sample.to_batches()
         else:
-            batches = []
-            rows = 0
-            for batch in sample:
-                batches.append(batch)
-                rows += batch.num_rows
-                if rows >= ti.sample_rows:
-                    break
-            if not batches:
-                return
-            table = pa.Table.from_batches(batches)
-        table = table.slice(0, ti.sample_rows)
-        for name in table.column_names:
+            batches = sample
+        # The first sample_rows rows; chunks may differ in their columns (files, JSONL keys).
+        # An iterator is read no further than the sample.
+        window: list[pa.RecordBatch] = []
+        left = ti.sample_rows
+        for batch in batches:
+            window.append(batch.slice(0, left))
+            left -= window[-1].num_rows
+            if left <= 0:
+                break
+        names = dict.fromkeys(n for batch in window for n in batch.schema.names)
+        for name in names:
             if name in self._declared_names or name in self._inferred:
                 continue
-            column = table.column(name).combine_chunks()
+            arrays = [b.column(name) for b in window if name in b.schema.names]
+            same_type = len({a.type for a in arrays}) == 1
+            # Typed chunks that disagree on a column's type: the first chunk's type decides.
+            column = pa.concat_arrays(arrays) if same_type else arrays[0]
             self._inferred[name] = infer_type(
                 name,
                 column,

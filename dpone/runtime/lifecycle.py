@@ -41,7 +41,7 @@ from dpone.dlq.store import DlqStore
 from dpone.dlq.writer import RunResult, RunWriter
 from dpone.errors import EXIT_OK, ConfigError, DponeError, ErrorDetail, Interrupted, UsageError
 from dpone.evidence import lineage
-from dpone.evidence.model import DlqEvidence, Evidence, Summary
+from dpone.evidence.model import DlqEvidence, Evidence, Summary, schema_changes
 from dpone.evidence.writer import EVIDENCE_FILE, bundle_dir, publish_evidence_doc
 from dpone.faults import checkpoint
 from dpone.manifest.plan import Plan
@@ -50,6 +50,7 @@ from dpone.runtime.interrupts import InterruptWatch
 from dpone.runtime.journal import JournalEntry, RunJournal
 from dpone.runtime.prefetch import Inline, ReadAhead
 from dpone.runtime.report import Recovery, RowCounts, RunReport
+from dpone.runtime.sampling import primed
 from dpone.state.model import Cursor, PipelineState
 from dpone.state.store import StateStore
 
@@ -178,6 +179,8 @@ class _Run:
         self.global_row = 0
         self.lineage: lineage.LineageEmitter | None = None
         self.dlq_pipe: DlqPipe | None = None
+        self.existing: pa.Schema | None = None  # the sink table before this run; None: absent
+        self.written: dict[str, pa.Field] = {}  # every column this run staged, in order
         self.interrupts = options.interrupts or InterruptWatch()
         self.owns_watch = options.interrupts is None
 
@@ -324,11 +327,11 @@ def _load(
     plan = run.plan
     enforcer = ContractEnforcementService(plan.sink.contract)
     tracker = CursorTracker.create(plan.sink.contract, plan.source.incremental, state)
-    existing = sink.existing_schema()
+    existing = run.existing = sink.existing_schema()
     after = state.cursor.value if (state.cursor and source.cursor_pushdown) else None
     run.dlq_pipe = pipe = DlqPipe(run, dlq)
     with _chunks(source, plan.runtime.chunk_size, after) as chunks:
-        for chunk in chunks:
+        for chunk in primed(chunks, enforcer):
             _one_chunk(run, chunk, tracker, enforcer, engine, sink, existing, pipe)
 
     engine.finalize()
@@ -339,7 +342,9 @@ def _load(
     checkpoint("after_dlq_close")
     if run.sink_load is None:
         # Nothing valid to load still commits an empty load: its marker is the run's proof.
-        run.sink_load = sink.begin(_load_spec(run, sink_schema(plan.sink.contract)))
+        empty = sink_schema(plan.sink.contract)
+        run.sink_load = sink.begin(_load_spec(run, empty))
+        run.written = {f.name: f for f in empty}
     cursor_to = tracker.committed_text()
     evidence = _evidence(run, engine, failure=None, state=state, cursor_to=cursor_to)
     return evidence, cursor_to, tracker.unplaced_after_run()
@@ -382,6 +387,8 @@ def _one_chunk(
         if run.sink_load is None:
             run.sink_load = sink.begin(_load_spec(run, valid.schema))
         run.sink_load.write(valid)
+        for f in valid.schema:
+            run.written.setdefault(f.name, f)
     run.counts.loaded += valid.num_rows
     run.counts.warned += result.warned_rows
     tracker.observe()
@@ -525,6 +532,9 @@ def _evidence(
         },
         started_at=run.report.started_at,
         finished_at=iso_utc(run.clock()),
+        schema_changes=()
+        if failure is not None
+        else schema_changes(f"{plan.sink.dataset}.{plan.sink.table}", run.existing, run.written),
         facets=lineage.facets(
             engine.verdicts(),
             rows_read=run.counts.read,
@@ -538,6 +548,7 @@ def _evidence(
 
 def _publish_evidence(run: _Run, doc: dict[str, Any]) -> None:
     path = publish_evidence_doc(run.paths.evidence_dir, doc)
+    run.report.schema_changes = list(doc.get("schema_changes", []))
     run.report.evidence = relative(path, run.plan.manifest_dir)
     log.info("evidence.written", run_id=run.run_id)
 

@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from dpone.cli.main import cli
+from dpone.published import schema_errors
 from tests.conftest import EXAMPLES, CliRun
 
 PG_URL_VARIABLE = "DPONE_PG_URL"
@@ -61,13 +62,18 @@ def project(tmp_path: Path) -> Project:
     return Project(tmp_path)
 
 
-def manifest(contract: str, quality: str = "", dlq: str = "") -> str:
+def manifest(
+    contract: str,
+    quality: str = "",
+    dlq: str = "",
+    source: str = "{type: file, format: csv, path: data.csv}",
+) -> str:
     """A CSV -> DuckDB manifest with the given contract (and quality / dlq sections)."""
     return (
         textwrap.dedent(
-            """\
+            f"""\
             name: firsthour
-            source: {type: file, format: csv, path: data.csv}
+            source: {source}
             sink:
               type: duckdb
               dataset: main
@@ -346,3 +352,84 @@ def test_every_example_runs(tmp_path: Path, example: str, pg_schema: str, pg_url
     assert run.exit_code == 0, run.stdout + run.stderr
     assert run.doc["status"] == "succeeded"
     assert run.doc["rows"]["loaded"] > 0
+
+
+# --- SPEC §7: schema changes in the evidence and the run report ------------------------------
+
+
+def test_schema_changes_name_the_table_created_then_the_columns_added(project: Project) -> None:
+    contract = """\
+        enforcement: quarantine
+        columns: {id: {type: integer}}
+        """
+    inference = "type_inference: {conflict_policy: variant_column}\n"
+    project.write(manifest(contract, dlq=inference), "id,n\n1,5\n")
+    first = project.run()
+    assert first.exit_code == 0, first.stdout
+    table = {"change": "table_created", "table": "main.t", "column": None, "type": None}
+    assert first.doc["schema_changes"] == [table]
+
+    (project.root / "data.csv").write_text("id,n,note\n2,x,hello\n")
+    second = project.run()
+    assert second.exit_code == 0, second.stdout
+    changes = {(c["change"], c["column"], c["type"]) for c in second.doc["schema_changes"]}
+    assert changes == {
+        ("column_added", "note", "string"),
+        ("variant_column_created", "__dpone__nc__n", "string"),
+    }
+    evidence = json.loads((project.root / second.doc["evidence"]).read_text())
+    assert evidence["schema_changes"] == second.doc["schema_changes"]
+    assert schema_errors(evidence, "dpone.data_contract_evidence.v1") == []
+    assert schema_errors(second.doc, "dpone.run.v1") == []
+    assert project.rows("SELECT id, n, note, __dpone__nc__n FROM main.t ORDER BY id") == [
+        (1, 5, None, None),
+        (2, None, "hello", "x"),
+    ]
+    (project.root / "data.csv").write_text("id,n,note,extra\n3,4,x,y\n")
+    text = dpone("run", str(project.manifest))
+    assert text.exit_code == 0
+    assert "schema     main.t extra string: column added" in text.stdout
+
+
+# --- type inference reads sample_rows rows across chunks -------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sample_rows", "loaded"), [(10, [("1",), ("2",), ("x",)]), (2, [(1,), (2,)])]
+)
+def test_type_inference_samples_rows_across_chunks(
+    project: Project, sample_rows: int, loaded: list[tuple[Any, ...]]
+) -> None:
+    contract = "enforcement: quarantine\ncolumns: {id: {type: integer}}\n"
+    inference = f"type_inference: {{sample_rows: {sample_rows}}}\n"
+    project.write(manifest(contract, dlq=inference), "id,n\n1,1\n2,2\n3,x\n")
+    text = "runtime: {chunk_size: 2}\n" + project.manifest.read_text()
+    project.manifest.write_text(text)
+    run = project.run()
+    assert run.exit_code == 0, run.stdout
+    assert run.doc["rows"]["chunks"] == 2
+    # 10 rows: the sample spans both chunks and sees "x", so n is text; 2 rows: n is integer
+    # and the third row breaks it.
+    assert project.rows("SELECT n FROM main.t ORDER BY id") == loaded
+
+
+# --- masked keeps the shape of a nested value ------------------------------------------------
+
+
+def test_masked_dlq_payload_keeps_the_shape_of_nested_json(project: Project) -> None:
+    from dpone.dlq.store import DlqStore
+
+    (project.root / "d.jsonl").write_text(
+        '{"id": 1, "p": {"a": [1, {"b": "x"}]}}\n{"id": "bad", "p": {"a": [2, {"b": "y"}]}}\n'
+    )
+    contract = "enforcement: quarantine\ncolumns: {id: {type: integer}, p: {type: json}}\n"
+    jsonl = "{type: file, format: jsonl, path: d.jsonl}"
+    text = manifest(contract, dlq="dlq: {pii_policy: masked}\n", source=jsonl)
+    project.manifest.write_text(text)
+    run = project.run()
+    assert run.exit_code == 0, run.stdout
+    store = DlqStore(project.root / ".dpone" / "dlq")
+    [record] = store.iter_records(run.doc["dlq"]["run_id"])
+    redacted = "[REDACTED]"
+    assert record.payload.value == {"id": redacted, "p": {"a": [redacted, {"b": redacted}]}}
+    assert '"y"' not in json.dumps(record.to_json()["payload"])
