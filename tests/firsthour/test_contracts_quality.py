@@ -433,3 +433,41 @@ def test_masked_dlq_payload_keeps_the_shape_of_nested_json(project: Project) -> 
     redacted = "[REDACTED]"
     assert record.payload.value == {"id": redacted, "p": {"a": [redacted, {"b": redacted}]}}
     assert '"y"' not in json.dumps(record.to_json()["payload"])
+
+
+# --- dpone run --evolution: run option > manifest > default ----------------------------------
+
+
+def test_run_evolution_option_overrides_the_manifest(project: Project) -> None:
+    contract = (
+        "enforcement: quarantine\ncolumns: {id: {type: integer}}\nevolution: {columns: freeze}\n"
+    )
+    project.write(manifest(contract), "id\n1\n")
+    path = str(project.manifest)
+    first = dpone("run", path, "--evolution", "freeze", "--format", "json")
+    assert (first.exit_code, codes(first)) == (1, ["DPONE_SCHEMA_FROZEN"])  # tables frozen
+    assert dpone("run", path, "--format", "json").exit_code == 0
+
+    (project.root / "data.csv").write_text("id,extra\n2,a\n")
+    frozen = dpone("run", path, "--format", "json")  # the manifest freezes columns
+    assert (frozen.exit_code, codes(frozen)) == (1, ["DPONE_SCHEMA_FROZEN"])
+    dropped = dpone("run", path, "--evolution", "columns=discard_value", "--format", "json")
+    assert dropped.exit_code == 0, dropped.stdout
+    assert project.rows() == [(1,), (2,)]
+    evolved = dpone("run", path, "--evolution", "tables=evolve,columns=evolve", "--format", "json")
+    assert evolved.exit_code == 0, evolved.stdout
+    assert project.rows("SELECT id, extra FROM main.t ORDER BY id") == [
+        (1, None),
+        (2, None),
+        (2, "a"),
+    ]
+
+
+@pytest.mark.parametrize("option", ["sometimes", "rows=freeze", "columns=melt", "columns"])
+def test_a_bad_evolution_option_is_a_usage_error(project: Project, option: str) -> None:
+    project.write(manifest("enforcement: strict\n"), "id\n1\n")
+    run = dpone("run", str(project.manifest), "--evolution", option, "--format", "json")
+    assert run.exit_code == 2
+    assert run.doc["code"] == "DPONE_USAGE_EVOLUTION"
+    assert run.doc["fixes"]
+    assert not (project.root / ".dpone").exists()  # nothing read, nothing written
