@@ -379,6 +379,8 @@ def test_schema_changes_name_the_table_created_then_the_columns_added(project: P
     }
     evidence = json.loads((project.root / second.doc["evidence"]).read_text())
     assert evidence["schema_changes"] == second.doc["schema_changes"]
+    markdown = (project.root / second.doc["evidence"]).with_suffix(".md").read_text()
+    assert "| variant_column_created | main.t | __dpone__nc__n | string |" in markdown
     assert schema_errors(evidence, "dpone.data_contract_evidence.v1") == []
     assert schema_errors(second.doc, "dpone.run.v1") == []
     assert project.rows("SELECT id, n, note, __dpone__nc__n FROM main.t ORDER BY id") == [
