@@ -151,6 +151,12 @@ class ContractEnforcementService:
         """The types inference fixed so far, by column name."""
         return dict(self._inferred)
 
+    def needs_inference(self, schema: pa.Schema) -> bool:
+        """Whether ``schema`` has a column whose type inference has yet to fix."""
+        return self.contract.type_inference.enabled and any(
+            n not in self._declared_names and n not in self._inferred for n in schema.names
+        )
+
     def prime(self, sample: pa.RecordBatch | pa.Table | Iterable[pa.RecordBatch]) -> None:
         """Fix inferred types from the first ``sample_rows`` rows of ``sample`` (may span chunks).
 
@@ -300,9 +306,7 @@ class ContractEnforcementService:
         if isinstance(batch, pa.Table):
             batch = batch.combine_chunks().to_batches()[0] if batch.num_rows else _empty(batch)
         ti = self.contract.type_inference
-        if ti.enabled and any(
-            n not in self._declared_names and n not in self._inferred for n in batch.schema.names
-        ):
+        if self.needs_inference(batch.schema):
             self.prime(batch)
         plan = self.plan(batch.schema, existing_schema)
         n = batch.num_rows
