@@ -32,7 +32,12 @@ class AssertionType(Protocol):
     def __init__(self, params: Mapping[str, Any]) -> None: ...
 
     def observe(self, batch: pa.RecordBatch) -> pa.BooleanArray | None:
-        """Row scope: a mask of the failing rows of ``batch``. Batch scope: None."""
+        """Row scope: a mask of the failing rows of ``batch``. Batch scope: None.
+
+        ``batch`` holds only the rows that would load, after the contract and the earlier
+        assertions. A type that sets ``sees_source_columns = True`` (a ClassVar) is called as
+        ``observe(batch, source_columns=...)`` with the keys the source really gave.
+        """
         ...
 
     def finalize(self, rows: int) -> str | None:

@@ -15,7 +15,7 @@ import hashlib
 import importlib
 import importlib.util
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 import structlog
 
 from dpone.assertions.catalog import AssertionTypeInfo, registry
+from dpone.contracts.kernels import falses
 from dpone.errors import DponeError
 from dpone.evidence.model import AssertionVerdict
 from dpone.manifest.plan import AssertionSpec
@@ -46,14 +47,14 @@ class PredicateError(DponeError):
 
 def _predicate_check(
     name: str, predicate: Callable[..., Any], vectorized: bool
-) -> Callable[[pa.RecordBatch], pa.BooleanArray]:
+) -> Callable[[pa.RecordBatch, frozenset[str]], pa.BooleanArray]:
     """A custom predicate as a row check: True from the predicate means the row passes.
 
     Row predicates are per-row Python by design (the user asked for a function of a row);
     ``vectorized: true`` hands the whole batch over and expects a boolean mask.
     """
 
-    def check(batch: pa.RecordBatch) -> pa.BooleanArray:
+    def check(batch: pa.RecordBatch, source_columns: frozenset[str]) -> pa.BooleanArray:
         try:
             if vectorized:
                 mask = predicate(batch)
@@ -74,6 +75,14 @@ def _predicate_check(
         return failing
 
     return check
+
+
+def _row_check(instance: Any) -> Callable[[pa.RecordBatch, frozenset[str]], Any]:
+    """A type's ``observe``, given the source's real columns when it asks for them
+    (``sees_source_columns = True``: key presence is about the source, not the contract)."""
+    if getattr(instance, "sees_source_columns", False):
+        return lambda batch, keys: instance.observe(batch, source_columns=keys)
+    return lambda batch, keys: instance.observe(batch)
 
 
 def _import_near(module_name: str, base_dir: Path) -> Any:
@@ -135,7 +144,7 @@ def load_predicate(spec: str, base_dir: Path) -> Callable[..., Any]:
 class _Tally:
     spec: AssertionSpec
     scope: str
-    check: Callable[[pa.RecordBatch], pa.BooleanArray | None]
+    check: Callable[[pa.RecordBatch, frozenset[str]], pa.BooleanArray | None]
     finish: Callable[[int], str | None] | None = None
     failed: int = 0
     observed: int = 0
@@ -171,31 +180,45 @@ class AssertionEngine:
                     fixes=("see `dpone plugins list`",),
                 )
             instance = info.factory(spec.params)
-            self.tallies.append(_Tally(spec, info.scope, instance.observe, instance.finalize))
+            self.tallies.append(_Tally(spec, info.scope, _row_check(instance), instance.finalize))
 
     # --- per chunk ------------------------------------------------------------------------------
 
     def observe(
-        self, batch: pa.RecordBatch, *, fail_fast: bool = True
+        self,
+        batch: pa.RecordBatch,
+        *,
+        source_columns: Collection[str] | None = None,
+        fail_fast: bool = True,
     ) -> tuple[pa.RecordBatch, pa.BooleanArray | None, list[str | None] | None]:
         """Row verdicts for one chunk of valid rows.
 
+        ``source_columns`` are the keys the source really gave (the contract has filled in
+        absent declared columns with NULLs by now); None: the batch's own columns.
+        Each assertion sees only the rows no earlier assertion diverted to the DLQ (SPEC §4),
+        so a later ``fail`` never aborts the run over a row already quarantined.
         Returns the batch, a mask of the rows to quarantine (None: none) and, aligned with
-        the batch, the rule id of each quarantined row's first failing assertion. With
-        ``fail_fast`` False (a replay), rows failing an ``on_failure: fail`` assertion are in
-        the mask too instead of raising :class:`AssertionFailed`.
+        the batch, the rule id of the assertion that quarantined each row. With ``fail_fast``
+        False (a replay), rows failing an ``on_failure: fail`` assertion are in the mask too
+        instead of raising :class:`AssertionFailed`.
         """
         n = batch.num_rows
+        keys = frozenset(batch.schema.names if source_columns is None else source_columns)
         quarantine: pa.BooleanArray | None = None
-        rules: list[str | None] | None = None
+        rules = pa.nulls(n, pa.string())
         for tally in self.tallies:
-            if tally.scope != "row" or n == 0:
+            if tally.scope != "row":
                 continue
-            failing = tally.check(batch)
-            tally.observed += n
+            alive = None if quarantine is None else pc.invert(quarantine)
+            view = batch if alive is None else batch.filter(alive)
+            if view.num_rows == 0:
+                break
+            failing = tally.check(view, keys)
+            tally.observed += view.num_rows
             if failing is None:
                 continue
-            count = int(pc.sum(failing).as_py() or 0)
+            failing = pc.fill_null(failing, False)
+            count = int(failing.true_count)
             if not count:
                 continue
             tally.failed += count
@@ -210,17 +233,15 @@ class AssertionEngine:
             if policy == "warn":
                 self._log_warning(tally, count)
                 continue
-            if quarantine is None or rules is None:
-                quarantine = failing
-                rules = [tally.spec.name if f else None for f in failing.to_pylist()]
-            else:
-                for i, f in enumerate(failing.to_pylist()):
-                    if f and rules[i] is None:
-                        rules[i] = tally.spec.name
-                quarantine = pc.or_(quarantine, failing)
-        kept = n - (int(pc.sum(quarantine).as_py() or 0) if quarantine is not None else 0)
-        self.rows_passed += kept
-        return batch, quarantine, rules
+            if alive is not None:  # back to the batch's positions
+                failing = pc.replace_with_mask(falses(n), alive, failing)
+            rules = pc.if_else(failing, pa.scalar(tally.spec.name), rules)
+            quarantine = failing if quarantine is None else pc.or_(quarantine, failing)
+        diverted = 0 if quarantine is None else int(quarantine.true_count)
+        self.rows_passed += n - diverted
+        if quarantine is None or not diverted:
+            return batch, None, None
+        return batch, quarantine, rules.to_pylist()
 
     def _log_warning(self, tally: _Tally, count: int) -> None:
         if tally.logged < WARN_LOG_LIMIT:

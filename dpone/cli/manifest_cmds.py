@@ -96,7 +96,8 @@ def render_plan(doc: dict[str, Any]) -> str:
         + (f" on {', '.join(keys)}" if (keys := sink["strategy"].get("unique_key")) else "")
         + ")",
         f"chunks       {m['runtime']['chunk_size']} rows; work_dir {m['runtime']['work_dir']}",
-        f"contract     {contract['enforcement']}; {len(contract['columns'])} declared column(s);"
+        f"contract     {contract['enforcement']} (coercion {contract['coercion']}); "
+        f"{len(contract['columns'])} declared column(s);"
         f" evolution {', '.join(f'{k}={v}' for k, v in contract['evolution'].items())}",
     ]
     for name, spec in contract["columns"].items():

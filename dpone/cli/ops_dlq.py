@@ -24,15 +24,28 @@ DIR_OPTION = click.option(
 RUN_OPTION = click.option("--run-id", default=None, help="Only this run (default: every run).")
 
 
+#: What a DLQ root holds at its top (SPEC §5); anything else alone is not a DLQ store.
+STORE_FOLDERS = ("runs", "acks")
+
+
 def _store_at(directory: Path) -> DlqStore:
-    """The store at ``directory``; a missing folder is a usage error (exit 2)."""
+    """The store at ``directory``. A missing folder, or a folder with other things in it but
+    neither ``runs/`` nor ``acks/`` (a work dir, the manifest's folder), is a usage error
+    (exit 2): verifying it would say "ok" about a store that is not there. An empty folder is
+    an empty store (a DLQ root before its first rejected row) and verifies."""
     from dpone.dlq.store import DlqStore
 
+    fix = "pass the DLQ root with --dir (dlq.directory, by default <work_dir>/dlq)"
     if not directory.is_dir():
         raise UsageError(
-            f"{directory} is not a folder",
-            code="DPONE_DLQ_DIR_NOT_FOUND",
-            fixes=("pass the DLQ root with --dir (dlq.directory, by default <work_dir>/dlq)",),
+            f"{directory} is not a folder", code="DPONE_DLQ_DIR_NOT_FOUND", fixes=(fix,)
+        )
+    is_store = any((directory / name).is_dir() for name in STORE_FOLDERS)
+    if not is_store and any(directory.iterdir()):
+        raise UsageError(
+            f"{directory} is not a DLQ store: it has neither runs/ nor acks/",
+            code="DPONE_DLQ_NOT_A_STORE",
+            fixes=(fix,),
         )
     return DlqStore(directory)
 

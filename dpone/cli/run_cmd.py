@@ -51,9 +51,17 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 @click.command("run")
 @click.argument("manifest", type=click.Path(dir_okay=False))
 @click.option("--run-id", help="Use this run id instead of a new ULID ([A-Za-z0-9._-]).")
+@click.option(
+    "--evolution",
+    metavar="MODE|KEY=MODE,...",
+    help="Override the manifest's evolution for this run: one mode for tables, columns and "
+    "data_type (evolve, freeze, discard_row, discard_value), or e.g. columns=freeze.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Debug-level logs on stderr.")
 @FORMAT_OPTION
-def run_cmd(manifest: str, run_id: str | None, verbose: bool, fmt: str) -> None:
+def run_cmd(
+    manifest: str, run_id: str | None, evolution: str | None, verbose: bool, fmt: str
+) -> None:
     """Run MANIFEST: load the good rows, quarantine the bad, write evidence, advance state."""
 
     def body() -> int:
@@ -68,10 +76,12 @@ def run_cmd(manifest: str, run_id: str | None, verbose: bool, fmt: str) -> None:
         try:
             from dpone.logs import configure
             from dpone.manifest.compiler import compile_manifest
+            from dpone.manifest.overrides import parse_evolution, with_evolution
             from dpone.runtime.lifecycle import RunOptions, run_pipeline
 
             configure(verbose=verbose)
-            plan = compile_manifest(manifest)
+            settings = parse_evolution(evolution) if evolution is not None else {}
+            plan = with_evolution(compile_manifest(manifest), settings)
             watch.check()
             report = run_pipeline(
                 plan, RunOptions(run_id=run_id, progress=progress, interrupts=watch)

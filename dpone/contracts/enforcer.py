@@ -133,7 +133,8 @@ class ContractEnforcementService:
         self.declared: tuple[ColumnSpec, ...] = tuple(canonical(c) for c in contract.columns)
         self._declared_names = {c.name for c in self.declared}
         self.enforcement = contract.enforcement
-        self.lenient = contract.enforcement != "strict"
+        # Lossless repairs (`1e2` -> 100) only under coerce or `coercion: safe` (SPEC §3).
+        self.lenient = contract.safe_coercion
         self.warn = contract.enforcement == "warn"
         self._inferred: dict[str, ColumnSpec] = {}
         # Columns whose last chunk had bad values skip the whole-column cast (speed only).
@@ -150,6 +151,12 @@ class ContractEnforcementService:
         """The types inference fixed so far, by column name."""
         return dict(self._inferred)
 
+    def needs_inference(self, schema: pa.Schema) -> bool:
+        """Whether ``schema`` has a column whose type inference has yet to fix."""
+        return self.contract.type_inference.enabled and any(
+            n not in self._declared_names and n not in self._inferred for n in schema.names
+        )
+
     def prime(self, sample: pa.RecordBatch | pa.Table | Iterable[pa.RecordBatch]) -> None:
         """Fix inferred types from the first ``sample_rows`` rows of ``sample`` (may span chunks).
 
@@ -159,26 +166,30 @@ class ContractEnforcementService:
         ti = self.contract.type_inference
         if not ti.enabled:
             return
+        batches: Iterable[pa.RecordBatch]
         if isinstance(sample, pa.RecordBatch):
-            table = pa.Table.from_batches([sample])
+            batches = [sample]
         elif isinstance(sample, pa.Table):
-            table = sample
+            batches = sample.to_batches()
         else:
-            batches = []
-            rows = 0
-            for batch in sample:
-                batches.append(batch)
-                rows += batch.num_rows
-                if rows >= ti.sample_rows:
-                    break
-            if not batches:
-                return
-            table = pa.Table.from_batches(batches)
-        table = table.slice(0, ti.sample_rows)
-        for name in table.column_names:
+            batches = sample
+        # The first sample_rows rows; chunks may differ in their columns (files, JSONL keys).
+        # An iterator is read no further than the sample.
+        window: list[pa.RecordBatch] = []
+        left = ti.sample_rows
+        for batch in batches:
+            window.append(batch.slice(0, left))
+            left -= window[-1].num_rows
+            if left <= 0:
+                break
+        names = dict.fromkeys(n for batch in window for n in batch.schema.names)
+        for name in names:
             if name in self._declared_names or name in self._inferred:
                 continue
-            column = table.column(name).combine_chunks()
+            arrays = [b.column(name) for b in window if name in b.schema.names]
+            same_type = len({a.type for a in arrays}) == 1
+            # Typed chunks that disagree on a column's type: the first chunk's type decides.
+            column = pa.concat_arrays(arrays) if same_type else arrays[0]
             self._inferred[name] = infer_type(
                 name,
                 column,
@@ -295,9 +306,7 @@ class ContractEnforcementService:
         if isinstance(batch, pa.Table):
             batch = batch.combine_chunks().to_batches()[0] if batch.num_rows else _empty(batch)
         ti = self.contract.type_inference
-        if ti.enabled and any(
-            n not in self._declared_names and n not in self._inferred for n in batch.schema.names
-        ):
+        if self.needs_inference(batch.schema):
             self.prime(batch)
         plan = self.plan(batch.schema, existing_schema)
         n = batch.num_rows

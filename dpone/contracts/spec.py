@@ -24,12 +24,14 @@ LogicalType = Literal[
 ]
 Enforcement = Literal["strict", "coerce", "quarantine", "warn"]
 EvolutionMode = Literal["evolve", "freeze", "discard_row", "discard_value"]
+Coercion = Literal["none", "safe"]
 ConflictPolicy = Literal["fail", "quarantine", "variant_column"]
 
 LOGICAL_TYPES: tuple[str, ...] = get_args(LogicalType)
 ENFORCEMENTS: tuple[str, ...] = get_args(Enforcement)
 EVOLUTION_MODES: tuple[str, ...] = get_args(EvolutionMode)
 CONFLICT_POLICIES: tuple[str, ...] = get_args(ConflictPolicy)
+COERCIONS: tuple[str, ...] = get_args(Coercion)
 
 VARIANT_PREFIX = "__dpone__nc__"
 
@@ -90,6 +92,8 @@ class ContractSpec:
 
     enforcement: Enforcement = "strict"
     columns: tuple[ColumnSpec, ...] = ()
+    #: ``safe``: coerce's lossless repairs apply before the checks (``coerce`` always has them)
+    coercion: Coercion = "none"
     evolution: EvolutionSpec = field(default_factory=EvolutionSpec)
     type_inference: TypeInferenceSpec = field(default_factory=TypeInferenceSpec)
 
@@ -100,12 +104,18 @@ class ContractSpec:
         return None
 
     @property
+    def safe_coercion(self) -> bool:
+        """Whether values may be repaired losslessly (``1e2`` -> 100) or must be canonical."""
+        return self.enforcement == "coerce" or self.coercion == "safe"
+
+    @property
     def column_names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.columns)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "enforcement": self.enforcement,
+            "coercion": "safe" if self.safe_coercion else "none",
             "columns": {c.name: c.to_json() for c in self.columns},
             "evolution": self.evolution.to_json(),
             "type_inference": self.type_inference.to_json(),

@@ -162,7 +162,15 @@ def rejected_rows(
 
 
 def mask(value: Any) -> Any:
-    """Keep the shape (mappings, sequences), replace every scalar with ``[REDACTED]``."""
+    """Keep the shape (mappings, sequences), replace every scalar with ``[REDACTED]``.
+
+    Text sources hand a nested JSON value over as its text; an object or array text keeps its
+    shape too (keys are structure, not values, as for a mapping)."""
+    if isinstance(value, str) and value.lstrip()[:1] in ("{", "["):
+        try:
+            value = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return REDACTED
     if isinstance(value, Mapping):
         return {str(k): mask(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -10,6 +10,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import pyarrow as pa
+
+from dpone.contracts.spec import VARIANT_PREFIX
+from dpone.contracts.types import TYPE_METADATA_KEY
+
 EVIDENCE_SCHEMA_ID = "dpone.data_contract_evidence.v1"
 ExecutionStatus = Literal["succeeded", "failed"]
 DataOutcome = Literal[
@@ -78,6 +83,48 @@ class DlqEvidence:
         }
 
 
+SchemaChangeKind = Literal["table_created", "column_added", "variant_column_created"]
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaChange:
+    """One change this run made to the sink's schema (SPEC §7); names and types, no values."""
+
+    change: SchemaChangeKind
+    table: str
+    column: str | None = None
+    type: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "change": self.change,
+            "table": self.table,
+            "column": self.column,
+            "type": self.type,
+        }
+
+
+def schema_changes(
+    table: str, existing: pa.Schema | None, written: Mapping[str, pa.Field]
+) -> tuple[SchemaChange, ...]:
+    """What a load of the ``written`` columns changes in ``table`` (``existing``: its schema
+    before the load, None when absent): the table it creates, or the columns it adds to an
+    existing one; variant columns are named as such either way."""
+    changes: list[SchemaChange] = []
+    if existing is None:
+        changes.append(SchemaChange("table_created", table))
+    before = set(existing.names) if existing is not None else set()
+    for name, f in written.items():
+        if name in before:
+            continue
+        if name.startswith(VARIANT_PREFIX):
+            changes.append(SchemaChange("variant_column_created", table, name, "string"))
+        elif existing is not None:
+            label = (f.metadata or {}).get(TYPE_METADATA_KEY, str(f.type).encode())
+            changes.append(SchemaChange("column_added", table, name, label.decode()))
+    return tuple(changes)
+
+
 @dataclass(frozen=True, slots=True)
 class Evidence:
     run_id: str
@@ -97,6 +144,7 @@ class Evidence:
     started_at: str
     finished_at: str
     facets: Mapping[str, Any] = field(default_factory=dict)
+    schema_changes: tuple[SchemaChange, ...] = ()
 
     @property
     def execution_status(self) -> ExecutionStatus:
@@ -134,5 +182,6 @@ class Evidence:
             "dlq": self.dlq.to_json(),
             "sink": dict(self.sink),
             "state": dict(self.state),
+            "schema_changes": [c.to_json() for c in self.schema_changes],
             "openlineage_facets": dict(self.facets),
         }

@@ -80,6 +80,14 @@ def render_markdown(doc: dict[str, Any]) -> str:
             f"| {a['name']} | {a['on_failure']} | {a['verdict']} | {a['failed_rows']} |"
             for a in doc["assertions"]
         ]
+    changes = doc.get("schema_changes", [])
+    if changes:
+        lines += ["", "## Schema changes", "", "| change | table | column | type |"]
+        lines += ["| --- | --- | --- | --- |"]
+        lines += [
+            f"| {c['change']} | {c['table']} | {c['column'] or ''} | {c['type'] or ''} |"
+            for c in changes
+        ]
     dlq = doc["dlq"]
     lines += ["", "## Dead letters", "", f"- records: {dlq['record_count']}"]
     if dlq["index_ref"]:

@@ -100,6 +100,7 @@ def build_plan(doc: dict[str, Any], manifest: LoadedManifest) -> Plan:
     inference = options["type_inference"]
     contract = ContractSpec(
         enforcement=contract_doc["enforcement"],
+        coercion=contract_doc["coercion"],
         columns=passes.column_specs(doc),
         evolution=EvolutionSpec(**contract_doc["evolution"]),
         type_inference=TypeInferenceSpec(**inference),

@@ -17,6 +17,7 @@ from dpone.assertions.catalog import AssertionTypeInfo
 from dpone.contracts.spec import ColumnSpec
 from dpone.dlq import policy as dlq_limits
 from dpone.errors import ErrorDetail
+from dpone.manifest import paths
 from dpone.manifest.loader import LoadedManifest, join_pointer
 from dpone.manifest.plan import is_production
 from dpone.manifest.secrets import inline_secret, malformed_reference
@@ -126,6 +127,7 @@ def apply_defaults(doc: Document, ctx: CompileContext) -> PassResult:
     options = sink.setdefault("options", {})
     contract = options.setdefault("schema_contract", {})
     contract.setdefault("enforcement", "strict")
+    contract.setdefault("coercion", "safe" if contract["enforcement"] == "coerce" else "none")
     columns = contract.setdefault("columns", {})
     for spec in columns.values():
         spec.setdefault("nullable", True)
@@ -213,6 +215,20 @@ def check_strategy(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
 
 def check_contract(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
     errors = []
+    contract = doc["sink"]["options"]["schema_contract"]
+    if contract["enforcement"] == "coerce" and contract["coercion"] == "none":
+        errors.append(
+            ctx.error(
+                "DPONE_MANIFEST_COERCION",
+                "enforcement coerce always applies the safe coercions; coercion: none contradicts "
+                "it",
+                f"{CONTRACT}/coercion",
+                fixes=(
+                    "remove `coercion: none`",
+                    "or use enforcement: strict for canonical values only",
+                ),
+            )
+        )
     for name, spec in _contract_columns(doc).items():
         pointer = join_pointer(f"{CONTRACT}/columns", name)
         if spec["type"] == "decimal" and spec.get("scale", 0) > spec["precision"]:
@@ -229,15 +245,16 @@ def check_contract(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
 
 def check_dlq(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
     dlq = doc["sink"]["options"]["dlq"]
-    enforcement = doc["sink"]["options"]["schema_contract"]["enforcement"]
     errors = []
-    if enforcement == "quarantine" and not dlq["enabled"]:
+    needs = _dead_letter_uses(doc) if not dlq["enabled"] else []
+    if needs:
+        what, fix = needs[0]
         errors.append(
             ctx.error(
                 "DPONE_MANIFEST_DLQ_DISABLED",
-                "the DLQ cannot be disabled while enforcement is quarantine",
+                f"the DLQ cannot be disabled while {what} sends rows to it",
                 f"{DLQ}/enabled",
-                fixes=("remove `enabled: false`, or choose another enforcement mode",),
+                fixes=("remove `enabled: false`", fix),
             )
         )
     if dlq["pii_policy"] == "preserve" and is_production(doc["environment"]):
@@ -270,6 +287,32 @@ def check_dlq(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
             )
         )
     return errors
+
+
+def _dead_letter_uses(doc: Document) -> list[tuple[str, str]]:
+    """What in the manifest may send a row to the DLQ (SPEC §5: then it cannot be disabled)."""
+    options = doc["sink"]["options"]
+    contract = options["schema_contract"]
+    uses: list[tuple[str, str]] = []
+    if contract["enforcement"] == "quarantine":
+        uses.append(("enforcement quarantine", "or choose another enforcement mode"))
+    elif contract["enforcement"] == "warn":
+        # strict/coerce fail the run on any rejected row; warn loads NULL but these reject.
+        if options["type_inference"]["conflict_policy"] == "quarantine":
+            uses.append(("type_inference.conflict_policy quarantine", "or use fail"))
+        if "discard_row" in contract["evolution"].values():
+            uses.append(("evolution discard_row", "or use discard_value"))
+    assertions = doc["quality"]["assertions"]
+    default = assertions["on_failure"]
+    for key, value in assertions.items():
+        if key == "on_failure":
+            continue
+        entries = value if key == "custom" else [value]
+        for entry in entries:
+            if isinstance(entry, dict) and entry.get("on_failure", default) == "quarantine":
+                name = entry.get("name") or entry.get("predicate") if key == "custom" else key
+                uses.append((f"assertion '{name}' (on_failure quarantine)", "or use fail or warn"))
+    return uses
 
 
 def check_incremental(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
@@ -456,7 +499,8 @@ def check_source(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
         return []
     errors = []
     problem = source_path_problem(source["path"])
-    if problem is not None:
+    # A NUL byte is reported once, for every manifest value, by paths.check_nul_bytes.
+    if problem is not None and "\x00" not in str(source["path"]):
         errors.append(
             ctx.error(
                 "DPONE_MANIFEST_SOURCE_PATH",
@@ -513,6 +557,8 @@ def _is_codec(name: str) -> bool:
 
 STATIC_CHECKS: tuple[Check, ...] = (
     check_source,
+    paths.check_nul_bytes,
+    paths.check_dlq_directory,
     check_strategy,
     check_contract,
     check_dlq,

@@ -137,6 +137,7 @@ class CursorTracker:
         parser = ContractEnforcementService(
             ContractSpec(
                 enforcement="warn",
+                coercion="safe",  # the window reads any form; the contract judges the row
                 columns=(spec,),
                 evolution=EvolutionSpec(),
                 type_inference=TypeInferenceSpec(enabled=False),

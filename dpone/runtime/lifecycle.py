@@ -43,7 +43,7 @@ from dpone.dlq.store import DlqStore
 from dpone.dlq.writer import RunResult, RunWriter
 from dpone.errors import EXIT_OK, ConfigError, DponeError, ErrorDetail, Interrupted, UsageError
 from dpone.evidence import lineage
-from dpone.evidence.model import DlqEvidence, Evidence, Summary
+from dpone.evidence.model import DlqEvidence, Evidence, Summary, schema_changes
 from dpone.evidence.writer import EVIDENCE_FILE, bundle_dir, publish_evidence_doc
 from dpone.faults import checkpoint
 from dpone.manifest.plan import Plan
@@ -52,6 +52,7 @@ from dpone.runtime.interrupts import InterruptWatch
 from dpone.runtime.journal import JournalEntry, RunJournal
 from dpone.runtime.prefetch import Inline, ReadAhead
 from dpone.runtime.report import Recovery, RowCounts, RunReport
+from dpone.runtime.sampling import primed
 from dpone.state.model import Cursor, PipelineState
 from dpone.state.store import StateStore
 
@@ -110,7 +111,7 @@ class DlqPipe:
     sink may commit (SPEC §6). Rows count as quarantined only once durable.
     """
 
-    def __init__(self, run: _Run, dlq: DlqStore) -> None:
+    def __init__(self, run: _Run, dlq: DlqStore | None) -> None:
         self._run = run
         self._dlq = dlq
         self._pool: ThreadPoolExecutor | None = None
@@ -124,6 +125,12 @@ class DlqPipe:
 
     def _write(self, rows: list[RejectedRow]) -> int:
         run = self._run
+        if self._dlq is None:
+            # The compiler refuses `dlq.enabled: false` wherever a row may be dead-lettered.
+            raise DponeError(
+                "a row was to be dead-lettered but dlq.enabled is false",
+                code="DPONE_DLQ_DISABLED",
+            )
         if run.dlq_writer is None:
             run.dlq_writer = self._dlq.open_run(run.run_id, run.load_id, pipeline=run.plan.name)
         run.dlq_writer.write_chunk(rows)
@@ -174,6 +181,8 @@ class _Run:
         self.global_row = 0
         self.lineage: lineage.LineageEmitter | None = None
         self.dlq_pipe: DlqPipe | None = None
+        self.existing: pa.Schema | None = None  # the sink table before this run; None: absent
+        self.written: dict[str, pa.Field] = {}  # every column this run staged, in order
         self.interrupts = options.interrupts or InterruptWatch()
         self.owns_watch = options.interrupts is None
 
@@ -201,8 +210,13 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
         sink_conn,
         clock=options.clock,
     )
-    dlq = DlqStore(
-        run.paths.dlq_dir, plan.sink.dlq, clock=options.clock, environment=plan.environment
+    # `dlq.enabled: false` (refused wherever a row may be dead-lettered) means no DLQ files.
+    dlq = (
+        DlqStore(
+            run.paths.dlq_dir, plan.sink.dlq, clock=options.clock, environment=plan.environment
+        )
+        if plan.sink.dlq.enabled
+        else None
     )
     states = StateStore(run.paths.state_dir)
     engine = AssertionEngine(plan.quality.assertions, plan.manifest_dir)
@@ -214,7 +228,7 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
         "committed": False,
     }
     run.report.dlq = {
-        "directory": relative(run.paths.dlq_dir, plan.manifest_dir),
+        "directory": relative(run.paths.dlq_dir, plan.manifest_dir) if dlq else None,
         "run_id": None,
         "records": 0,
     }
@@ -309,11 +323,11 @@ def _as_dpone_error(exc: BaseException) -> DponeError:
     )
 
 
-def _refuse_used_run_id(run: _Run, dlq: DlqStore) -> None:
+def _refuse_used_run_id(run: _Run, dlq: DlqStore | None) -> None:
     """A run id names one run's evidence and DLQ run for good. Reusing one (``--run-id``)
     would commit the rows and only then collide with the earlier, immutable evidence."""
     evidence = bundle_dir(run.paths.evidence_dir, run.plan.name, run.run_id) / EVIDENCE_FILE
-    if evidence.exists() or run.run_id in dlq.run_ids():
+    if evidence.exists() or (dlq is not None and run.run_id in dlq.run_ids()):
         raise UsageError(
             f"run id '{run.run_id}' was already used by an earlier run",
             stage="preflight",
@@ -328,7 +342,7 @@ def _load(
     run: _Run,
     source: Any,
     sink: Any,
-    dlq: DlqStore,
+    dlq: DlqStore | None,
     engine: AssertionEngine,
     state: PipelineState,
 ) -> tuple[dict[str, Any], str | None, dict[str, list[int]]]:
@@ -337,11 +351,11 @@ def _load(
     plan = run.plan
     enforcer = ContractEnforcementService(plan.sink.contract)
     tracker = CursorTracker.create(plan.sink.contract, plan.source.incremental, state)
-    existing = sink.existing_schema()
+    existing = run.existing = sink.existing_schema()
     after = state.cursor.value if (state.cursor and source.cursor_pushdown) else None
     run.dlq_pipe = pipe = DlqPipe(run, dlq)
     with _chunks(source, plan.runtime.chunk_size, after) as chunks:
-        for chunk in chunks:
+        for chunk in primed(chunks, enforcer):
             _one_chunk(run, chunk, tracker, enforcer, engine, sink, existing, pipe)
 
     engine.finalize()
@@ -352,7 +366,9 @@ def _load(
     checkpoint("after_dlq_close")
     if run.sink_load is None:
         # Nothing valid to load still commits an empty load: its marker is the run's proof.
-        run.sink_load = sink.begin(_load_spec(run, sink_schema(plan.sink.contract)))
+        empty = sink_schema(plan.sink.contract)
+        run.sink_load = sink.begin(_load_spec(run, empty))
+        run.written = {f.name: f for f in empty}
     cursor_to = tracker.committed_text()
     evidence = _evidence(run, engine, failure=None, state=state, cursor_to=cursor_to)
     return evidence, cursor_to, tracker.unplaced_after_run()
@@ -391,7 +407,7 @@ def _one_chunk(
     result = enforcer.enforce(batch, existing_schema=existing)
     _count_violations(run, result)
     result.raise_for_failure()
-    valid, quarantine_mask, rules = engine.observe(result.valid)
+    valid, quarantine_mask, rules = engine.observe(result.valid, source_columns=batch.schema.names)
     _quarantine(run, pipe, chunk, positions, batch, result, quarantine_mask, rules)
     if quarantine_mask is not None:
         valid = valid.filter(pc.invert(quarantine_mask))
@@ -399,6 +415,8 @@ def _one_chunk(
         if run.sink_load is None:
             run.sink_load = sink.begin(_load_spec(run, valid.schema))
         run.sink_load.write(valid)
+        for f in valid.schema:
+            run.written.setdefault(f.name, f)
     run.counts.loaded += valid.num_rows
     run.counts.warned += result.warned_rows
     tracker.observe()
@@ -576,6 +594,9 @@ def _evidence(
         },
         started_at=run.report.started_at,
         finished_at=iso_utc(run.clock()),
+        schema_changes=()
+        if failure is not None
+        else schema_changes(f"{plan.sink.dataset}.{plan.sink.table}", run.existing, run.written),
         facets=lineage.facets(
             engine.verdicts(),
             rows_read=run.counts.read,
@@ -589,6 +610,7 @@ def _evidence(
 
 def _publish_evidence(run: _Run, doc: dict[str, Any]) -> None:
     path = publish_evidence_doc(run.paths.evidence_dir, doc)
+    run.report.schema_changes = list(doc.get("schema_changes", []))
     run.report.evidence = relative(path, run.plan.manifest_dir)
     log.info("evidence.written", run_id=run.run_id)
 
@@ -746,7 +768,7 @@ def recover(
     plan: Plan,
     journal: RunJournal,
     sink: Any,
-    dlq: DlqStore,
+    dlq: DlqStore | None,
     states: StateStore,
     clock: Clock,
 ) -> list[Recovery]:
@@ -760,8 +782,8 @@ def recover(
         else:
             aborted: list[str] = []
             try:
-                index = dlq.abort_run(entry.run_id, "writer_gone")
-                aborted.append(index.run_id)
+                if dlq is not None:
+                    aborted.append(dlq.abort_run(entry.run_id, "writer_gone").run_id)
             except DlqRunNotFound:
                 pass
             dropped = sink.cleanup_abandoned(plan.name, keep_load_id=None)
@@ -780,7 +802,8 @@ def recover(
     # Staging of killed runs goes; a committed load whose files were still moving (filesystem
     # sink) is completed. Open DLQ runs whose writer died are closed as aborted.
     sink.cleanup_abandoned(plan.name)
-    dlq.recover_abandoned(pipeline=plan.name)
+    if dlq is not None:
+        dlq.recover_abandoned(pipeline=plan.name)
     for rec in recovered:
         log.warning("run.recovered", run_id=rec.run_id, action=rec.action, reason=rec.reason)
     return recovered

@@ -67,6 +67,7 @@ class RunReport:
     state: dict[str, Any] = field(default_factory=dict)
     recovered: list[Recovery] = field(default_factory=list)
     error: dict[str, Any] | None = None
+    schema_changes: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def rows_per_s(self) -> float:
@@ -90,6 +91,7 @@ class RunReport:
             "evidence": self.evidence,
             "sink": self.sink,
             "state": self.state,
+            "schema_changes": self.schema_changes,
             "recovered": [r.to_json() for r in self.recovered],
             "error": self.error,
         }
@@ -118,6 +120,10 @@ def render_text(doc: dict[str, Any]) -> str:
         lines.append(
             f"  dlq        {dlq['records']} record(s) in {dlq['directory']}  (run {dlq['run_id']})"
         )
+    for change in doc.get("schema_changes", []):
+        what = change["change"].replace("_", " ")
+        column = f" {change['column']} {change['type']}" if change["column"] else ""
+        lines.append(f"  schema     {change['table']}{column}: {what}")
     if doc["evidence"]:
         lines.append(f"  evidence   {doc['evidence']}")
     state = doc["state"]

@@ -48,6 +48,10 @@ def _orders() -> pa.RecordBatch:
 
 
 def _service(enforcement: str, **kw: object) -> ContractEnforcementService:
+    """The modes with coerce's repairs (the ORDERS rows exercise them); canonical-only
+    quarantine and warn are tested on their own below."""
+    if enforcement != "strict":
+        kw.setdefault("coercion", "safe")
     return ContractEnforcementService(contract(*ORDERS, enforcement=enforcement, **kw))  # type: ignore[arg-type]
 
 
@@ -206,6 +210,7 @@ def test_variant_text_of_typed_values_is_canonical() -> None:
     svc = ContractEnforcementService(
         contract(
             ColumnSpec("n", "integer"),
+            coercion="safe",
             type_inference=TypeInferenceSpec(conflict_policy="variant_column"),
         )
     )
@@ -231,9 +236,24 @@ def test_typed_input_strict_and_coerce() -> None:
     spec = (ColumnSpec("n", "integer"), ColumnSpec("f", "float"))
     strict = ContractEnforcementService(contract(*spec, enforcement="strict")).enforce(typed)
     assert strict.counts == {("n", TM): 2, ("f", TM): 2}
-    coerce = ContractEnforcementService(contract(*spec, enforcement="quarantine")).enforce(typed)
+    safe = contract(*spec, enforcement="quarantine", coercion="safe")
+    coerce = ContractEnforcementService(safe).enforce(typed)
     assert coerce.valid.to_pydict() == {"n": [1], "f": [1.0]}
     assert coerce.counts == {("n", TM): 1}
+    canonical = ContractEnforcementService(contract(*spec, enforcement="quarantine"))
+    assert canonical.enforce(typed).counts == {("n", TM): 2, ("f", TM): 2}
+
+
+@pytest.mark.parametrize("mode", ["quarantine", "warn"])
+def test_quarantine_and_warn_are_canonical_only_unless_coercion_safe(mode: str) -> None:
+    spec = (ColumnSpec("n", "integer"), ColumnSpec("b", "boolean"))
+    rows = text_batch(n=["1e2", "7", " 8"], b=["yes", "true", "false"])
+    canonical = ContractEnforcementService(contract(*spec, enforcement=mode))  # type: ignore[arg-type]
+    assert canonical.enforce(rows).counts == {("n", TM): 2, ("b", TM): 1}
+    safe = contract(*spec, enforcement=mode, coercion="safe")  # type: ignore[arg-type]
+    result = ContractEnforcementService(safe).enforce(rows)
+    assert result.counts == {}
+    assert result.valid.to_pydict() == {"n": [100, 7, 8], "b": [True, True, False]}
 
 
 def test_sink_schema_and_result_schema_agree() -> None:

@@ -8,6 +8,7 @@ exactly once.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -278,18 +279,19 @@ def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
 
 
 def _fill(path: Path, *, leave: int) -> None:
-    """Fill the filesystem ``path`` is on, then give back ``leave`` bytes."""
+    """Fill the filesystem ``path`` is on (unbuffered writes until ENOSPC), then give back
+    ``leave`` bytes."""
     block = b"\0" * 4096
-    with path.open("wb") as out:
-        try:
-            while True:
-                out.write(block)
-                out.flush()
-        except OSError:
-            pass
-    size = path.stat().st_size
-    with path.open("r+b") as out:
-        out.truncate(max(size - leave, 0))
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        while True:
+            try:
+                os.write(fd, block)
+            except OSError:
+                break
+        os.ftruncate(fd, max(os.fstat(fd).st_size - leave, 0))
+    finally:
+        os.close(fd)
 
 
 def test_dlq_disk_full_fails_typed_then_the_rerun_is_exactly_once(

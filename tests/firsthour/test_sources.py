@@ -222,7 +222,11 @@ def test_validate_refuses_what_run_would_refuse(proj: Project, path: str) -> Non
         assert "Traceback" not in result.stderr
     detail = proj.validate().doc["manifests"][0]["errors"][0]
     # the empty path is the schema's (minLength), every other the source path check's
-    assert detail["code"] in ("DPONE_MANIFEST_SOURCE_PATH", "DPONE_MANIFEST_RANGE")
+    assert detail["code"] in (
+        "DPONE_MANIFEST_SOURCE_PATH",
+        "DPONE_MANIFEST_RANGE",
+        "DPONE_MANIFEST_NUL_BYTE",
+    )
     assert detail["pointer"] == "/source/path"
     assert detail["line"] is not None
     assert detail["column"] is not None

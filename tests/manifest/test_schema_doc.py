@@ -15,7 +15,13 @@ import pytest
 from jsonschema import Draft202012Validator
 from ruamel.yaml import YAML
 
-from dpone.contracts.spec import CONFLICT_POLICIES, ENFORCEMENTS, EVOLUTION_MODES, LOGICAL_TYPES
+from dpone.contracts.spec import (
+    COERCIONS,
+    CONFLICT_POLICIES,
+    ENFORCEMENTS,
+    EVOLUTION_MODES,
+    LOGICAL_TYPES,
+)
 from dpone.dlq.policy import LIMITS, PII_POLICIES
 from dpone.errors import MANIFEST_CODES
 
@@ -98,6 +104,10 @@ def test_logical_types_match(manifest_schema: dict[str, Any]) -> None:
 
 def test_enforcements_match(manifest_schema: dict[str, Any]) -> None:
     assert tuple(_at(manifest_schema, (*CONTRACT, "enforcement", "enum"))) == ENFORCEMENTS
+
+
+def test_coercions_match(manifest_schema: dict[str, Any]) -> None:
+    assert tuple(_at(manifest_schema, (*CONTRACT, "coercion", "enum"))) == COERCIONS
 
 
 def test_evolution_modes_match(manifest_schema: dict[str, Any]) -> None:

@@ -220,8 +220,8 @@ class SinkScenarios:
             [
                 good(1),
                 ("2", CANARY, CANARY, ts(2), "maybe"),
-                ("3", "n3", "12.345", ts(3), "t"),
-                (None, "n4", "4.00", ts(4), "f"),
+                ("3", "n3", "12.345", ts(3), "true"),
+                (None, "n4", "4.00", ts(4), "false"),
             ],
         )
         project.write_manifest(enforcement="warn")

@@ -1,0 +1,98 @@
+"""Static checks on the manifest's paths: no NUL byte, no DLQ sharing a folder with the
+other stores of the work dir. Lexical only (the compiler touches no file): a path is joined
+to the manifest's folder and normalized, never resolved through the filesystem.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from dpone.errors import ErrorDetail
+from dpone.manifest.loader import join_pointer
+
+if TYPE_CHECKING:
+    from dpone.manifest.passes import CompileContext, Document
+
+DLQ_DIRECTORY = "/sink/options/dlq/directory"
+WORK_DIR = "/runtime/work_dir"
+EVIDENCE_DIR = "/sink/options/runtime_evidence/output_dir"
+#: The work dir's folders besides the DLQ's (SPEC §2: dlq/, state/, evidence/, runs/).
+WORK_FOLDERS = ("state", "runs", "evidence")
+
+
+def _strings(value: Any, pointer: str) -> Iterator[tuple[str, str]]:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(v, join_pointer(pointer, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _strings(v, join_pointer(pointer, i))
+    elif isinstance(value, str):
+        yield pointer, value
+
+
+def check_nul_bytes(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
+    """A NUL byte ends a path in every operating system call: refuse it in any value."""
+    return [
+        ctx.error(
+            "DPONE_MANIFEST_NUL_BYTE",
+            "the value holds a NUL byte (\\0), which no path or name may contain",
+            pointer,
+            fixes=("remove the \\0 (often a stray escape in a double-quoted YAML string)",),
+        )
+        for pointer, value in _strings(doc, "")
+        if "\x00" in value
+    ]
+
+
+def _absolute(ctx: CompileContext, text: str) -> str:
+    base = str(ctx.manifest.path.parent)
+    return posixpath.normpath(posixpath.join(base, posixpath.expanduser(text)))
+
+
+def _inside(path: str, folder: str) -> bool:
+    """``path`` is ``folder`` or below it."""
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def check_dlq_directory(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
+    """The DLQ root shares no folder with the work dir's state, runs or evidence, and is not
+    the work dir itself (nor above it): retention, verify and recovery own every file below
+    the DLQ root, and the other stores must never be read as (or swept like) DLQ files."""
+    if not doc["sink"]["options"]["dlq"]["enabled"]:
+        return []  # no DLQ files at all
+    if any("\x00" in str(v) for v in (doc["runtime"]["work_dir"], _dlq_text(doc))):
+        return []  # reported by check_nul_bytes
+    work = _absolute(ctx, str(doc["runtime"]["work_dir"]))
+    dlq = _absolute(ctx, _dlq_text(doc))
+    evidence = _absolute(ctx, str(doc["sink"]["options"]["runtime_evidence"]["output_dir"]))
+    others = {f"the work_dir's {name}/ folder": posixpath.join(work, name) for name in WORK_FOLDERS}
+    others["the evidence output_dir"] = evidence
+    clashes = [
+        f"overlaps {what}"
+        for what, folder in others.items()
+        if _inside(dlq, folder) or _inside(folder, dlq)
+    ]
+    if _inside(work, dlq):
+        clashes.insert(0, "is the work_dir itself" if work == dlq else "contains the work_dir")
+    if not clashes:
+        return []
+    explicit = ctx.manifest.mark(DLQ_DIRECTORY) is not None
+    pointer = DLQ_DIRECTORY if explicit else EVIDENCE_DIR
+    return [
+        ctx.error(
+            "DPONE_MANIFEST_PATH_OVERLAP",
+            f"dlq.directory {clashes[0]}; the DLQ needs a folder of its own",
+            pointer,
+            fixes=(
+                "leave dlq.directory out (default <work_dir>/dlq)",
+                "or point it at a folder outside state/, runs/ and the evidence output_dir",
+            ),
+        )
+    ]
+
+
+def _dlq_text(doc: Document) -> str:
+    return str(doc["sink"]["options"]["dlq"]["directory"])
