@@ -352,27 +352,27 @@ def _entries_from_json(items: list[Any]) -> tuple[IndexEntry, ...]:
         shas = [e["sha256"] for e in items]
         codes = [e["code"] for e in items]
         columns = [e["column"] for e in items]
+        # Whole-list checks in C: four keys found and four keys in all; one regex over the
+        # joined ids (each 26 long) and checksums; the few distinct codes and columns alone.
         fast = (
-            all(type(e) is dict and e.keys() == ENTRY_KEYS for e in items)
-            and all(type(i) is str and len(i) == _ULID_LEN for i in ids)
-            and all(type(h) is str and len(h) == _CHECKSUM_LEN for h in shas)
+            all(map(dict.__instancecheck__, items))
+            and set(map(len, items)) <= {4}
+            and set(map(len, ids)) <= {_ULID_LEN}
+            and set(map(len, shas)) <= {_CHECKSUM_LEN}
             and _ULIDS.fullmatch("".join(ids)) is not None
             and _CHECKSUMS.fullmatch("".join(shas)) is not None
-            and all(type(c) is str for c in codes)
             and set(codes) <= _CODE_OF.keys()
-            and all(
-                c is None or (type(c) is str and 0 < len(c) <= MAX_NAME_LENGTH) for c in columns
-            )
+            and all(_column_ok(c) for c in set(columns))
         )
     except (TypeError, KeyError):
         fast = False
     if not fast:
         return tuple(_entry_from_json(doc, position) for position, doc in enumerate(items))
-    code_of = _CODE_OF
-    return tuple(
-        IndexEntry(rid, sha, code_of[code], column)
-        for rid, sha, code, column in zip(ids, shas, codes, columns, strict=True)
-    )
+    return tuple(map(IndexEntry, ids, shas, map(_CODE_OF.__getitem__, codes), columns))
+
+
+def _column_ok(column: Any) -> bool:
+    return column is None or (type(column) is str and 0 < len(column) <= MAX_NAME_LENGTH)
 
 
 def _entry_from_json(doc: Any, position: int) -> IndexEntry:

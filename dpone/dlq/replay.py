@@ -500,11 +500,13 @@ def _collect(
     store: DlqStore,
     run_id: str,
     max_items: int,
-    keep: Callable[[DlqRecord], bool] | None = None,
+    keep: Callable[[str, bool], bool] | None = None,
     index: DlqIndex | None = None,
 ) -> tuple[DlqIndex, list[_Row], dict[str, DlqRecord]]:
     """The run's index, every record's plan fields (each record verified against its checksum
-    and its index entry, in id order), and the records ``keep`` asks for.
+    and its index entry, segment by segment: :meth:`DlqStore.iter_documents`), and, as
+    :class:`DlqRecord` objects checked against the record contract, the records
+    ``keep(record_id, replayable)`` asks for.
 
     Only small tuples outlive the loop: holding 100,000 record objects costs a second of
     garbage collection on its own.
@@ -521,18 +523,19 @@ def _collect(
         )
     rows: list[_Row] = []
     kept: dict[str, DlqRecord] = {}
-    for record in store.iter_records(run_id, index):
-        rows.append(
-            (
-                record.record_id,
-                record.sha256,
-                record.record_ref,
-                record.replay.replayable,
-                record.reason.code.value,
-            )
-        )
-        if keep is not None and keep(record):
-            kept[record.record_id] = record
+    for doc in store.iter_documents(run_id, index):
+        record_id, replay, ref = doc["record_id"], doc["replay"], doc["record_ref"]
+        replayable = replay.get("replayable") is True if isinstance(replay, dict) else False
+        code = doc["reason"].get("code") if isinstance(doc["reason"], dict) else None
+        if keep is not None and keep(record_id, replayable):
+            record = DlqRecord.from_json(doc)
+            kept[record_id] = record
+            replayable, code = record.replay.replayable, record.reason.code.value
+        if not isinstance(ref, str) or not isinstance(code, str):
+            record = DlqRecord.from_json(doc)  # raises DPONE_DLQ_RECORD_INVALID if wrong
+            ref, code = record.record_ref, record.reason.code.value
+        rows.append((record_id, doc["sha256"], ref, replayable, code))
+    rows.sort()
     return index, rows, kept
 
 
@@ -753,7 +756,7 @@ def read_run(
             store,
             run_id,
             max_items,
-            keep=lambda record: record.replay.replayable and record.record_id not in acks,
+            keep=lambda record_id, replayable: replayable and record_id not in acks,
             index=index,
         )
     return RunRead(index, max_items, rows, acks, records)

@@ -487,12 +487,13 @@ class DlqStore:
         """Every record of an ended run as its JSON document, segment by segment, for readers
         that need a few fields of many records (a replay plan of 100,000 records).
 
-        Each segment's bytes must be the bytes its index entry pins (one SHA-256 per
-        segment), and each line must carry its own valid checksum (one SHA-256 per line, see
-        :func:`dpone.dlq.canonical.verify_sealed`) and be the record the index lists; the
-        record contract is not checked again (it was when the record was written: use
-        :meth:`iter_records` for :class:`DlqRecord` objects). A segment that fails is
-        decoded line by line to name the line.
+        Each segment's bytes must be the bytes its index entry pins: one SHA-256 per segment
+        covers every byte of every record, so each line is exactly the line that was
+        verified when it was written (or compacted), and its ``sha256`` member must be the
+        checksum the index lists for its id. Neither the line's checksum nor the record
+        contract is recomputed (use :meth:`iter_records` for :class:`DlqRecord` objects,
+        which does both). A segment whose bytes differ is decoded line by line to name the
+        line that does not verify.
         """
         if index is None or index.run_id != run_id:
             index = self.read_index(run_id)
@@ -514,7 +515,6 @@ class DlqStore:
                     if (
                         not isinstance(doc, dict)
                         or checksums.get(doc.get("record_id", "")) != doc.get("sha256")
-                        or not verify_sealed(line, doc)
                     ):
                         raise DlqIndexDrift(
                             f"{where} line {number} is not a record the index lists as it is"
