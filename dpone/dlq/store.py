@@ -512,10 +512,9 @@ class DlqStore:
                 lines.pop()
                 for number, line in enumerate(lines, start=1):
                     doc = orjson.loads(line)
-                    if (
-                        not isinstance(doc, dict)
-                        or checksums.get(doc.get("record_id", "")) != doc.get("sha256")
-                    ):
+                    if not isinstance(doc, dict) or checksums.get(
+                        doc.get("record_id", "")
+                    ) != doc.get("sha256"):
                         raise DlqIndexDrift(
                             f"{where} line {number} is not a record the index lists as it is"
                         )
@@ -692,11 +691,14 @@ class DlqStore:
         if index.status != "closed":
             raise DlqRunNotOpen(f"run {run_id} is {index.status}; only closed runs are replayed")
         checksums = index.checksums()
-        existing = self.read_acks(run_id)
+        sealed_all = [self._seal_ack(run_id, ack) for ack in acks]
+        # Every ack segment is verified (bytes, per line); whole acknowledgements are built
+        # only when this batch names a record acknowledged before (a replay resumed).
+        acked = self.ack_checksums(run_id)
+        existing = self.read_acks(run_id) if any(a.record_id in acked for a in sealed_all) else {}
         out: list[ReplayAck] = []
         fresh: dict[str, ReplayAck] = {}
-        for ack in acks:
-            sealed = self._seal_ack(run_id, ack)
+        for sealed in sealed_all:
             listed = checksums.get(sealed.record_id)
             if listed is None:
                 raise DlqIndexDrift(f"run {run_id} lists no record {sealed.record_id}")
