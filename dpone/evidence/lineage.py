@@ -1,9 +1,13 @@
 """OpenLineage: the facets of a run's evidence, and optional emission of its run events.
 
-Facets are built with the ``openlineage-python`` client's own classes where a standard facet
-fits (data-quality assertions, input and output statistics), plus a ``dpone`` facet; events go
-through the client's transports, configured from ``observability.openlineage``. Nothing here
-carries a row value, a credential or an absolute path.
+The evidence's facets are the standard ones (data-quality assertions, input and output
+statistics) in the form the ``openlineage-python`` client serializes them, plus a ``dpone``
+facet. They are built as plain dicts here because importing the client costs a fifth of a
+second (its package imports every transport), which every run would pay for its evidence;
+``tests/evidence/test_lineage.py`` compares them with the client's own serialization. Events
+go through the client's transports, configured from ``observability.openlineage``, and only a
+run that emits them imports it. Nothing here carries a row value, a credential or an
+absolute path.
 """
 
 from __future__ import annotations
@@ -12,29 +16,25 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from openlineage.client.event_v2 import (
-    InputDataset,
-    Job,
-    OutputDataset,
-    Run,
-    RunEvent,
-    RunState,
-)
-
-__all__ = ["LineageEmitter", "RunState", "facets"]
-from openlineage.client.facet_v2 import (
-    data_quality_assertions_dataset,
-    input_statistics_input_dataset,
-    output_statistics_output_dataset,
-)
-from openlineage.client.serde import Serde
-
 from dpone import __version__
 from dpone.evidence.model import AssertionVerdict
 
 PRODUCER = f"https://dpone.dev/dpone/{__version__}"
 DPONE_FACET_SCHEMA = "https://dpone.dev/schemas/openlineage/DponeRunFacet.json"
 DEFAULT_NAMESPACE = "dpone"
+# The standard facets' schema URLs, as openlineage-python (>= 1.20) stamps them.
+_SPEC = "https://openlineage.io/spec/facets"
+QUALITY_SCHEMA = (
+    f"{_SPEC}/1-1-0/DataQualityAssertionsDatasetFacet.json#/$defs/DataQualityAssertionsDatasetFacet"
+)
+INPUT_STATS_SCHEMA = (
+    f"{_SPEC}/1-0-0/InputStatisticsInputDatasetFacet.json#/$defs/InputStatisticsInputDatasetFacet"
+)
+OUTPUT_STATS_SCHEMA = (
+    f"{_SPEC}/1-0-2/OutputStatisticsOutputDatasetFacet.json"
+    "#/$defs/OutputStatisticsOutputDatasetFacet"
+)
+RUN_STATES = ("START", "COMPLETE", "FAIL")
 
 
 def facets(
@@ -46,24 +46,30 @@ def facets(
     enforcement: str,
 ) -> dict[str, Any]:
     """The evidence's ``openlineage_facets``: standard facets as the client serializes them."""
-    quality = data_quality_assertions_dataset.DataQualityAssertionsDatasetFacet(
-        assertions=[
-            data_quality_assertions_dataset.Assertion(
-                assertion=v.type, success=v.verdict == "passed", name=v.name
-            )
-            for v in verdicts
-        ]
-    )
     return {
-        "dataQualityAssertions": _plain(quality),
-        "inputStatistics": _plain(
-            input_statistics_input_dataset.InputStatisticsInputDatasetFacet(rowCount=rows_read)
-        ),
-        "outputStatistics": _plain(
-            output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
-                rowCount=rows_loaded
-            )
-        ),
+        "dataQualityAssertions": {
+            "_producer": PRODUCER,
+            "_schemaURL": QUALITY_SCHEMA,
+            "assertions": [
+                {
+                    "assertion": v.type,
+                    "success": v.verdict == "passed",
+                    "name": v.name,
+                    "params": {},
+                }
+                for v in verdicts
+            ],
+        },
+        "inputStatistics": {
+            "_producer": PRODUCER,
+            "_schemaURL": INPUT_STATS_SCHEMA,
+            "rowCount": rows_read,
+        },
+        "outputStatistics": {
+            "_producer": PRODUCER,
+            "_schemaURL": OUTPUT_STATS_SCHEMA,
+            "rowCount": rows_loaded,
+        },
         "dpone": {
             "_producer": PRODUCER,
             "_schemaURL": DPONE_FACET_SCHEMA,
@@ -71,12 +77,6 @@ def facets(
             "rowsQuarantined": rows_quarantined,
         },
     }
-
-
-def _plain(facet: Any) -> dict[str, Any]:
-    doc: dict[str, Any] = Serde.to_dict(facet)
-    doc["_producer"] = PRODUCER
-    return doc
 
 
 class LineageEmitter:
@@ -102,7 +102,7 @@ class LineageEmitter:
 
     def emit(
         self,
-        state: RunState,
+        state: str,
         *,
         run_id: str,
         event_time: str,
@@ -110,6 +110,21 @@ class LineageEmitter:
         target: str,
         facets_doc: Mapping[str, Any] | None = None,
     ) -> None:
+        """Send one run event; ``state`` is one of :data:`RUN_STATES`."""
+        from openlineage.client.event_v2 import (
+            InputDataset,
+            Job,
+            OutputDataset,
+            Run,
+            RunEvent,
+            RunState,
+        )
+        from openlineage.client.facet_v2 import (
+            data_quality_assertions_dataset,
+            input_statistics_input_dataset,
+            output_statistics_output_dataset,
+        )
+
         inputs = [InputDataset(namespace=self.namespace, name=source)]
         outputs = [OutputDataset(namespace=self.namespace, name=target)]
         if facets_doc is not None:
@@ -143,7 +158,7 @@ class LineageEmitter:
                 )
             ]
         event = RunEvent(
-            eventType=state,
+            eventType=RunState[state],
             eventTime=event_time,
             run=Run(runId=_uuid_of(run_id)),
             job=Job(namespace=self.namespace, name=self.pipeline),
@@ -164,3 +179,6 @@ def _uuid_of(run_id: str) -> str:
         return str(ULID.from_str(run_id).to_uuid())
     except ValueError:
         return str(uuid.uuid5(uuid.NAMESPACE_URL, f"dpone:{run_id}"))
+
+
+__all__ = ["RUN_STATES", "LineageEmitter", "facets"]

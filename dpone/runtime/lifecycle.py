@@ -703,7 +703,7 @@ def _emit(
         if run.lineage is None:
             run.lineage = lineage.LineageEmitter(config, run.plan.manifest_dir, run.plan.name)
         run.lineage.emit(
-            lineage.RunState[state],
+            state,
             run_id=run.run_id,
             event_time=iso_utc(run.clock()),
             source=source,
