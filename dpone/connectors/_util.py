@@ -111,12 +111,19 @@ def check_keys_not_null(batch: pa.RecordBatch, keys: tuple[str, ...]) -> None:
 
 
 def quote_ident(name: str) -> str:
-    """A SQL identifier, double-quoted (DuckDB and PostgreSQL)."""
+    """A SQL identifier, double-quoted (DuckDB, PostgreSQL, SQLite): every name dpone puts
+    into SQL goes through here, so reserved words, mixed case, spaces, dots, quotes and
+    non-ASCII letters all stay one exact name."""
     if "\x00" in name:
         raise SinkSchemaError("an identifier contains a NUL character")
     return '"' + name.replace('"', '""') + '"'
 
 
+def qualify(*parts: str) -> str:
+    """``"catalog"."schema"."table"`` (or fewer parts), each part quoted."""
+    return ".".join(quote_ident(part) for part in parts)
+
+
 def quote_qualified(name: str) -> str:
-    """``schema.table`` or ``table``, each part quoted."""
-    return ".".join(quote_ident(part) for part in name.split("."))
+    """``schema.table`` or ``table`` as a user wrote it, each dot-separated part quoted."""
+    return qualify(*name.split("."))

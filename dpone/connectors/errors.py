@@ -67,6 +67,18 @@ class SinkSchemaError(SinkError):
     code = "DPONE_SINK_SCHEMA_MISMATCH"
 
 
+class SinkConstraintViolation(SinkError):
+    """Rows break a constraint of the target (unique, not-null, foreign key, check)."""
+
+    code = "DPONE_SINK_CONSTRAINT_VIOLATION"
+
+
+class SinkPermissionDenied(SinkError):
+    """The sink's user may not do what the load needs (terminal: a grant is the fix)."""
+
+    code = "DPONE_SINK_PERMISSION_DENIED"
+
+
 class SinkConfigError(ConfigError):
     """The sink section or the load spec cannot work (exit 2)."""
 
@@ -114,6 +126,8 @@ CONNECTOR_CODES: dict[str, str] = {
     "DPONE_SOURCE_CALLABLE_FAILED": "a python source's callable raised",
     "DPONE_SINK_FAILED": "the sink refused the load",
     "DPONE_SINK_SCHEMA_MISMATCH": "rows do not fit the load schema or the target table",
+    "DPONE_SINK_CONSTRAINT_VIOLATION": "rows break a unique, not-null or other constraint",
+    "DPONE_SINK_PERMISSION_DENIED": "the sink's user lacks a privilege the load needs",
     "DPONE_SINK_MERGE_NULL_KEY": "a merge row has NULL in a unique_key column",
     "DPONE_SINK_LOAD_CLOSED": "the load was already committed or aborted",
     "DPONE_SINK_KEY_ALREADY_COMMITTED": "a load carries an idempotency key another load committed",

@@ -4,8 +4,6 @@ credentials or row values."""
 from __future__ import annotations
 
 import errno
-import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
@@ -26,6 +24,7 @@ from dpone.connectors.sinks.duckdb import DuckDbSink
 from dpone.errors import DponeError, TransientError
 
 from .sinkkit import PIPELINE, batch, spec
+from .sqlproject import hold_duckdb_file
 
 
 def test_read_only_duckdb_is_a_typed_transient_error(tmp_path: Path) -> None:
@@ -49,31 +48,11 @@ def test_read_only_duckdb_is_a_typed_transient_error(tmp_path: Path) -> None:
 
 def test_duckdb_file_held_by_another_process_is_locked(tmp_path: Path) -> None:
     path = tmp_path / "w.duckdb"
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('ready', flush=True); "
-            "sys.stdin.read()",
-            str(path),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None
-        assert holder.stdout.readline().strip() == "ready"
-        with pytest.raises(SinkLocked) as info:
-            DuckDbSink(path, "w.duckdb", "analytics", "orders").begin(spec("l1"))
-        assert info.value.code == "DPONE_SINK_LOCKED"
-        assert info.value.transient
-    finally:
-        assert holder.stdin is not None
-        holder.stdin.close()
-        holder.wait(timeout=60)
-        assert holder.stdout is not None
-        holder.stdout.close()
+    with hold_duckdb_file(path), pytest.raises(SinkLocked) as info:
+        DuckDbSink(path, "w.duckdb", "analytics", "orders").begin(spec("l1"))
+    assert info.value.code == "DPONE_SINK_LOCKED"
+    assert info.value.transient
+    assert info.value.fixes
 
 
 def test_filesystem_disk_full_is_typed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

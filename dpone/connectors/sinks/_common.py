@@ -124,8 +124,20 @@ class LoadState(ABC):
         """Release the connection or handles."""
 
 
-#: The columns of the SQL sinks' marker tables, in the order of :func:`marker_row`.
-MARKER_COLUMNS = "load_id, pipeline, run_id, row_count, cursor_to, committed_at, target, load_mode"
+#: The columns of the SQL sinks' marker tables, in the order of :func:`marker_row`, quoted.
+MARKER_COLUMNS = ", ".join(
+    quote_ident(c)
+    for c in (
+        "load_id",
+        "pipeline",
+        "run_id",
+        "row_count",
+        "cursor_to",
+        "committed_at",
+        "target",
+        "load_mode",
+    )
+)
 
 
 def marker_row(marker: LoadMarker) -> tuple[Any, ...]:
@@ -181,9 +193,23 @@ def positioned(probe: pa.Table) -> pa.Table:
 
 
 def probe_join_sql(probe: str, target: str, columns: Sequence[str]) -> str:
-    """The positions of the ``probe`` rows whose ``columns`` match a row of ``target``."""
+    """The positions of the ``probe`` rows whose ``columns`` match a row of ``target``
+    (both already quoted)."""
     on = " AND ".join(f"t.{quote_ident(c)} = p.{quote_ident(c)}" for c in columns)
-    return f"SELECT DISTINCT p.{PROBE_POSITION} FROM {probe} AS p JOIN {target} AS t ON {on}"
+    return (
+        f"SELECT DISTINCT p.{quote_ident(PROBE_POSITION)} FROM {probe} AS p "
+        f"JOIN {target} AS t ON {on}"
+    )
+
+
+class Step:
+    """What a sequence of SQL statements is doing now (an operation and the quoted names
+    it touches), so the error of a failed statement can say which one failed."""
+
+    __slots__ = ("doing",)
+
+    def __init__(self, doing: str) -> None:
+        self.doing = doing
 
 
 class KeyProbes(ABC):

@@ -1,5 +1,10 @@
 """DuckDB sink: a table in a database file, loaded natively from Arrow.
 
+Every name reaches SQL quoted and qualified with the database's catalog
+(``"<catalog>"."<dataset>"."<table>"``, the catalog as DuckDB names the attached file), so a
+file named like its dataset (``acc.duckdb`` with ``dataset: acc``), reserved words, mixed
+case, spaces and non-ASCII names all work.
+
 Staging is a real table ``<dataset>._dpone_stage_<hash>`` filled batch by batch (each batch
 committed on its own, so memory stays bounded by the batch) and listed in
 ``<dataset>._dpone_stages``. Commit is one transaction: create or evolve the target, apply
@@ -15,7 +20,7 @@ database once for many loads and look-ups (each then takes a cursor of that conn
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,51 +30,46 @@ import pyarrow as pa
 from dpone.connectors._util import (
     Clock,
     iso_utc,
+    qualify,
     quote_ident,
     short_hash,
     utc_now,
 )
 from dpone.connectors.base import LoadMarker, LoadSpec
-from dpone.connectors.errors import (
-    SinkDiskFull,
-    SinkError,
-    SinkLocked,
-    SinkReadOnly,
-    SinkSchemaError,
-    SinkUnavailable,
-)
 from dpone.connectors.sinks._common import (
     KEY_COLUMN,
     KEYS_TABLE,
     MARKER_COLUMNS,
     KeyProbes,
     LoadState,
+    Step,
     keys_committed_twice,
     marker_from_row,
     marker_row,
-    os_error,
     positioned,
     probe_join_sql,
 )
+from dpone.connectors.sinks._duck_errors import duck_error
 from dpone.connectors.sources.duckdb import interruptible, utc_labels
-from dpone.errors import DponeError
 
 _LOADS = "_dpone_loads"
 _STAGES = "_dpone_stages"
 _SEQ = "_dpone_seq"
+_KEY, _ID = quote_ident(KEY_COLUMN), quote_ident("load_id")
+# Arrow objects registered on a connection for one statement.
+_PROBE, _EMPTY, _BATCH, _NEW_KEYS = "_dpone_probe", "_dpone_empty", "_dpone_batch", "_dpone_keys"
 
 _LOADS_DDL = (
-    "CREATE TABLE IF NOT EXISTS {t} (load_id VARCHAR PRIMARY KEY, pipeline VARCHAR NOT NULL, "
-    "run_id VARCHAR NOT NULL, target VARCHAR NOT NULL, load_mode VARCHAR NOT NULL, "
-    "row_count BIGINT NOT NULL, cursor_to VARCHAR, committed_at VARCHAR NOT NULL, "
-    "load_seq BIGINT NOT NULL)"
+    'CREATE TABLE IF NOT EXISTS {t} ("load_id" VARCHAR PRIMARY KEY, "pipeline" VARCHAR NOT NULL, '
+    '"run_id" VARCHAR NOT NULL, "target" VARCHAR NOT NULL, "load_mode" VARCHAR NOT NULL, '
+    '"row_count" BIGINT NOT NULL, "cursor_to" VARCHAR, "committed_at" VARCHAR NOT NULL, '
+    '"load_seq" BIGINT NOT NULL)'
 )
-_KEYS_DDL = (
-    f"CREATE TABLE IF NOT EXISTS {{t}} ({KEY_COLUMN} VARCHAR PRIMARY KEY, load_id VARCHAR NOT NULL)"
-)
+_KEYS_DDL = f"CREATE TABLE IF NOT EXISTS {{t}} ({_KEY} VARCHAR PRIMARY KEY, {_ID} VARCHAR NOT NULL)"
 _STAGES_DDL = (
-    "CREATE TABLE IF NOT EXISTS {t} (stage_table VARCHAR PRIMARY KEY, load_id VARCHAR NOT NULL, "
-    "pipeline VARCHAR NOT NULL, target VARCHAR NOT NULL, created_at VARCHAR NOT NULL)"
+    'CREATE TABLE IF NOT EXISTS {t} ("stage_table" VARCHAR PRIMARY KEY, "load_id" VARCHAR '
+    'NOT NULL, "pipeline" VARCHAR NOT NULL, "target" VARCHAR NOT NULL, "created_at" VARCHAR '
+    "NOT NULL)"
 )
 
 
@@ -98,11 +98,21 @@ class DuckDbSink(KeyProbes):
         self._config = dict(config or {})
         self._clock = clock
         self._pinned: duckdb.DuckDBPyConnection | None = None
+        #: The attached database's name as DuckDB reports it (``current_database()``).
+        self._catalog: str | None = None
 
     # --- helpers ----------------------------------------------------------------------------------
 
     def _q(self, name: str) -> str:
-        return f"{quote_ident(self.dataset)}.{quote_ident(name)}"
+        """``"catalog"."dataset"."name"``: a bare ``dataset.name`` is ambiguous in DuckDB when
+        the file is named like the dataset (``acc.duckdb`` holds the catalog ``acc``)."""
+        assert self._catalog is not None, "connect() first"
+        return qualify(self._catalog, self.dataset, name)
+
+    @property
+    def _schema(self) -> str:
+        assert self._catalog is not None, "connect() first"
+        return qualify(self._catalog, self.dataset)
 
     def connect(self, *, create: bool) -> duckdb.DuckDBPyConnection | None:
         """A connection, or None when the file does not exist and ``create`` is False."""
@@ -115,15 +125,22 @@ class DuckDbSink(KeyProbes):
             return None
         try:
             self.database.parent.mkdir(parents=True, exist_ok=True)
-            return duckdb.connect(str(self.database), config=self._config)
+            con = duckdb.connect(str(self.database), config=self._config)
         except (duckdb.Error, OSError) as exc:
             raise duck_error(exc, "opening the database") from None
+        if self._catalog is None:
+            try:
+                self._catalog = str(con.execute("SELECT current_database()").fetchall()[0][0])
+            except duckdb.Error as exc:
+                con.close()
+                raise duck_error(exc, "reading the database's name") from None
+        return con
 
     def _exists(self, con: duckdb.DuckDBPyConnection, name: str) -> bool:
         rows = con.execute(
-            "SELECT count(*) FROM information_schema.tables WHERE table_schema = ? "
-            "AND table_name = ?",
-            [self.dataset, name],
+            "SELECT count(*) FROM information_schema.tables WHERE table_catalog = ? "
+            "AND table_schema = ? AND table_name = ?",
+            [self._catalog, self.dataset, name],
         ).fetchall()
         return bool(rows[0][0])
 
@@ -132,39 +149,45 @@ class DuckDbSink(KeyProbes):
             (str(r[0]), str(r[1]), bool(r[2]))
             for r in con.execute(
                 "SELECT column_name, data_type, is_nullable FROM duckdb_columns() "
-                "WHERE schema_name = ? AND table_name = ? ORDER BY column_index",
-                [self.dataset, name],
+                "WHERE database_name = ? AND schema_name = ? AND table_name = ? "
+                "ORDER BY column_index",
+                [self._catalog, self.dataset, name],
             ).fetchall()
         ]
 
     def _read(
         self,
-        sql: str,
+        sql: Callable[[], str],
         params: list[object],
         *,
         table: str = _LOADS,
         probe: pa.Table | None = None,
+        doing: str = "reading load markers from",
     ) -> list[tuple[Any, ...]]:
-        """Rows of ``sql`` (none while ``table`` does not exist); ``probe`` is registered
-        as ``_dpone_probe`` for the query."""
+        """Rows of ``sql()`` (none while ``table`` does not exist); ``probe`` is registered
+        as ``_dpone_probe`` for the query. ``sql`` is built once connected (the catalog's
+        name comes from the connection)."""
         con = self.connect(create=False)
         if con is None:
             return []
+        what = f"{doing} {self._q(table)}"
         try:
-            with interruptible("DuckDB sink: reading load markers"):
+            with interruptible(f"DuckDB sink: {what}"):
                 if not self._exists(con, table):
                     return []
                 if probe is not None:
-                    con.register("_dpone_probe", probe)
-                return con.execute(sql, params).fetchall()
+                    con.register(_PROBE, probe)
+                return con.execute(sql(), params).fetchall()
         except duckdb.Error as exc:
-            raise duck_error(exc, "reading load markers") from None
+            raise duck_error(exc, what) from None
         finally:
             con.close()
 
     def _matching(self, name: str, probe: pa.Table, columns: Sequence[str]) -> list[int]:
-        sql = probe_join_sql("_dpone_probe", self._q(name), columns)
-        rows = self._read(sql, [], table=name, probe=positioned(probe))
+        def sql() -> str:
+            return probe_join_sql(quote_ident(_PROBE), self._q(name), columns)
+
+        rows = self._read(sql, [], table=name, probe=positioned(probe), doing="looking up keys in")
         return [int(r[0]) for r in rows]
 
     @contextlib.contextmanager
@@ -185,8 +208,9 @@ class DuckDbSink(KeyProbes):
         con = self.connect(create=False)
         if con is None:
             return None
+        what = f"reading the schema of {self._q(self.table)}"
         try:
-            with interruptible("DuckDB sink: reading the target schema"):
+            with interruptible(f"DuckDB sink: {what}"):
                 if not self._exists(con, self.table):
                     return None
                 table = con.sql(f"SELECT * FROM {self._q(self.table)} LIMIT 0").to_arrow_table()
@@ -194,20 +218,22 @@ class DuckDbSink(KeyProbes):
             schema = pa.schema([f.with_nullable(nullable.get(f.name, True)) for f in table.schema])
             return utc_labels(schema)
         except duckdb.Error as exc:
-            raise duck_error(exc, "reading the target schema") from None
+            raise duck_error(exc, what) from None
         finally:
             con.close()
 
     def committed_load(self, load_id: str) -> LoadMarker | None:
         rows = self._read(
-            f"SELECT {MARKER_COLUMNS} FROM {self._q(_LOADS)} WHERE load_id = ?", [load_id]
+            lambda: f"SELECT {MARKER_COLUMNS} FROM {self._q(_LOADS)} WHERE {_ID} = ?", [load_id]
         )
         return marker_from_row(rows[0]) if rows else None
 
     def last_load(self, pipeline: str) -> LoadMarker | None:
         rows = self._read(
-            f"SELECT {MARKER_COLUMNS} FROM {self._q(_LOADS)} WHERE pipeline = ? AND target = ? "
-            "ORDER BY load_seq DESC LIMIT 1",
+            lambda: (
+                f"SELECT {MARKER_COLUMNS} FROM {self._q(_LOADS)} WHERE "
+                '"pipeline" = ? AND "target" = ? ORDER BY "load_seq" DESC LIMIT 1'
+            ),
             [pipeline, self.target],
         )
         return marker_from_row(rows[0]) if rows else None
@@ -219,16 +245,19 @@ class DuckDbSink(KeyProbes):
         empty = load.schema.empty_table()
         if load.mode == "merge":
             empty = empty.append_column(_SEQ, pa.array([], pa.int64()))
+        step = Step(f"creating the schema {self._schema}")
         try:
             with interruptible("DuckDB sink: creating the staging table"):
-                con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(self.dataset)}")
+                con.execute(f"CREATE SCHEMA IF NOT EXISTS {self._schema}")
+                step.doing = f"creating the staging list {self._q(_STAGES)}"
                 con.execute(_STAGES_DDL.format(t=self._q(_STAGES)))
+                step.doing = f"creating the staging table {self._q(stage)}"
                 con.execute("BEGIN TRANSACTION")
                 con.execute(f"DROP TABLE IF EXISTS {self._q(stage)}")
-                con.execute(f"DELETE FROM {self._q(_STAGES)} WHERE stage_table = ?", [stage])
-                con.register("_dpone_empty", empty)
-                con.execute(f"CREATE TABLE {self._q(stage)} AS SELECT * FROM _dpone_empty")
-                con.unregister("_dpone_empty")
+                con.execute(f'DELETE FROM {self._q(_STAGES)} WHERE "stage_table" = ?', [stage])
+                con.register(_EMPTY, empty)
+                con.execute(f"CREATE TABLE {self._q(stage)} AS SELECT * FROM {quote_ident(_EMPTY)}")
+                con.unregister(_EMPTY)
                 con.execute(
                     f"INSERT INTO {self._q(_STAGES)} VALUES (?, ?, ?, ?, ?)",
                     [stage, load.load_id, load.pipeline, self.target, iso_utc(self._clock())],
@@ -238,7 +267,7 @@ class DuckDbSink(KeyProbes):
             _rollback(con)
             con.close()
             if isinstance(exc, duckdb.Error):
-                raise duck_error(exc, "creating the staging table") from None
+                raise duck_error(exc, step.doing) from None
             raise
         return DuckDbLoad(self, con, load, stage)
 
@@ -247,13 +276,14 @@ class DuckDbSink(KeyProbes):
         if con is None:
             return []
         removed: list[str] = []
+        what = f"dropping abandoned staging listed in {self._q(_STAGES)}"
         try:
-            with interruptible("DuckDB sink: dropping abandoned staging"):
+            with interruptible(f"DuckDB sink: {what}"):
                 if not self._exists(con, _STAGES):
                     return []
                 rows = con.execute(
-                    f"SELECT stage_table, load_id FROM {self._q(_STAGES)} WHERE pipeline = ? "
-                    "ORDER BY created_at",
+                    f'SELECT "stage_table", {_ID} FROM {self._q(_STAGES)} WHERE "pipeline" = ? '
+                    'ORDER BY "created_at"',
                     [pipeline],
                 ).fetchall()
                 for stage, load_id in rows:
@@ -263,7 +293,7 @@ class DuckDbSink(KeyProbes):
                     removed.append(str(load_id))
             return removed
         except duckdb.Error as exc:
-            raise duck_error(exc, "dropping abandoned staging") from None
+            raise duck_error(exc, what) from None
         finally:
             con.close()
 
@@ -271,7 +301,7 @@ class DuckDbSink(KeyProbes):
 def drop_stage(con: duckdb.DuckDBPyConnection, sink: DuckDbSink, stage: str) -> None:
     con.execute("BEGIN TRANSACTION")
     con.execute(f"DROP TABLE IF EXISTS {sink._q(stage)}")
-    con.execute(f"DELETE FROM {sink._q(_STAGES)} WHERE stage_table = ?", [stage])
+    con.execute(f'DELETE FROM {sink._q(_STAGES)} WHERE "stage_table" = ?', [stage])
     con.execute("COMMIT")
 
 
@@ -285,33 +315,36 @@ class DuckDbLoad(LoadState):
         self._sink = sink
         self._con = con
         self._stage_table = stage
+        self._step = Step(f"committing the load into {sink._q(sink.table)}")
 
     def _stage(self, batch: pa.RecordBatch) -> None:
         if self.spec.mode == "merge":
             seq = pa.array(range(self.rows, self.rows + batch.num_rows), pa.int64())
             batch = batch.append_column(_SEQ, seq)
+        stage = self._sink._q(self._stage_table)
         try:
             with interruptible("DuckDB sink: staging rows"):
-                self._con.register("_dpone_batch", pa.Table.from_batches([batch]))
-                self._con.execute(
-                    f"INSERT INTO {self._sink._q(self._stage_table)} SELECT * FROM _dpone_batch"
-                )
-                self._con.unregister("_dpone_batch")
+                self._con.register(_BATCH, pa.Table.from_batches([batch]))
+                self._con.execute(f"INSERT INTO {stage} SELECT * FROM {quote_ident(_BATCH)}")
+                self._con.unregister(_BATCH)
         except duckdb.Error as exc:
-            raise duck_error(exc, "staging rows") from None
+            raise duck_error(exc, f"inserting rows into the staging table {stage}") from None
 
     def _commit(self) -> LoadMarker:
         con, sink, spec = self._con, self._sink, self.spec
         q = sink._q
+        step = self._step = Step(f"creating the marker table {q(_LOADS)}")
         try:
             with interruptible("DuckDB sink: committing the load"):
                 con.execute("BEGIN TRANSACTION")
                 con.execute(_LOADS_DDL.format(t=q(_LOADS)))
+                step.doing = f"reading the load marker from {q(_LOADS)}"
                 found = con.execute(
-                    f"SELECT {MARKER_COLUMNS} FROM {q(_LOADS)} WHERE load_id = ?", [spec.load_id]
+                    f"SELECT {MARKER_COLUMNS} FROM {q(_LOADS)} WHERE {_ID} = ?", [spec.load_id]
                 ).fetchall()
                 if found:
                     con.execute("ROLLBACK")
+                    step.doing = f"dropping the staging table {q(self._stage_table)}"
                     drop_stage(con, sink, self._stage_table)
                     return marker_from_row(found[0])
                 target, stage = q(sink.table), q(self._stage_table)
@@ -324,73 +357,83 @@ class DuckDbLoad(LoadState):
                     self._prepare_target(con)
                     self._apply(con, target, stage)
                 marker = self.new_marker(sink.target, iso_utc(sink._clock()))
+                step.doing = f"inserting the load marker into {q(_LOADS)}"
                 con.execute(
-                    f"INSERT INTO {q(_LOADS)} ({MARKER_COLUMNS}, load_seq) SELECT ?, ?, ?, ?, "
-                    f"?, ?, ?, ?, coalesce(max(load_seq), 0) + 1 FROM {q(_LOADS)}",
+                    f'INSERT INTO {q(_LOADS)} ({MARKER_COLUMNS}, "load_seq") SELECT ?, ?, ?, ?, '
+                    f'?, ?, ?, ?, coalesce(max("load_seq"), 0) + 1 FROM {q(_LOADS)}',
                     list(marker_row(marker)),
                 )
                 if spec.keys:
+                    step.doing = f"inserting idempotency keys into {q(KEYS_TABLE)}"
                     self._insert_keys(con)
+                step.doing = f"dropping the staging table {stage}"
                 if not adopted:
                     con.execute(f"DROP TABLE {stage}")
-                con.execute(f"DELETE FROM {q(_STAGES)} WHERE stage_table = ?", [self._stage_table])
+                con.execute(
+                    f'DELETE FROM {q(_STAGES)} WHERE "stage_table" = ?', [self._stage_table]
+                )
+                step.doing = f"committing the load into {target}"
                 con.execute("COMMIT")
                 return marker
         except BaseException as exc:  # an interrupt too: the transaction never half-stays
             _rollback(con)
             if isinstance(exc, duckdb.Error):
-                raise duck_error(exc, "committing the load") from None
+                raise duck_error(exc, step.doing) from None
             raise
 
     def _insert_keys(self, con: duckdb.DuckDBPyConnection) -> None:
         """One row per idempotency key of the load, inside the commit's transaction."""
-        keys = self._sink._q(KEYS_TABLE)
+        keys, new = self._sink._q(KEYS_TABLE), quote_ident(_NEW_KEYS)
         con.execute(_KEYS_DDL.format(t=keys))
-        con.register("_dpone_keys", pa.table({KEY_COLUMN: pa.array(self.spec.keys, pa.string())}))
+        con.register(_NEW_KEYS, pa.table({KEY_COLUMN: pa.array(self.spec.keys, pa.string())}))
         clash = con.execute(
-            f"SELECT count(*) FROM _dpone_keys AS k JOIN {keys} AS c USING ({KEY_COLUMN})"
+            f"SELECT count(*) FROM {new} AS k JOIN {keys} AS c USING ({_KEY})"
         ).fetchall()
         if clash[0][0]:
             raise keys_committed_twice(self.spec.load_id)
-        con.execute(
-            f"INSERT INTO {keys} SELECT {KEY_COLUMN}, ? FROM _dpone_keys", [self.spec.load_id]
-        )
-        con.unregister("_dpone_keys")
+        con.execute(f"INSERT INTO {keys} SELECT {_KEY}, ? FROM {new}", [self.spec.load_id])
+        con.unregister(_NEW_KEYS)
 
     def _apply(self, con: duckdb.DuckDBPyConnection, target: str, stage: str) -> None:
         """Move the staged rows into an existing target per the strategy."""
-        spec = self.spec
+        spec, step = self.spec, self._step
         cols = ", ".join(quote_ident(n) for n in spec.schema.names)
         if spec.mode == "replace":
+            step.doing = f"emptying {target} to replace its rows"
             con.execute(f"DELETE FROM {target}")
         if spec.mode == "merge":
             keys = [quote_ident(k) for k in spec.unique_key]
-            on = " AND ".join(f"{target}.{k} = s.{k}" for k in keys)
+            on = " AND ".join(f"t.{k} = s.{k}" for k in keys)
+            step.doing = f"merging into {target} on {', '.join(keys)}"
             con.execute(
-                f"DELETE FROM {target} USING (SELECT DISTINCT {', '.join(keys)} "
+                f"DELETE FROM {target} AS t USING (SELECT DISTINCT {', '.join(keys)} "
                 f"FROM {stage}) AS s WHERE {on}"
             )
+            rn = quote_ident("_dpone_rn")
             source = (
                 f"(SELECT *, row_number() OVER (PARTITION BY {', '.join(keys)} "
-                f"ORDER BY {_SEQ} DESC) AS _dpone_rn FROM {stage}) WHERE _dpone_rn = 1"
+                f"ORDER BY {quote_ident(_SEQ)} DESC) AS {rn} FROM {stage}) WHERE {rn} = 1"
             )
         else:
+            step.doing = f"inserting the staged rows into {target}"
             source = stage
         con.execute(f"INSERT INTO {target} ({cols}) SELECT {cols} FROM {source}")
 
     def _adopt_stage(self, con: duckdb.DuckDBPyConnection) -> None:
-        sink = self._sink
+        sink, step = self._sink, self._step
+        target = sink._q(sink.table)
+        step.doing = f"creating {target} from the staging table {sink._q(self._stage_table)}"
         con.execute(f"ALTER TABLE {sink._q(self._stage_table)} RENAME TO {quote_ident(sink.table)}")
         for field in self.spec.schema:
             if not field.nullable:
-                con.execute(
-                    f"ALTER TABLE {sink._q(sink.table)} ALTER COLUMN {quote_ident(field.name)} "
-                    "SET NOT NULL"
-                )
+                column = quote_ident(field.name)
+                step.doing = f"setting NOT NULL on column {column} of {target}"
+                con.execute(f"ALTER TABLE {target} ALTER COLUMN {column} SET NOT NULL")
 
     def _prepare_target(self, con: duckdb.DuckDBPyConnection) -> None:
         """Create the target from the staged column types, or add the columns it lacks."""
-        sink = self._sink
+        sink, step = self._sink, self._step
+        target = sink._q(sink.table)
         staged = [c for c in sink._columns(con, self._stage_table) if c[0] != _SEQ]
         nullable = {f.name: f.nullable for f in self.spec.schema}
         if not sink._exists(con, sink.table):
@@ -398,14 +441,15 @@ class DuckDbLoad(LoadState):
                 f"{quote_ident(name)} {dtype}{'' if nullable[name] else ' NOT NULL'}"
                 for name, dtype, _ in staged
             )
-            con.execute(f"CREATE TABLE {sink._q(sink.table)} ({columns})")
+            step.doing = f"creating the table {target}"
+            con.execute(f"CREATE TABLE {target} ({columns})")
             return
+        # DuckDB matches quoted names case-insensitively: "Amount" and "amount" are one column.
         present = {name.lower() for name, _, _ in sink._columns(con, sink.table)}
         for name, dtype, _ in staged:
             if name.lower() not in present:
-                con.execute(
-                    f"ALTER TABLE {sink._q(sink.table)} ADD COLUMN {quote_ident(name)} {dtype}"
-                )
+                step.doing = f"adding column {quote_ident(name)} to {target}"
+                con.execute(f"ALTER TABLE {target} ADD COLUMN {quote_ident(name)} {dtype}")
 
     def _abort(self) -> None:
         try:
@@ -421,34 +465,3 @@ class DuckDbLoad(LoadState):
 def _rollback(con: duckdb.DuckDBPyConnection) -> None:
     with contextlib.suppress(duckdb.Error):
         con.execute("ROLLBACK")
-
-
-def duck_error(exc: BaseException, doing: str) -> DponeError:
-    """A typed error from a DuckDB or OS exception; the message never quotes the driver."""
-    text = str(exc).lower()
-    kind = type(exc).__name__
-    message = f"DuckDB sink: {doing} failed ({kind})"
-    if isinstance(exc, OSError):
-        return os_error(exc, f"DuckDB sink: {doing}")
-    if "read-only" in text or "read only" in text or "permission denied" in text:
-        return SinkReadOnly(message + ": the database is read-only")
-    if "no space left" in text:
-        return SinkDiskFull(message)
-    if "lock" in text and isinstance(exc, duckdb.IOException):
-        return SinkLocked(message + ": another process holds the database file")
-    if isinstance(exc, (duckdb.IOException, duckdb.OutOfMemoryException)):
-        return SinkUnavailable(message)
-    if isinstance(exc, duckdb.TransactionException):
-        return SinkLocked(message + ": a concurrent transaction conflicts")
-    if isinstance(
-        exc,
-        (
-            duckdb.ConversionException,
-            duckdb.ConstraintException,
-            duckdb.BinderException,
-            duckdb.CatalogException,
-            duckdb.TypeMismatchException,
-        ),
-    ):
-        return SinkSchemaError(message)
-    return SinkError(message)

@@ -8,6 +8,11 @@ up), and the commit applies the strategy, creates or evolves the target and inse
 marker into ``<dataset>._dpone_loads`` atomically. A commit whose acknowledgement was lost
 (the connection dropped during COMMIT) is settled by reading the marker back.
 
+Every name reaches SQL quoted and schema-qualified (``"<dataset>"."<table>"`` in the
+connection's database; staging as ``"pg_temp"."<name>"``), so reserved words, mixed case,
+spaces and non-ASCII names are exact. PostgreSQL silently truncates names longer than 63
+bytes, so such a name is refused instead.
+
 A load that carries idempotency keys (a replay batch) inserts one row per key into
 ``<dataset>._dpone_load_keys`` in the same transaction. :meth:`PostgresSink.session` pins one
 connection for many loads and look-ups, each ending its own transaction.
@@ -25,17 +30,20 @@ from dpone.connectors import _pg
 from dpone.connectors._util import (
     Clock,
     iso_utc,
+    qualify,
     quote_ident,
     short_hash,
     utc_now,
 )
 from dpone.connectors.base import LoadMarker, LoadSpec
+from dpone.connectors.errors import SinkConfigError, SinkSchemaError
 from dpone.connectors.sinks._common import (
     KEY_COLUMN,
     KEYS_TABLE,
     MARKER_COLUMNS,
     KeyProbes,
     LoadState,
+    Step,
     keys_committed_twice,
     marker_from_row,
     marker_row,
@@ -46,15 +54,16 @@ from dpone.errors import DponeError
 
 _LOADS = "_dpone_loads"
 _SEQ = "_dpone_seq"
+_KEY, _ID = quote_ident(KEY_COLUMN), quote_ident("load_id")
+#: PostgreSQL truncates longer identifiers (NAMEDATALEN - 1 bytes) with only a NOTICE.
+MAX_IDENTIFIER_BYTES = 63
 _LOADS_DDL = (
-    "CREATE TABLE IF NOT EXISTS {t} (load_id text PRIMARY KEY, pipeline text NOT NULL, "
-    "run_id text NOT NULL, target text NOT NULL, load_mode text NOT NULL, "
-    "row_count bigint NOT NULL, cursor_to text, committed_at text NOT NULL, "
-    "load_seq bigint NOT NULL)"
+    'CREATE TABLE IF NOT EXISTS {t} ("load_id" text PRIMARY KEY, "pipeline" text NOT NULL, '
+    '"run_id" text NOT NULL, "target" text NOT NULL, "load_mode" text NOT NULL, '
+    '"row_count" bigint NOT NULL, "cursor_to" text, "committed_at" text NOT NULL, '
+    '"load_seq" bigint NOT NULL)'
 )
-_KEYS_DDL = (
-    f"CREATE TABLE IF NOT EXISTS {{t}} ({KEY_COLUMN} text PRIMARY KEY, load_id text NOT NULL)"
-)
+_KEYS_DDL = f"CREATE TABLE IF NOT EXISTS {{t}} ({_KEY} text PRIMARY KEY, {_ID} text NOT NULL)"
 _COLUMNS_SQL = (
     "SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull "
     "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
@@ -70,6 +79,13 @@ class PostgresSink(KeyProbes):
     def __init__(
         self, connection: str, dataset: str, table: str, *, clock: Clock = utc_now
     ) -> None:
+        for what, name in (("dataset", dataset), ("table", table)):
+            if too_long(name):
+                raise SinkConfigError(
+                    f"the PostgreSQL sink's {what} name is longer than {MAX_IDENTIFIER_BYTES} "
+                    "bytes in UTF-8; PostgreSQL would truncate it",
+                    fixes=(f"shorten sink.{what} to at most {MAX_IDENTIFIER_BYTES} bytes",),
+                )
         self._connection = connection
         self.dataset = dataset
         self.table = table
@@ -82,7 +98,8 @@ class PostgresSink(KeyProbes):
         return f"PostgresSink({self.identity!r})"
 
     def _q(self, name: str) -> str:
-        return f"{quote_ident(self.dataset)}.{quote_ident(name)}"
+        """``"dataset"."name"`` in the connection's database."""
+        return qualify(self.dataset, name)
 
     def connect(self) -> Any:
         try:
@@ -125,6 +142,7 @@ class PostgresSink(KeyProbes):
     def _read_markers(
         self, where: str, params: tuple[object, ...], *, fresh: bool = False
     ) -> LoadMarker | None:
+        """The marker of ``where`` (placeholders ``$1``...; column names quoted)."""
         try:
             with self._borrowed(fresh=fresh) as conn, conn.cursor() as cur:
                 if not self.columns(cur, _LOADS):
@@ -136,7 +154,7 @@ class PostgresSink(KeyProbes):
                 row = cur.fetchone()
             return None if row is None else marker_from_row(row)
         except _pg.DRIVER_ERRORS as exc:
-            raise _pg.sink_error(exc, "reading load markers") from None
+            raise _pg.sink_error(exc, f"reading load markers from {self._q(_LOADS)}") from None
 
     def _matching(self, name: str, probe: pa.Table, columns: Sequence[str]) -> list[int]:
         try:
@@ -145,10 +163,10 @@ class PostgresSink(KeyProbes):
                     return []
                 temp = "_dpone_probe"
                 ingest_temporary(cur, temp, positioned(probe))
-                cur.execute(probe_join_sql(quote_ident(temp), self._q(name), columns))
+                cur.execute(probe_join_sql(temporary(temp), self._q(name), columns))
                 return [int(row[0]) for row in cur.fetchall()]
         except _pg.DRIVER_ERRORS as exc:
-            raise _pg.sink_error(exc, "looking up keys") from None
+            raise _pg.sink_error(exc, f"looking up keys in {self._q(name)}") from None
 
     # --- Sink -------------------------------------------------------------------------------------
 
@@ -157,7 +175,7 @@ class PostgresSink(KeyProbes):
             with self._borrowed() as conn, conn.cursor() as cur:
                 columns = self.columns(cur, self.table)
         except _pg.DRIVER_ERRORS as exc:
-            raise _pg.sink_error(exc, "reading the target schema") from None
+            raise _pg.sink_error(exc, f"reading the schema of {self._q(self.table)}") from None
         if not columns:
             return None
         return pa.schema(
@@ -165,23 +183,30 @@ class PostgresSink(KeyProbes):
         )
 
     def committed_load(self, load_id: str) -> LoadMarker | None:
-        return self._read_markers("load_id = $1", (load_id,))
+        return self._read_markers(f"{_ID} = $1", (load_id,))
 
     def last_load(self, pipeline: str) -> LoadMarker | None:
         return self._read_markers(
-            "pipeline = $1 AND target = $2 ORDER BY load_seq DESC LIMIT 1",
+            '"pipeline" = $1 AND "target" = $2 ORDER BY "load_seq" DESC LIMIT 1',
             (pipeline, self.target),
         )
 
     def begin(self, load: LoadSpec) -> PostgresLoad:
-        owned = self._pinned is None
-        conn = self.connect() if owned else self._pinned
+        long = [f.name for f in load.schema if too_long(f.name)]
+        if long:
+            raise SinkSchemaError(
+                f"column {quote_ident(long[0])} is longer than {MAX_IDENTIFIER_BYTES} bytes in "
+                "UTF-8; PostgreSQL would truncate it",
+                fixes=("rename the column in the source (or the query) to a shorter name",),
+            )
         stage = "_dpone_stage_" + short_hash(load.pipeline, load.load_id, self.target)
         columns = [
             f"{quote_ident(f.name)} {_pg.pg_type(f.type, staging=True)}" for f in load.schema
         ]
         if load.mode == "merge":
-            columns.append(f"{_SEQ} bigint NOT NULL")
+            columns.append(f"{quote_ident(_SEQ)} bigint NOT NULL")
+        owned = self._pinned is None
+        conn = self.connect() if owned else self._pinned
         try:
             with conn.cursor() as cur:
                 cur.execute(
@@ -193,7 +218,9 @@ class PostgresSink(KeyProbes):
             raise
         except _pg.DRIVER_ERRORS as exc:
             _release(conn, owned)
-            raise _pg.sink_error(exc, "creating the staging table") from None
+            raise _pg.sink_error(
+                exc, f"creating the staging table {temporary(stage)} for {self._q(self.table)}"
+            ) from None
         return PostgresLoad(self, conn, load, stage, owned=owned)
 
     def cleanup_abandoned(self, pipeline: str, keep_load_id: str | None = None) -> list[str]:
@@ -213,6 +240,7 @@ class PostgresLoad(LoadState):
         self._conn = conn
         self._stage_table = stage
         self._owned = owned
+        self._step = Step(f"committing the load into {sink._q(sink.table)}")
 
     def _stage(self, batch: pa.RecordBatch) -> None:
         arrays = [_pg.staging_array(column) for column in batch.columns]
@@ -225,17 +253,19 @@ class PostgresLoad(LoadState):
             with self._conn.cursor() as cur:
                 cur.adbc_ingest(self._stage_table, staged, mode="append", temporary=True)
         except _pg.DRIVER_ERRORS as exc:
-            raise _pg.sink_error(exc, "staging rows") from None
+            raise _pg.sink_error(
+                exc, f"inserting rows into the staging table {temporary(self._stage_table)}"
+            ) from None
 
     def _commit(self) -> LoadMarker:
         try:
             return self._apply()
         except _pg.DRIVER_ERRORS as exc:
-            error = _pg.sink_error(exc, "committing the load")
+            error = _pg.sink_error(exc, self._step.doing)
             _rollback(self._conn)
         # The COMMIT may have landed before the connection dropped: the marker settles it.
         try:
-            marker = self._sink._read_markers("load_id = $1", (self.spec.load_id,), fresh=True)
+            marker = self._sink._read_markers(f"{_ID} = $1", (self.spec.load_id,), fresh=True)
         except DponeError:
             marker = None
         if marker is not None:
@@ -247,12 +277,15 @@ class PostgresLoad(LoadState):
             return self._apply_with(cur)
 
     def _apply_with(self, cur: Any) -> LoadMarker:
-        sink, spec = self._sink, self.spec
+        sink, spec, step = self._sink, self.spec, self._step
         q = sink._q
+        step.doing = f"creating the schema {quote_ident(sink.dataset)}"
         cur.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(sink.dataset)}")
+        step.doing = f"creating the marker table {q(_LOADS)}"
         cur.execute(_LOADS_DDL.format(t=q(_LOADS)))
+        step.doing = f"reading the load marker from {q(_LOADS)}"
         cur.execute(
-            f"SELECT {MARKER_COLUMNS} FROM {q(_LOADS)} WHERE load_id = $1",
+            f"SELECT {MARKER_COLUMNS} FROM {q(_LOADS)} WHERE {_ID} = $1",
             parameters=(spec.load_id,),
         )
         row = cur.fetchone()
@@ -260,36 +293,42 @@ class PostgresLoad(LoadState):
             self._conn.rollback()  # also drops the staging table
             return marker_from_row(row)
         self._prepare_target(cur)
-        target, stage = q(sink.table), quote_ident(self._stage_table)
+        target, stage = q(sink.table), temporary(self._stage_table)
         names = [quote_ident(n) for n in spec.schema.names]
         select = ", ".join(
             f"{n}::jsonb" if isinstance(f.type, pa.JsonType) else n
             for n, f in zip(names, spec.schema, strict=True)
         )
         if spec.mode == "replace":
+            step.doing = f"emptying {target} to replace its rows"
             cur.execute(f"TRUNCATE {target}")
         if spec.mode == "merge":
             keys = [quote_ident(k) for k in spec.unique_key]
             on = " AND ".join(f"t.{k} = s.{k}" for k in keys)
+            step.doing = f"merging into {target} on {', '.join(keys)}"
             cur.execute(
                 f"DELETE FROM {target} AS t USING (SELECT DISTINCT {', '.join(keys)} "
                 f"FROM {stage}) AS s WHERE {on}"
             )
             source = (
                 f"SELECT DISTINCT ON ({', '.join(keys)}) {select} FROM {stage} "
-                f"ORDER BY {', '.join(keys)}, {_SEQ} DESC"
+                f"ORDER BY {', '.join(keys)}, {quote_ident(_SEQ)} DESC"
             )
         else:
+            step.doing = f"inserting the staged rows into {target}"
             source = f"SELECT {select} FROM {stage}"
         cur.execute(f"INSERT INTO {target} ({', '.join(names)}) {source}")
         marker = self.new_marker(sink.target, iso_utc(sink._clock()))
+        step.doing = f"inserting the load marker into {q(_LOADS)}"
         cur.execute(
-            f"INSERT INTO {q(_LOADS)} ({MARKER_COLUMNS}, load_seq) SELECT $1, $2, $3, $4, $5, "
-            f"$6, $7, $8, coalesce(max(load_seq), 0) + 1 FROM {q(_LOADS)}",
+            f'INSERT INTO {q(_LOADS)} ({MARKER_COLUMNS}, "load_seq") SELECT $1, $2, $3, $4, $5, '
+            f'$6, $7, $8, coalesce(max("load_seq"), 0) + 1 FROM {q(_LOADS)}',
             parameters=marker_row(marker),
         )
         if spec.keys:
+            step.doing = f"inserting idempotency keys into {q(KEYS_TABLE)}"
             self._insert_keys(cur)
+        step.doing = f"committing the load into {target}"
         self._conn.commit()  # ON COMMIT DROP removes the staging table
         return marker
 
@@ -298,37 +337,48 @@ class PostgresLoad(LoadState):
         keys, temp = self._sink._q(KEYS_TABLE), self._stage_table + "_keys"
         cur.execute(_KEYS_DDL.format(t=keys))
         ingest_temporary(cur, temp, pa.table({KEY_COLUMN: pa.array(self.spec.keys, pa.string())}))
-        cur.execute(f"SELECT count(*) FROM {quote_ident(temp)} JOIN {keys} USING ({KEY_COLUMN})")
+        cur.execute(f"SELECT count(*) FROM {temporary(temp)} JOIN {keys} USING ({_KEY})")
         row = cur.fetchone()
         if row is not None and row[0]:
             raise keys_committed_twice(self.spec.load_id)
         cur.execute(
-            f"INSERT INTO {keys} SELECT {KEY_COLUMN}, $1 FROM {quote_ident(temp)}",
+            f"INSERT INTO {keys} SELECT {_KEY}, $1 FROM {temporary(temp)}",
             parameters=(self.spec.load_id,),
         )
 
     def _prepare_target(self, cur: Any) -> None:
-        sink, spec = self._sink, self.spec
+        sink, spec, step = self._sink, self.spec, self._step
+        target = sink._q(sink.table)
+        step.doing = f"reading the columns of {target}"
         present = {name for name, _, _ in sink.columns(cur, sink.table)}
         if not present:
             columns = ", ".join(
                 f"{quote_ident(f.name)} {_pg.pg_type(f.type)}{'' if f.nullable else ' NOT NULL'}"
                 for f in spec.schema
             )
-            cur.execute(f"CREATE TABLE {sink._q(sink.table)} ({columns})")
+            step.doing = f"creating the table {target}"
+            cur.execute(f"CREATE TABLE {target} ({columns})")
             return
         for field in spec.schema:
             if field.name not in present:
-                cur.execute(
-                    f"ALTER TABLE {sink._q(sink.table)} ADD COLUMN {quote_ident(field.name)} "
-                    f"{_pg.pg_type(field.type)}"
-                )
+                column = quote_ident(field.name)
+                step.doing = f"adding column {column} to {target}"
+                cur.execute(f"ALTER TABLE {target} ADD COLUMN {column} {_pg.pg_type(field.type)}")
 
     def _abort(self) -> None:
         _rollback(self._conn)
 
     def _close(self) -> None:
         _release(self._conn, self._owned)
+
+
+def too_long(name: str) -> bool:
+    return len(name.encode("utf-8")) > MAX_IDENTIFIER_BYTES
+
+
+def temporary(name: str) -> str:
+    """A temporary table of this session, qualified: ``"pg_temp"."name"``."""
+    return qualify("pg_temp", name)
 
 
 def ingest_temporary(cur: Any, name: str, table: pa.Table) -> None:

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 import pyarrow as pa
 
-from dpone.connectors._util import quote_ident, quote_qualified, short_hash
+from dpone.connectors._util import qualify, quote_ident, short_hash
 from dpone.connectors.base import SourceChunk
 from dpone.connectors.errors import SourceConfigError
 
@@ -62,10 +62,17 @@ class Relation:
             return f"table:{self.table}"
         return f"query:{short_hash(self.query or '', length=12)}"
 
-    def base_sql(self) -> str:
-        if self.table is not None:
-            return f"SELECT * FROM {quote_qualified(self.table)}"
-        return f"SELECT * FROM ({self.query}) AS _dpone_q"
+    def base_sql(self, catalog: str | None = None) -> str:
+        """``SELECT *`` of the table (each dot-separated part quoted) or of the query. With
+        ``catalog`` (DuckDB), ``table`` and ``schema.table`` are qualified with it
+        (``main`` the schema of a bare name), as DuckDB reads ``acc.t`` as ambiguous when
+        the file holds a catalog ``acc`` and a schema ``acc``."""
+        if self.table is None:
+            return f"SELECT * FROM ({self.query}) AS _dpone_q"
+        parts = self.table.split(".")
+        if catalog is not None and len(parts) < 3:
+            parts = [catalog, *(["main"] if len(parts) == 1 else []), *parts]
+        return f"SELECT * FROM {qualify(*parts)}"
 
 
 def select_sql(
@@ -73,6 +80,7 @@ def select_sql(
     incremental: Incremental | None,
     after: object | None,
     bind: Callable[[object], str],
+    catalog: str | None = None,
 ) -> str:
     """The SELECT to run; ``bind`` turns the cursor value into a placeholder or a literal.
 
@@ -80,7 +88,7 @@ def select_sql(
     first run (rows at or below it are skipped), ordered by the cursor. A NULL cursor never
     matches a bound, so such rows load only on a run without one.
     """
-    sql = relation.base_sql()
+    sql = relation.base_sql(catalog)
     if incremental is None:
         return sql
     column = quote_ident(incremental.cursor_column)
@@ -120,22 +128,27 @@ class DatabaseFileSource(ABC):
             raise ValueError("chunk_size must be positive")
         if not self.database.is_file():
             raise SourceConfigError(f"the {self.product} source database file does not exist")
+        row = 1
+        for batch in self.batches(after, chunk_size):
+            yield SourceChunk(batch, self.relation.partition, None, row, False)
+            row += batch.num_rows
+
+    def statement(
+        self, after: object | None, catalog: str | None = None
+    ) -> tuple[str, list[object]]:
+        """The SELECT (see :func:`select_sql`) and its ``?`` parameters."""
         params: list[object] = []
 
         def bind(value: object) -> str:
             params.append(self.param(value))
             return "?"
 
-        sql = select_sql(self.relation, self.incremental, after, bind)
-        row = 1
-        for batch in self.batches(sql, params, chunk_size):
-            yield SourceChunk(batch, self.relation.partition, None, row, False)
-            row += batch.num_rows
+        return select_sql(self.relation, self.incremental, after, bind, catalog), params
 
     def param(self, value: object) -> object:
         """The cursor value as the driver binds it."""
         return value
 
     @abstractmethod
-    def batches(self, sql: str, params: list[object], chunk_size: int) -> Iterator[pa.RecordBatch]:
-        """The rows of ``sql``, connection opened and closed here, errors typed."""
+    def batches(self, after: object | None, chunk_size: int) -> Iterator[pa.RecordBatch]:
+        """The rows of :meth:`statement`, connection opened and closed here, errors typed."""

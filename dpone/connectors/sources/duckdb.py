@@ -29,13 +29,15 @@ class DuckDbSource(DatabaseFileSource):
     kind = "duckdb"
     product = "DuckDB"
 
-    def batches(self, sql: str, params: list[object], chunk_size: int) -> Iterator[pa.RecordBatch]:
+    def batches(self, after: object | None, chunk_size: int) -> Iterator[pa.RecordBatch]:
         try:
             con = duckdb.connect(str(self.database), read_only=True)
         except duckdb.Error as exc:
             raise _source_error(exc) from None
         try:
             with interruptible("reading the DuckDB source"):
+                catalog = str(con.execute("SELECT current_database()").fetchall()[0][0])
+                sql, params = self.statement(after, catalog)
                 reader = con.sql(sql, params=params or None).to_arrow_reader(chunk_size)
                 yield from rechunk(_batches(reader), chunk_size)
         except duckdb.Error as exc:

@@ -99,7 +99,7 @@ def _source_error(exc: BaseException) -> DponeError:
             f"the PostgreSQL source query writes; sources are read-only ({detail})",
             code="DPONE_SOURCE_QUERY_INVALID",
         )
-    if kind == "invalid":
+    if kind in ("invalid", "permission", "constraint"):
         return SourceConfigError(
             f"the PostgreSQL source table or query is invalid ({detail})",
             code="DPONE_SOURCE_QUERY_INVALID",

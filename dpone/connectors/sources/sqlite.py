@@ -32,7 +32,9 @@ class SqliteSource(DatabaseFileSource):
     def param(self, value: object) -> object:
         return _sqlite_param(value)
 
-    def batches(self, sql: str, params: list[object], chunk_size: int) -> Iterator[pa.RecordBatch]:
+    def batches(self, after: object | None, chunk_size: int) -> Iterator[pa.RecordBatch]:
+        # SQLite's "schema" is an attached database: main unless the table names another.
+        sql, params = self.statement(after)
         uri = f"file:{quote(str(self.database.resolve()))}?mode=ro"
         try:
             con = sqlite3.connect(uri, uri=True)
