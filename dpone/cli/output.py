@@ -27,6 +27,12 @@ FORMAT_OPTION = click.option(
     show_default=True,
     help="text for people, json (one document on stdout) for programs.",
 )
+ALLOW_ANY_IMPORT_OPTION = click.option(
+    "--allow-any-import",
+    is_flag=True,
+    help="Let custom predicates name any installed module, not only the manifest's folder "
+    "and dpone.assertion plugins (validation still never imports it).",
+)
 
 
 def markdown_format_option(document: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -108,6 +114,7 @@ def run_command(fmt: str, body: Callable[[], int | None]) -> NoReturn:
 
 
 __all__ = [
+    "ALLOW_ANY_IMPORT_OPTION",
     "EXIT_CONFIG",
     "EXIT_RUN_FAILED",
     "FORMAT_OPTION",

@@ -512,10 +512,9 @@ class DlqStore:
                 lines.pop()
                 for number, line in enumerate(lines, start=1):
                     doc = orjson.loads(line)
-                    if (
-                        not isinstance(doc, dict)
-                        or checksums.get(doc.get("record_id", "")) != doc.get("sha256")
-                    ):
+                    if not isinstance(doc, dict) or checksums.get(
+                        doc.get("record_id", "")
+                    ) != doc.get("sha256"):
                         raise DlqIndexDrift(
                             f"{where} line {number} is not a record the index lists as it is"
                         )
