@@ -27,6 +27,12 @@ FORMAT_OPTION = click.option(
     show_default=True,
     help="text for people, json (one document on stdout) for programs.",
 )
+REQUIRE_SIGNATURE_OPTION = click.option(
+    "--require-signature",
+    is_flag=True,
+    help="Refuse documents without a keyed signature that verifies (needs DPONE_SIGNING_KEY "
+    "or DPONE_SIGNING_KEY_FILE).",
+)
 ALLOW_ANY_IMPORT_OPTION = click.option(
     "--allow-any-import",
     is_flag=True,
@@ -118,6 +124,7 @@ __all__ = [
     "EXIT_CONFIG",
     "EXIT_RUN_FAILED",
     "FORMAT_OPTION",
+    "REQUIRE_SIGNATURE_OPTION",
     "dumps",
     "fail",
     "print_json",
