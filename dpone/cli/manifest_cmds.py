@@ -6,7 +6,13 @@ from typing import Any
 
 import click
 
-from dpone.cli.output import FORMAT_OPTION, print_json, render_detail, run_command
+from dpone.cli.output import (
+    ALLOW_ANY_IMPORT_OPTION,
+    FORMAT_OPTION,
+    print_json,
+    render_detail,
+    run_command,
+)
 from dpone.errors import EXIT_CONFIG, DponeError, ManifestError
 
 VALIDATION_SCHEMA_ID = "dpone.validation.v1"
@@ -14,8 +20,9 @@ VALIDATION_SCHEMA_ID = "dpone.validation.v1"
 
 @click.command("validate")
 @click.argument("manifests", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@ALLOW_ANY_IMPORT_OPTION
 @FORMAT_OPTION
-def validate_cmd(manifests: tuple[str, ...], fmt: str) -> None:
+def validate_cmd(manifests: tuple[str, ...], allow_any_import: bool, fmt: str) -> None:
     """Check manifests without reading any data; exit 2 if any has an error."""
 
     def body() -> int:
@@ -24,7 +31,7 @@ def validate_cmd(manifests: tuple[str, ...], fmt: str) -> None:
         results: list[dict[str, Any]] = []
         for path in manifests:
             try:
-                plan = compile_manifest(path)
+                plan = compile_manifest(path, allow_any_import=allow_any_import)
             except ManifestError as err:
                 results.append(
                     {
@@ -53,14 +60,15 @@ def validate_cmd(manifests: tuple[str, ...], fmt: str) -> None:
 
 @click.command("plan")
 @click.argument("manifest", type=click.Path(dir_okay=False))
+@ALLOW_ANY_IMPORT_OPTION
 @FORMAT_OPTION
-def plan_cmd(manifest: str, fmt: str) -> None:
+def plan_cmd(manifest: str, allow_any_import: bool, fmt: str) -> None:
     """Show what a run of MANIFEST would do (secrets shown as their ${VAR} references)."""
 
     def body() -> int:
         from dpone.manifest.compiler import compile_manifest
 
-        plan = compile_manifest(manifest)
+        plan = compile_manifest(manifest, allow_any_import=allow_any_import)
         if fmt == "json":
             print_json(plan.to_json())
         else:

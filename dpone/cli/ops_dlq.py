@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from dpone.cli.output import FORMAT_OPTION, markdown_format_option, print_json, run_command
+from dpone.cli.output import (
+    FORMAT_OPTION,
+    REQUIRE_SIGNATURE_OPTION,
+    markdown_format_option,
+    print_json,
+    run_command,
+)
 from dpone.errors import UsageError
 
 if TYPE_CHECKING:
@@ -71,15 +77,29 @@ def dlq_group() -> None:
     is_flag=True,
     help="Close abandoned runs as aborted and remove crash leftovers; never touches tampering.",
 )
+@REQUIRE_SIGNATURE_OPTION
 @FORMAT_OPTION
-def verify_cmd(directory: Path, run_id: str | None, repair: bool, fmt: str) -> None:
+def verify_cmd(
+    directory: Path, run_id: str | None, repair: bool, require_signature: bool, fmt: str
+) -> None:
     """Check every checksum, index and acknowledgement. Exit 0 clean, 1 with findings."""
 
     def body() -> int:
+        from dpone.signing import require_key
+
         _logs_to_stderr()
+        if require_signature:
+            require_key()
         store = _store_at(directory)
         repaired = store.repair(run_id) if repair else []
         findings = store.verify(run_id)
+        if require_signature:
+            from dpone.dlq.verify import signature_findings
+
+            seen = {(f.code, f.run_id) for f in findings}
+            findings += [
+                f for f in signature_findings(store, run_id) if (f.code, f.run_id) not in seen
+            ]
         if fmt == "json":
             print_json(
                 {

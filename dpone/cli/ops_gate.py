@@ -6,7 +6,12 @@ from pathlib import Path
 
 import click
 
-from dpone.cli.output import markdown_format_option, print_json, run_command
+from dpone.cli.output import (
+    REQUIRE_SIGNATURE_OPTION,
+    markdown_format_option,
+    print_json,
+    run_command,
+)
 
 OUTCOMES = "passed, passed_with_quarantine, passed_with_warnings, failed_quality_gate"
 
@@ -42,6 +47,7 @@ OUTCOMES = "passed, passed_with_quarantine, passed_with_warnings, failed_quality
     default=None,
     help="Where release_gate.json and release_gate.md go. Default: the current directory.",
 )
+@REQUIRE_SIGNATURE_OPTION
 @markdown_format_option("the release_gate.json document")
 def release_gate_cmd(
     evidence: tuple[Path, ...],
@@ -49,6 +55,7 @@ def release_gate_cmd(
     max_ratio: str | None,
     roots: tuple[Path, ...],
     output: Path | None,
+    require_signature: bool,
     fmt: str,
 ) -> None:
     """Verify evidence bundles and apply a release policy. Exit 0 pass, 1 blocked, 2 usage."""
@@ -56,7 +63,7 @@ def release_gate_cmd(
     def body() -> int:
         from dpone.evidence.gate import GatePolicy, evaluate, render_markdown, write_report
 
-        policy = GatePolicy.parse(allowed, max_ratio)
+        policy = GatePolicy.parse(allowed, max_ratio, require_signature=require_signature)
         doc = evaluate(evidence, policy, roots).to_json()
         write_report(doc, output if output is not None else Path.cwd())
         if fmt == "json":

@@ -27,6 +27,18 @@ FORMAT_OPTION = click.option(
     show_default=True,
     help="text for people, json (one document on stdout) for programs.",
 )
+REQUIRE_SIGNATURE_OPTION = click.option(
+    "--require-signature",
+    is_flag=True,
+    help="Refuse documents without a keyed signature that verifies (needs DPONE_SIGNING_KEY "
+    "or DPONE_SIGNING_KEY_FILE).",
+)
+ALLOW_ANY_IMPORT_OPTION = click.option(
+    "--allow-any-import",
+    is_flag=True,
+    help="Let custom predicates name any installed module, not only the manifest's folder "
+    "and dpone.assertion plugins (validation still never imports it).",
+)
 
 
 def markdown_format_option(document: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -108,9 +120,11 @@ def run_command(fmt: str, body: Callable[[], int | None]) -> NoReturn:
 
 
 __all__ = [
+    "ALLOW_ANY_IMPORT_OPTION",
     "EXIT_CONFIG",
     "EXIT_RUN_FAILED",
     "FORMAT_OPTION",
+    "REQUIRE_SIGNATURE_OPTION",
     "dumps",
     "fail",
     "print_json",

@@ -9,7 +9,7 @@ from types import FrameType
 
 import click
 
-from dpone.cli.output import FORMAT_OPTION, print_json, run_command
+from dpone.cli.output import ALLOW_ANY_IMPORT_OPTION, FORMAT_OPTION, print_json, run_command
 from dpone.errors import Interrupted
 
 
@@ -58,9 +58,15 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     "data_type (evolve, freeze, discard_row, discard_value), or e.g. columns=freeze.",
 )
 @click.option("-v", "--verbose", is_flag=True, help="Debug-level logs on stderr.")
+@ALLOW_ANY_IMPORT_OPTION
 @FORMAT_OPTION
 def run_cmd(
-    manifest: str, run_id: str | None, evolution: str | None, verbose: bool, fmt: str
+    manifest: str,
+    run_id: str | None,
+    evolution: str | None,
+    verbose: bool,
+    allow_any_import: bool,
+    fmt: str,
 ) -> None:
     """Run MANIFEST: load the good rows, quarantine the bad, write evidence, advance state."""
 
@@ -81,7 +87,9 @@ def run_cmd(
 
             configure(verbose=verbose)
             settings = parse_evolution(evolution) if evolution is not None else {}
-            plan = with_evolution(compile_manifest(manifest), settings)
+            plan = with_evolution(
+                compile_manifest(manifest, allow_any_import=allow_any_import), settings
+            )
             watch.check()
             report = run_pipeline(
                 plan, RunOptions(run_id=run_id, progress=progress, interrupts=watch)

@@ -74,9 +74,14 @@ def checksum(doc: Any) -> str:
     return CHECKSUM_PREFIX + hashlib.sha256(canonical_json(doc)).hexdigest()
 
 
+#: A keyed signature (``dpone.signing``) sits next to the checksum and is not covered by it.
+SIGNATURE_MEMBER = "signature"
+
+
 def checksum_of(doc: Mapping[str, Any], member: str = "sha256") -> str:
-    """The checksum ``doc`` should carry: over every member but its own checksum member."""
-    return checksum({k: v for k, v in doc.items() if k != member})
+    """The checksum ``doc`` should carry: over every member but its own checksum member
+    (and its ``signature``, which covers the same bytes)."""
+    return checksum({k: v for k, v in doc.items() if k not in (member, SIGNATURE_MEMBER)})
 
 
 def verify_checksum(doc: Mapping[str, Any], member: str = "sha256") -> bool:
@@ -106,7 +111,7 @@ def verify_sealed(data: bytes, doc: Mapping[str, Any], member: str = "sha256") -
     text = b'"' + member.encode() + b'":"' + claimed.encode() + b'"'
     at = data.rfind(text)
     if at > 0:
-        end = at + len(text)
+        end = skip_signature(data, at + len(text))
         if data[at - 1 : at] == b",":
             body = data[: at - 1] + data[end:]
         elif data[end : end + 1] == b",":
@@ -119,22 +124,35 @@ def verify_sealed(data: bytes, doc: Mapping[str, Any], member: str = "sha256") -
     return verify_checksum(doc, member)
 
 
+def skip_signature(data: bytes, end: int) -> int:
+    """In sealed bytes, the end of the checksum member at ``end`` plus the ``signature``
+    member that follows it in key order, if any (its object holds only strings without
+    braces, so its first ``}`` closes it)."""
+    if data.startswith(b',"signature":{', end):
+        close = data.find(b"}", end)
+        if close > 0:
+            return close + 1
+    return end
+
+
 def with_checksum(doc: dict[str, Any], member: str = "sha256") -> dict[str, Any]:
     """``doc`` plus its checksum member (a new dict)."""
     out = dict(doc)
     out.pop(member, None)
-    out[member] = checksum(out)
+    out[member] = checksum_of(out, member)
     return out
 
 
 __all__ = [
     "CHECKSUM_PATTERN",
     "CHECKSUM_PREFIX",
+    "SIGNATURE_MEMBER",
     "CanonicalizationError",
     "canonical_json",
     "checksum",
     "checksum_of",
     "fast_path_ok",
+    "skip_signature",
     "verify_checksum",
     "verify_sealed",
     "with_checksum",

@@ -52,6 +52,12 @@ class DlqIndexInvalid(DlqIntegrityError):
     code = "DPONE_DLQ_INDEX_INVALID"
 
 
+class DlqIndexSignatureInvalid(DlqIntegrityError):
+    """A run index whose keyed signature does not verify (or is missing where required)."""
+
+    code = "DPONE_DLQ_INDEX_SIGNATURE_INVALID"
+
+
 class DlqIndexMissing(DlqIntegrityError):
     code = "DPONE_DLQ_INDEX_MISSING"
 

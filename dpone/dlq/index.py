@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, Literal, get_args
@@ -32,6 +32,7 @@ from dpone.dlq.ids import is_identifier, is_ulid
 from dpone.dlq.model import MAX_NAME_LENGTH, TIMESTAMP_PATTERN
 from dpone.dlq.policy import PII_POLICIES, RETENTION_DAYS, PiiPolicy
 from dpone.dlq.segments import SegmentEntry
+from dpone.signing import well_formed
 
 INDEX_SCHEMA = "dpone.dlq-index.v1"
 RunStatus = Literal["open", "closed", "aborted"]
@@ -114,8 +115,10 @@ def build_index_doc(
     owner_pid: int | None,
     entries: list[dict[str, Any]],
     segments: Iterable[SegmentEntry] = (),
+    sign: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The full index document, checksum included. ``entries`` is sorted in place by id."""
+    """The full index document, checksum included (and its signature, through ``sign``).
+    ``entries`` is sorted in place by id."""
     entries.sort(key=_by_id)
     listed = sorted((s.to_json() for s in segments), key=itemgetter("name"))
     reason_counts = Counter(e["code"] for e in entries)
@@ -138,7 +141,7 @@ def build_index_doc(
         "fingerprint": fingerprint((e["record_id"], e["sha256"]) for e in entries),
     }
     doc["sha256"] = checksum(doc)
-    return doc
+    return sign(doc) if sign is not None else doc
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +174,7 @@ class DlqIndex:
     reason_counts: Mapping[str, int]
     fingerprint: str
     sha256: str
+    signature: Mapping[str, str] | None = None
 
     @property
     def record_count(self) -> int:
@@ -210,7 +214,7 @@ class DlqIndex:
             "segments": [s.to_json() for s in self.segments],
             "fingerprint": self.fingerprint,
             "sha256": self.sha256,
-        }
+        } | ({} if self.signature is None else {"signature": dict(self.signature)})
 
     @classmethod
     def built(
@@ -249,13 +253,16 @@ class DlqIndex:
             reason_counts=reason_counts,
             fingerprint=doc["fingerprint"],
             sha256=doc["sha256"],
+            signature=doc.get("signature"),
         )
 
     @classmethod
     def from_json(cls, doc: Any) -> DlqIndex:
         """Check ``doc`` against the index contract, including its internal consistency."""
-        if not isinstance(doc, dict) or set(doc) != INDEX_KEYS:
+        if not isinstance(doc, dict) or set(doc) - {"signature"} != INDEX_KEYS:
             raise _invalid("/")
+        if "signature" in doc and not well_formed(doc["signature"]):
+            raise _invalid("/signature")
         _check_header(doc)
         entries = _entries_from_json(_list(doc["records"]))
         ids = [e.record_id for e in entries]

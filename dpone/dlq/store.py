@@ -36,9 +36,10 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import structlog
 
+from dpone import signing
 from dpone.dlq import fsio, segments
 from dpone.dlq.ack import ReplayAck
-from dpone.dlq.canonical import verify_sealed
+from dpone.dlq.canonical import skip_signature, verify_sealed
 from dpone.dlq.errors import (
     DlqAckChecksumMismatch,
     DlqAckConflict,
@@ -48,6 +49,7 @@ from dpone.dlq.errors import (
     DlqIndexDrift,
     DlqIndexInvalid,
     DlqIndexMissing,
+    DlqIndexSignatureInvalid,
     DlqPolicyInvalid,
     DlqPreserveRefused,
     DlqRecordConflict,
@@ -109,11 +111,23 @@ def segment_where(run_id: str, name: str) -> str:
     return f"{RUNS_DIR}/{run_id}/{SEGMENTS_DIR}/{name}"
 
 
-def parse_index(data: bytes, run_id: str, where: str) -> DlqIndex:
-    index = DlqIndex.from_json(segments.sealed_document(data, where, DlqIndexChecksumMismatch))
+def parse_index(
+    data: bytes, run_id: str, where: str, *, require_signature: bool = False
+) -> DlqIndex:
+    doc = segments.sealed_document(data, where, DlqIndexChecksumMismatch)
+    index = DlqIndex.from_json(doc)
     if index.run_id != run_id:
         raise DlqIndexInvalid(f"{where} belongs to another run")
+    check_index_signature(doc, where, require=require_signature)
     return index
+
+
+def check_index_signature(doc: Mapping[str, Any], where: str, *, require: bool) -> None:
+    """A present signature verifies when a key is configured; ``require``: it must exist."""
+    found = signing.problem(doc, signing.keyring(), require=require, what=where)
+    if found is not None:
+        code, message = found
+        raise DlqIndexSignatureInvalid(f"{message} ({code})", fixes=signing.FIXES[code])
 
 
 def parse_ack_line(line: bytes, run_id: str, at: str) -> ReplayAck:
@@ -399,6 +413,7 @@ class DlqStore:
             owner_pid=os.getpid() if owner else None,
             entries=entries,
             segments=segments,
+            sign=signing.sign,
         )
 
     # --- reading --------------------------------------------------------------------------------
@@ -1137,7 +1152,9 @@ def _close_all(fds: list[int]) -> None:
     fds.clear()
 
 
-def read_index_at(run_fd: int, run_id: str, known: DlqIndex | None = None) -> DlqIndex:
+def read_index_at(
+    run_fd: int, run_id: str, known: DlqIndex | None = None, *, require_signature: bool = False
+) -> DlqIndex:
     """The run's verified index. ``known`` is an index this process verified before: when the
     file's bytes are the sealed bytes of that very document (same checksum, and the bytes
     hash to it), it is returned without parsing a million entries again."""
@@ -1149,7 +1166,7 @@ def read_index_at(run_fd: int, run_id: str, known: DlqIndex | None = None) -> Dl
         raise DlqIndexInvalid(f"{where} is larger than any DLQ index may be")
     if known is not None and known.run_id == run_id and sealed_claim(data) == known.sha256:
         return known
-    return parse_index(data, run_id, where)
+    return parse_index(data, run_id, where, require_signature=require_signature)
 
 
 _SEALED_SHA = re.compile(rb',"sha256":"(sha256:[0-9a-f]{64})"')
@@ -1165,7 +1182,8 @@ def sealed_claim(data: bytes) -> str | None:
     found = _SEALED_SHA.match(data, max(data.rfind(b',"sha256":"sha256:'), 0))
     if found is None:
         return None
-    body = (data[: found.start()] + data[found.end() :]).rstrip(b"\n")
+    end = skip_signature(data, found.end())
+    body = (data[: found.start()] + data[end:]).rstrip(b"\n")
     claim = found.group(1).decode()
     return claim if "sha256:" + hashlib.sha256(body).hexdigest() == claim else None
 

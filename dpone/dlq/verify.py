@@ -23,7 +23,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dpone.dlq import fsio
-from dpone.dlq.errors import DlqError, DlqIndexMissing, DlqPathEscape, DlqRunNotFound
+from dpone.dlq.errors import (
+    DlqError,
+    DlqIndexMissing,
+    DlqIndexSignatureInvalid,
+    DlqPathEscape,
+    DlqRunNotFound,
+)
 from dpone.dlq.ids import check_identifier, is_identifier
 from dpone.dlq.index import DlqIndex
 from dpone.dlq.segments import SEGMENTS_DIR, bytes_checksum, is_temp_name
@@ -68,6 +74,8 @@ FINDING_CODES: Mapping[str, str] = {
     UNLISTED: "a segment the run's index does not list (repair removes a compaction leftover)",
     "DPONE_DLQ_INDEX_MISSING": "a run folder without index.json (repair closes the run as aborted)",
     "DPONE_DLQ_INDEX_CHECKSUM_MISMATCH": "a run index does not verify",
+    "DPONE_DLQ_INDEX_SIGNATURE_INVALID": "a run index is unsigned (where required) or its "
+    "keyed signature does not verify",
     "DPONE_DLQ_INDEX_INVALID": "a run index verifies but breaks the dpone.dlq-index.v1 contract",
     DRIFT: "the segments or records on disk are not the ones the index lists",
     RUN_ABANDONED: "an open run whose writer is gone (repair closes it as aborted)",
@@ -179,6 +187,24 @@ def _run_names(store: DlqStore, findings: list[Finding]) -> list[str]:
             else:
                 names.append(item.name)
     return names
+
+
+def signature_findings(store: DlqStore, run_id: str | None = None) -> list[Finding]:
+    """Every ended run's index must carry a signature that verifies (``--require-signature``).
+
+    Other problems of an index are :func:`verify_store`'s findings; only signatures here.
+    """
+    findings = []
+    for name in [run_id] if run_id is not None else store.run_ids():
+        where = f"{RUNS_DIR}/{name}/{INDEX_FILE}"
+        try:
+            with store.open_path(RUNS_DIR, name) as run_fd:
+                read_index_at(run_fd, name, require_signature=True)
+        except DlqIndexSignatureInvalid as err:
+            findings.append(_of(err, name, None, where))
+        except DlqError:
+            continue
+    return findings
 
 
 def _creation_in_progress(runs_fd: int, name: str, where: str) -> bool:

@@ -73,6 +73,9 @@ class GateCode(StrEnum):
     EXECUTION_FAILED = "DPONE_GATE_EXECUTION_FAILED"
     OUTCOME_NOT_ALLOWED = "DPONE_GATE_OUTCOME_NOT_ALLOWED"
     QUARANTINE_RATIO = "DPONE_GATE_QUARANTINE_RATIO"
+    SIGNATURE_MISSING = "DPONE_GATE_SIGNATURE_MISSING"
+    SIGNATURE_INVALID = "DPONE_GATE_SIGNATURE_INVALID"
+    DLQ_RECORDS_MISMATCH = "DPONE_GATE_DLQ_RECORDS_MISMATCH"
 
 
 class GateUsageError(ConfigError):
@@ -91,9 +94,12 @@ class GatePolicy:
 
     allowed_outcomes: tuple[str, ...] = DEFAULT_ALLOWED_OUTCOMES
     max_quarantine_ratio: Fraction = Fraction(1)
+    require_signature: bool = False
 
     @classmethod
-    def parse(cls, outcomes: Sequence[str], max_ratio: str | None) -> GatePolicy:
+    def parse(
+        cls, outcomes: Sequence[str], max_ratio: str | None, *, require_signature: bool = False
+    ) -> GatePolicy:
         """The policy from command-line values; :class:`GateUsageError` for a bad one."""
         unknown = [o for o in outcomes if o not in DATA_OUTCOMES]
         if unknown:
@@ -115,12 +121,17 @@ class GatePolicy:
                     code="DPONE_GATE_POLICY_INVALID",
                     fixes=("for example --max-quarantine-ratio 0.01 (at most 1% of rows read)",),
                 )
-        return cls(allowed, ratio)
+        if require_signature:
+            from dpone.signing import require_key
+
+            require_key()
+        return cls(allowed, ratio, require_signature)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "allowed_outcomes": list(self.allowed_outcomes),
             "max_quarantine_ratio": float(self.max_quarantine_ratio),
+            "require_signature": self.require_signature,
         }
 
 
@@ -264,10 +275,10 @@ def check_bundle(
         doc = _parse(data, "evidence")
     except _Refused as refused:
         return BundleResult(display, (refused.finding,))
-    integrity = _integrity(doc)
+    integrity = _integrity(doc) or _signature(doc, policy, "evidence")
     if integrity:
         return BundleResult(display, tuple(integrity))
-    findings, dlq_records = _dlq_findings(doc, root.joinpath(*parts[:-1]), roots)
+    findings, dlq_records = _dlq_findings(doc, root.joinpath(*parts[:-1]), roots, policy)
     findings += _policy_findings(doc, policy)
     return BundleResult(display, tuple(findings), doc, dlq_records)
 
@@ -307,8 +318,25 @@ def _integrity(doc: Any) -> list[GateFinding]:
     return findings
 
 
+def _signature(doc: Any, policy: GatePolicy, subject: Subject) -> list[GateFinding]:
+    """A keyed signature that does not verify (always), or is missing (when required)."""
+    from dpone import signing
+
+    found = signing.problem(
+        doc, signing.keyring(), require=policy.require_signature, what=_WHAT[subject]
+    )
+    if found is None:
+        return []
+    code = (
+        GateCode.SIGNATURE_MISSING
+        if found[0] == "DPONE_SIGNATURE_MISSING"
+        else (GateCode.SIGNATURE_INVALID)
+    )
+    return [GateFinding(code, f"{found[1]} ({found[0]})", subject, "/signature")]
+
+
 def _dlq_findings(
-    doc: Mapping[str, Any], folder: Path, roots: Sequence[Path]
+    doc: Mapping[str, Any], folder: Path, roots: Sequence[Path], policy: GatePolicy
 ) -> tuple[list[GateFinding], int | None]:
     """What is wrong between the bundle and its DLQ index; and the index's record count."""
     dlq = doc["dlq"]
@@ -332,10 +360,61 @@ def _dlq_findings(
                 "the DLQ index the bundle names does not exist",
                 "dlq_index",
             )
-        index = _index(_parse(data, "dlq_index"))
+        index_doc = _parse(data, "dlq_index")
+        index = _index(index_doc)
     except _Refused as refused:
         return [refused.finding], None
-    return _compare(doc, index), index.record_count
+    signature = _signature(index_doc, policy, "dlq_index")
+    if signature:
+        return signature, index.record_count
+    findings = _compare(doc, index)
+    if not findings:
+        findings = _records(root.joinpath(*parts), index)
+    return findings, index.record_count
+
+
+def _records(index_path: Path, index: DlqIndex) -> list[GateFinding]:
+    """The records behind the index: every listed segment read through the store (its bytes
+    and each line verified against the index), and the fingerprint recomputed from them.
+
+    The index alone proves nothing about the segments: a record edited out of a segment
+    whose index was left alone is caught here.
+    """
+    from dpone.dlq.errors import DlqError
+    from dpone.dlq.index import fingerprint
+    from dpone.dlq.store import DlqStore
+
+    run_folder = index_path.parent
+    if run_folder.name != index.run_id or run_folder.parent.name != "runs":
+        return [
+            GateFinding(
+                GateCode.DLQ_RECORDS_MISMATCH,
+                "the DLQ index is not at runs/<run_id>/index.json of a dead-letter store",
+                "dlq_index",
+            )
+        ]
+    store = DlqStore(run_folder.parent.parent)
+    try:
+        pairs = [(r.record_id, r.sha256) for r in store.iter_records(index.run_id, index)]
+    except DlqError as err:
+        return [
+            GateFinding(
+                GateCode.DLQ_RECORDS_MISMATCH,
+                f"the DLQ records do not verify against their index ({err.code}: {err.message})",
+                "dlq_index",
+                "/segments",
+            )
+        ]
+    if len(pairs) != index.record_count or fingerprint(pairs) != index.fingerprint:
+        return [
+            GateFinding(
+                GateCode.DLQ_RECORDS_MISMATCH,
+                "the DLQ records' fingerprint is not the index's",
+                "dlq_index",
+                "/fingerprint",
+            )
+        ]
+    return []
 
 
 def _index(doc: Any) -> DlqIndex:

@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 
+from dpone import signing
 from dpone.dlq.canonical import with_checksum
 from dpone.durable import create_only
 from dpone.errors import DponeError
@@ -37,7 +38,7 @@ def publish_evidence_doc(output_dir: Path, doc: dict[str, Any], *, exist_ok: boo
     """Publish an evidence document (checksummed here). ``exist_ok``: an identical bundle
     already published is fine (recovery republishing what a dead run prepared)."""
     folder = bundle_dir(output_dir, doc["pipeline"], doc["run_id"])
-    sealed = with_checksum(doc)
+    sealed = signing.sign(with_checksum(doc))
     path = folder / EVIDENCE_FILE
     data = orjson.dumps(sealed, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
     try:

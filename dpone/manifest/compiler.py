@@ -46,8 +46,13 @@ def compile_manifest(
     path: str | Path,
     *,
     assertion_types: Mapping[str, AssertionTypeInfo] | None = None,
+    allow_any_import: bool = False,
 ) -> Plan:
-    return compile_loaded(load_manifest(path), assertion_types=assertion_types)
+    """Compile the manifest at ``path``; ``allow_any_import`` lets predicates name any
+    installed module (found and parsed, still never imported here)."""
+    return compile_loaded(
+        load_manifest(path), assertion_types=assertion_types, allow_any_import=allow_any_import
+    )
 
 
 def compile_text(
@@ -55,22 +60,26 @@ def compile_text(
     *,
     path: str | Path = "manifest.yaml",
     assertion_types: Mapping[str, AssertionTypeInfo] | None = None,
+    allow_any_import: bool = False,
 ) -> Plan:
     """Compile manifest text as if it were the file at ``path`` (which need not exist)."""
     p = Path(path)
     loaded = parse_manifest(text, path=p.resolve(), display_path=str(path))
-    return compile_loaded(loaded, assertion_types=assertion_types)
+    return compile_loaded(
+        loaded, assertion_types=assertion_types, allow_any_import=allow_any_import
+    )
 
 
 def compile_loaded(
     manifest: LoadedManifest,
     *,
     assertion_types: Mapping[str, AssertionTypeInfo] | None = None,
+    allow_any_import: bool = False,
 ) -> Plan:
     errors = schema_errors(manifest)
     if errors:
         raise ManifestError.collect(errors, manifest.display_path)
-    ctx = passes.CompileContext(manifest, assertion_types or registry())
+    ctx = passes.CompileContext(manifest, assertion_types or registry(), allow_any_import)
     document: dict[str, Any] = manifest.document
     for compile_pass in passes.PASSES:
         result = compile_pass(document, ctx)
@@ -78,7 +87,8 @@ def compile_loaded(
             raise ManifestError.collect(result, manifest.display_path)
         document = result
     plan = build_plan(document, manifest)
-    # Not a pure pass: predicates are imported (never called) to prove they resolve.
+    # Not a pure pass: predicate modules are found and parsed (never imported) to prove
+    # they resolve.
     problems = passes.check_predicates(plan, ctx)
     if problems:
         raise ManifestError.collect(problems, manifest.display_path)

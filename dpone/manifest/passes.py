@@ -36,6 +36,7 @@ UNORDERABLE_CURSOR_TYPES = ("boolean", "json", "binary")
 class CompileContext:
     manifest: LoadedManifest
     assertion_types: Mapping[str, AssertionTypeInfo]
+    allow_any_import: bool = False
 
     def error(
         self,
@@ -579,18 +580,26 @@ PASSES: tuple[Pass, ...] = (
 
 
 def check_predicates(plan: Any, ctx: CompileContext) -> list[ErrorDetail]:
-    """Every custom predicate imports and is callable (imported, never called)."""
-    from dpone.assertions.engine import PredicateError, load_predicate
+    """Every custom predicate is found and defined, by reading its source: never imported.
+
+    Validating a manifest (a pull request in CI) must not run the code it names.
+    """
+    from dpone.assertions.locate import check_reference
 
     errors = []
     for spec in plan.quality.assertions:
         if spec.type != "custom":
             continue
-        try:
-            load_predicate(str(spec.params["predicate"]), plan.manifest_dir)
-        except PredicateError as err:
+        problem = check_reference(
+            str(spec.params["predicate"]),
+            plan.manifest_dir,
+            allow_any_import=ctx.allow_any_import,
+        )
+        if problem is not None:
             errors.append(
-                ctx.error(err.code, err.message, f"{spec.pointer}/predicate", fixes=err.fixes)
+                ctx.error(
+                    problem.code, problem.message, f"{spec.pointer}/predicate", fixes=problem.fixes
+                )
             )
     return errors
 

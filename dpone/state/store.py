@@ -13,6 +13,7 @@ from pathlib import Path
 
 import orjson
 
+from dpone import signing
 from dpone.dlq.canonical import verify_checksum, with_checksum
 from dpone.durable import replace_atomic
 from dpone.errors import DponeError
@@ -29,6 +30,10 @@ class StateError(DponeError):
 
 class StateChecksumMismatch(StateError):
     code = "DPONE_STATE_CHECKSUM_MISMATCH"
+
+
+class StateSignatureInvalid(StateError):
+    code = "DPONE_STATE_SIGNATURE_INVALID"
 
 
 class StateConflict(StateError):
@@ -78,6 +83,12 @@ class StateStore:
                 f"the state file of '{pipeline}' does not match its checksum",
                 fixes=("it was edited or corrupted; restore it, or delete it to reload fully",),
             )
+        signed = signing.problem(doc, signing.keyring(), require=False, what="the state file")
+        if signed is not None:
+            raise StateSignatureInvalid(
+                f"the state file of '{pipeline}': {signed[1]} ({signed[0]})",
+                fixes=signing.FIXES[signed[0]],
+            )
         problems = schema_errors(doc, "dpone.state.v1")
         if problems or doc["pipeline"] != pipeline:
             raise StateError(f"the state file of '{pipeline}' is not a valid dpone.state.v1")
@@ -86,7 +97,7 @@ class StateStore:
     def write(
         self, state: PipelineState, *, before_publish: Callable[[], None] | None = None
     ) -> None:
-        doc = with_checksum(state.to_json())
+        doc = signing.sign(with_checksum(state.to_json()))
         replace_atomic(
             self.path(state.pipeline),
             orjson.dumps(doc, option=orjson.OPT_INDENT_2),

@@ -106,3 +106,19 @@ def test_without_the_plugin_the_manifest_is_invalid(tmp_path: Path) -> None:
     errors = json.loads(result.stdout)["manifests"][0]["errors"]
     assert [e["code"] for e in errors] == ["DPONE_ASSERTION_UNKNOWN_TYPE"]
     assert errors[0]["line"] == 15
+
+
+def test_a_predicate_of_an_installed_plugin_is_allowed_without_any_import(
+    plugin_path: Path, tmp_path: Path
+) -> None:
+    manifest = MANIFEST.replace(
+        "    even_ids: {value: [id], on_failure: quarantine}\n",
+        "    custom:\n      - {predicate: 'dpone_even_ids:even_id', on_failure: quarantine}\n",
+    )
+    (tmp_path / "manifest.yaml").write_text(manifest)
+    (tmp_path / "orders.csv").write_text("id,kind\n2,a\n3,b\n")
+    checked = dpone(["validate", "manifest.yaml", "--format", "json"], plugin_path, tmp_path)
+    assert checked.returncode == 0, checked.stdout
+    result = dpone(["run", "manifest.yaml", "--format", "json"], plugin_path, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["rows"]["quarantined"] == 1

@@ -243,7 +243,7 @@ quality:
     assert [c for c, _, _ in errors_of(inherited)] == ["DPONE_ASSERTION_QUARANTINE_BATCH"]
 
 
-def test_predicates_must_import_and_be_callable(tmp_path: Path) -> None:
+def test_predicates_must_be_found_and_callable(tmp_path: Path) -> None:
     (tmp_path / "rules.py").write_text("NOT_A_FUNCTION = 3\n")
     text = (
         BASE + "quality:\n  assertions:\n    custom:\n      - {predicate: 'rules:NOT_A_FUNCTION'}\n"
@@ -253,7 +253,7 @@ def test_predicates_must_import_and_be_callable(tmp_path: Path) -> None:
         compile_text(text, path=tmp_path / "manifest.yaml")
     assert [(e.code, e.line) for e in info.value.errors] == [
         ("DPONE_ASSERTION_PREDICATE_NOT_CALLABLE", 21),
-        ("DPONE_ASSERTION_PREDICATE_IMPORT", 22),
+        ("DPONE_MANIFEST_PREDICATE_NOT_FOUND", 22),
     ]
 
 

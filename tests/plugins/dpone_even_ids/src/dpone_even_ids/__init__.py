@@ -33,3 +33,8 @@ class EvenIds:
 
     def finalize(self, rows: int) -> str | None:
         return None
+
+
+def even_id(row: Mapping[str, Any]) -> bool:
+    """A row predicate shipped by the plugin: manifests may name it as a custom predicate."""
+    return isinstance(row.get("id"), int) and row["id"] % 2 == 0
