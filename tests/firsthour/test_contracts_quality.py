@@ -377,7 +377,7 @@ def test_schema_changes_name_the_table_created_then_the_columns_added(project: P
     (project.root / "data.csv").write_text("id,n,note,extra\n3,4,x,y\n")
     text = dpone("run", str(project.manifest))
     assert text.exit_code == 0
-    assert "schema     main.t extra string: column added" in text.stdout
+    assert "schema     main.t column_4 string: column added" in text.stdout
 
 
 # --- type inference reads sample_rows rows across chunks -------------------------------------
