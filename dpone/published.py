@@ -7,12 +7,15 @@ and ``dpone schemas export`` copies them out unchanged.
 from __future__ import annotations
 
 import functools
+import re
+from collections.abc import Iterator
 from importlib import resources
 from importlib.resources.abc import Traversable
 from typing import Any
 
 import orjson
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, ValidationError
+from jsonschema.validators import extend
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
@@ -53,13 +56,31 @@ def registry() -> Registry:
 
 
 @functools.cache
+def _whole(pattern: str) -> re.Pattern[str]:
+    """A trailing ``$`` as the end of the text: Python's ``$`` also matches before a final
+    newline, which would let ``"name\\n"`` pass an identifier pattern into a file name."""
+    if pattern.endswith("$") and not pattern.endswith("\\$"):
+        pattern = pattern[:-1] + r"\Z"
+    return re.compile(pattern)
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string") and not _whole(pattern).search(instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+_Validator = extend(Draft202012Validator, validators={"pattern": _pattern})
+
+
+@functools.cache
 def validator(name: str) -> Draft202012Validator:
     # The published schemas are checked against the metaschema by the test suite
     # (tests/manifest/test_schema_doc.py), not in every process that validates a document.
     schema = load_schema(name)
-    return Draft202012Validator(
+    strict: Draft202012Validator = _Validator(
         schema, registry=registry(), format_checker=Draft202012Validator.FORMAT_CHECKER
     )
+    return strict
 
 
 def schema_errors(doc: Any, name: str) -> list[str]:

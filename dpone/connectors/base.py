@@ -108,11 +108,11 @@ class LoadSpec:
 
     def __post_init__(self) -> None:
         for name, value in (("load_id", self.load_id), ("run_id", self.run_id)):
-            if not ID_PATTERN.match(value):
+            if not ID_PATTERN.fullmatch(value):
                 raise SinkConfigError(f"{name} must match [A-Za-z0-9._-]{{1,128}}")
         if len(set(self.keys)) != len(self.keys):
             raise SinkConfigError("a load carries an idempotency key twice")
-        if not all(ID_PATTERN.match(key) for key in self.keys):
+        if not all(ID_PATTERN.fullmatch(key) for key in self.keys):
             raise SinkConfigError("idempotency keys must match [A-Za-z0-9._-]{1,128}")
         if not self.pipeline or len(self.pipeline) > 128:
             raise SinkConfigError("pipeline name must be 1..128 characters")

@@ -79,6 +79,18 @@ class SinkPermissionDenied(SinkError):
     code = "DPONE_SINK_PERMISSION_DENIED"
 
 
+class SinkMarkerInvalid(SinkError):
+    """A commit marker or staging token that is not one dpone wrote (edited, planted, torn)."""
+
+    code = "DPONE_SINK_MARKER_INVALID"
+
+
+class SinkFileCorrupt(SinkError):
+    """A committed table file the sink cannot read (not Parquet, truncated, damaged)."""
+
+    code = "DPONE_SINK_FILE_CORRUPT"
+
+
 class SinkConfigError(ConfigError):
     """The sink section or the load spec cannot work (exit 2)."""
 
@@ -132,6 +144,8 @@ CONNECTOR_CODES: dict[str, str] = {
     "DPONE_SINK_LOAD_CLOSED": "the load was already committed or aborted",
     "DPONE_SINK_KEY_ALREADY_COMMITTED": "a load carries an idempotency key another load committed",
     "DPONE_SINK_RECOVERY_FAILED": "a committed load's files are missing; the sink needs attention",
+    "DPONE_SINK_MARKER_INVALID": "a sink commit marker or staging token dpone did not write",
+    "DPONE_SINK_FILE_CORRUPT": "a committed table file of the sink cannot be read",
     "DPONE_SINK_CONFIG": "the sink section or the load spec cannot work",
     "DPONE_SINK_UNAVAILABLE": "the sink's server is unreachable or failed; may work on retry",
     "DPONE_SINK_READ_ONLY": "the sink is read-only",

@@ -5,6 +5,11 @@
   The kernel drops the lock when the holder dies, even by SIGKILL.
 - ``<name>.journal.json``: which run is in flight (run id, load id, DLQ run), written
   durably before anything else; the next run reads it to recover a run that died.
+
+The journal is read back, so it is input (STYLE habit 14): recovery acts on it (publishes
+the evidence it holds, advances the state) only once it matched ``dpone.run-journal.v1``,
+its checksum, this pipeline, and its evidence matched its run. Anything else is
+``DPONE_JOURNAL_INVALID``, before recovery touches a file.
 """
 
 from __future__ import annotations
@@ -17,8 +22,15 @@ from typing import Any, Literal
 
 import orjson
 
+from dpone.dlq.canonical import verify_checksum, with_checksum
+from dpone.dlq.ids import is_identifier
 from dpone.durable import replace_atomic
 from dpone.errors import DponeError
+from dpone.published import schema_errors
+
+JOURNAL_SCHEMA = "dpone.run-journal.v1"
+EVIDENCE_SCHEMA = "dpone.data_contract_evidence.v1"
+MAX_JOURNAL_BYTES = 64 * 1024 * 1024
 
 JournalPhase = Literal["running", "finished", "failed", "recovered"]
 
@@ -26,6 +38,13 @@ JournalPhase = Literal["running", "finished", "failed", "recovered"]
 class PipelineLocked(DponeError):
     code = "DPONE_PIPELINE_LOCKED"
     stage = "preflight"
+
+
+class JournalInvalid(DponeError):
+    """The run journal is not one dpone wrote (edited, planted or damaged)."""
+
+    code = "DPONE_JOURNAL_INVALID"
+    stage = "recover"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +61,7 @@ class JournalEntry:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "schema": JOURNAL_SCHEMA,
             "pipeline": self.pipeline,
             "run_id": self.run_id,
             "load_id": self.load_id,
@@ -79,14 +99,24 @@ class RunJournal:
             self._lock_fd = None
 
     def read(self) -> JournalEntry | None:
+        """The journal's entry, checked; None when the pipeline never ran."""
         try:
-            doc = orjson.loads(self.path.read_bytes())
+            if self.path.is_symlink():
+                raise self._invalid("is a symbolic link")
+            with self.path.open("rb") as handle:
+                raw = handle.read(MAX_JOURNAL_BYTES + 1)
         except FileNotFoundError:
             return None
+        except IsADirectoryError:
+            raise self._invalid("is not a file") from None
+        if len(raw) > MAX_JOURNAL_BYTES:
+            raise self._invalid("is larger than any journal dpone writes")
+        try:
+            doc = orjson.loads(raw)
         except orjson.JSONDecodeError:
-            # Replaced atomically, so a torn journal means outside interference; treat the
-            # previous run as unknown and let the sink markers and the DLQ decide.
-            return None
+            # Replaced atomically, so a torn journal means outside interference.
+            raise self._invalid("is not JSON") from None
+        self._check(doc)
         return JournalEntry(
             pipeline=doc["pipeline"],
             run_id=doc["run_id"],
@@ -97,5 +127,36 @@ class RunJournal:
             unplaced=doc.get("unplaced"),
         )
 
+    def _check(self, doc: Any) -> None:
+        if not isinstance(doc, dict) or schema_errors(doc, JOURNAL_SCHEMA):
+            raise self._invalid(f"is not a valid {JOURNAL_SCHEMA}")
+        if not verify_checksum(doc):
+            raise self._invalid("does not match its checksum")
+        if doc["pipeline"] != self.pipeline:
+            raise self._invalid("names another pipeline")
+        if not (is_identifier(doc["run_id"]) and is_identifier(doc["load_id"])):
+            raise self._invalid("holds a run or load id that is not a safe identifier")
+        evidence = doc["evidence"]
+        if evidence is not None and (
+            schema_errors(with_checksum(evidence), EVIDENCE_SCHEMA)
+            or evidence["pipeline"] != self.pipeline
+            or evidence["run_id"] != doc["run_id"]
+        ):
+            raise self._invalid("holds evidence that is not its own run's")
+
+    def _invalid(self, what: str) -> JournalInvalid:
+        name = self.path.name
+        return JournalInvalid(
+            f"the run journal runs/{name} {what}; dpone does not recover from a journal it "
+            "did not write",
+            path=f"runs/{name}",
+            fixes=(
+                "run `dpone ops dlq verify --dir <the DLQ directory> --repair` (closes a dead "
+                f"run's DLQ run as aborted), then move runs/{name} out of the work dir and "
+                "rerun; the sink's load markers still say what committed",
+            ),
+        )
+
     def write(self, entry: JournalEntry) -> None:
-        replace_atomic(self.path, orjson.dumps(entry.to_json(), option=orjson.OPT_INDENT_2))
+        doc = with_checksum(entry.to_json())
+        replace_atomic(self.path, orjson.dumps(doc, option=orjson.OPT_INDENT_2))

@@ -13,6 +13,7 @@ a run intends to publish, so a run killed after its sink commit is finished by t
 from __future__ import annotations
 
 import os
+import re
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -33,10 +34,12 @@ from dpone.connectors.errors import SourceDecodeError
 from dpone.connectors.sinks import make_sink
 from dpone.connectors.sources import make_source
 from dpone.contracts.enforcer import ContractEnforcementService
+from dpone.contracts.errors import ContractError
 from dpone.contracts.reasons import ReasonCode
 from dpone.contracts.result import EnforcementResult
 from dpone.contracts.types import sink_schema
 from dpone.dlq.errors import DlqRunNotFound
+from dpone.dlq.ids import is_identifier
 from dpone.dlq.model import RejectedRow, rejected_rows
 from dpone.dlq.refs import file_line_refs, file_refs, run_row_refs
 from dpone.dlq.store import DlqStore
@@ -50,6 +53,7 @@ from dpone.manifest.plan import Plan
 from dpone.runtime.cursor import CursorTracker
 from dpone.runtime.interrupts import InterruptWatch
 from dpone.runtime.journal import JournalEntry, RunJournal
+from dpone.runtime.labels import ColumnLabels
 from dpone.runtime.prefetch import Inline, ReadAhead
 from dpone.runtime.report import Recovery, RowCounts, RunReport
 from dpone.runtime.sampling import primed
@@ -59,6 +63,7 @@ from dpone.state.store import StateStore
 log = structlog.get_logger("dpone.run")
 
 #: Failures that say the data broke the contract, not that the machinery broke.
+_PIPELINE_NAME = re.compile(r"[a-z0-9_]{3,64}")
 QUALITY_CODES_PREFIXES = ("DPONE_CONTRACT_VIOLATION", "DPONE_SCHEMA_FROZEN", "DPONE_ASSERTION")
 
 
@@ -160,6 +165,19 @@ class _Run:
     """The mutable bookkeeping of one run; the control flow lives in :func:`run_pipeline`."""
 
     def __init__(self, plan: Plan, options: RunOptions) -> None:
+        # Run ids and pipeline names become folder names (evidence, DLQ, staging): checked
+        # whole, before anything is written anywhere.
+        if options.run_id is not None and not is_identifier(options.run_id):
+            raise UsageError(
+                "--run-id must be 1 to 128 characters of [A-Za-z0-9._-], not starting with '.'",
+                fixes=("use a run id such as nightly-2026-01-31, or leave it out for a ULID",),
+            )
+        if not _PIPELINE_NAME.fullmatch(plan.name):
+            raise ConfigError(
+                "the manifest name must be 3 to 64 characters of [a-z0-9_]",
+                code="DPONE_MANIFEST_PATTERN",
+                fixes=("rename the pipeline (name:) to lowercase letters, digits and _",),
+            )
         self.plan = plan
         self.options = options
         self.clock = options.clock
@@ -184,6 +202,10 @@ class _Run:
         self.existing: pa.Schema | None = None  # the sink table before this run; None: absent
         self.written: dict[str, pa.Field] = {}  # every column this run staged, in order
         self.interrupts = options.interrupts or InterruptWatch()
+        #: how artifacts name columns (undeclared ones by position unless pii_policy preserve)
+        self.labels = ColumnLabels(
+            (c.name for c in plan.sink.contract.columns), plan.sink.dlq.pii_policy
+        )
         self.owns_watch = options.interrupts is None
 
 
@@ -404,9 +426,13 @@ def _one_chunk(
     run.counts.chunks += 1
     batch, positions, skipped = tracker.keep(chunk)
     run.counts.skipped += skipped
-    result = enforcer.enforce(batch, existing_schema=existing)
-    _count_violations(run, result)
-    result.raise_for_failure()
+    run.labels.see(chunk.batch.schema.names)
+    try:
+        result = enforcer.enforce(batch, existing_schema=existing)
+        _count_violations(run, result)
+        result.raise_for_failure()
+    except ContractError as exc:
+        raise run.labels.error(exc) from None
     valid, quarantine_mask, rules = engine.observe(result.valid, source_columns=batch.schema.names)
     _quarantine(run, pipe, chunk, positions, batch, result, quarantine_mask, rules)
     if quarantine_mask is not None:
@@ -475,7 +501,7 @@ def _load_spec(run: _Run, schema: pa.Schema) -> LoadSpec:
 
 def _count_violations(run: _Run, result: EnforcementResult) -> None:
     for (column, code), count in result.counts.items():
-        key = (column, str(code))
+        key = (run.labels(column), str(code))
         run.violations[key] = run.violations.get(key, 0) + count
 
 
@@ -519,9 +545,11 @@ def _quarantine(
         refs = run_row_refs(run.run_id, run.load_id, [run.global_row + p + 1 for p in chunk_rows])
     values = None
     if run.plan.sink.dlq.pii_policy != "reference_only":
-        values = batch.take(pa.array(in_batch, pa.int64())).to_pylist()
+        taken = batch.take(pa.array(in_batch, pa.int64())).to_pylist()
+        values = [run.labels.row(row) for row in taken]
     expected = [result.expected_types.get(c) if c else None for c in columns]
     actual = [result.actual_types.get(c) if c else None for c in columns]
+    columns = [run.labels.optional(c) for c in columns]
     rows = rejected_rows(
         refs,
         reasons,
@@ -596,7 +624,11 @@ def _evidence(
         finished_at=iso_utc(run.clock()),
         schema_changes=()
         if failure is not None
-        else schema_changes(f"{plan.sink.dataset}.{plan.sink.table}", run.existing, run.written),
+        else schema_changes(
+            f"{plan.sink.dataset}.{plan.sink.table}",
+            run.labels.schema(run.existing),
+            run.labels.fields(run.written),
+        ),
         facets=lineage.facets(
             engine.verdicts(),
             rows_read=run.counts.read,

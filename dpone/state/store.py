@@ -70,7 +70,10 @@ class StateStore:
         except FileNotFoundError:
             return PipelineState(pipeline=pipeline)
         if len(raw) > MAX_STATE_BYTES:
-            raise StateError(f"the state file of '{pipeline}' is larger than the limit")
+            raise StateError(
+                f"the state file of '{pipeline}' is larger than the limit",
+                fixes=("restore it from a backup, or delete it to start over (a full reload)",),
+            )
         try:
             doc = orjson.loads(raw)
         except orjson.JSONDecodeError:
@@ -91,7 +94,10 @@ class StateStore:
             )
         problems = schema_errors(doc, "dpone.state.v1")
         if problems or doc["pipeline"] != pipeline:
-            raise StateError(f"the state file of '{pipeline}' is not a valid dpone.state.v1")
+            raise StateError(
+                f"the state file of '{pipeline}' is not a valid dpone.state.v1",
+                fixes=("restore it from a backup, or delete it to start over (a full reload)",),
+            )
         return PipelineState.from_json(doc)
 
     def write(

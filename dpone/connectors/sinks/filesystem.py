@@ -26,7 +26,7 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 
 from dpone.connectors._util import Clock, iso_utc, position_mask, utc_now
 from dpone.connectors.base import ID_PATTERN, LoadMarker, LoadSpec
-from dpone.connectors.errors import SinkConfigError, SinkError, SinkSchemaError
+from dpone.connectors.errors import SinkConfigError, SinkError, SinkFileCorrupt, SinkSchemaError
 from dpone.connectors.sinks._common import (
     PROBE_POSITION,
     LoadState,
@@ -44,11 +44,19 @@ from dpone.connectors.sinks._common import (
     os_error,
     positioned,
 )
+from dpone.connectors.sinks.fsmarkers import (
+    LOADS,
+    MARKER_SCHEMA,
+    STAGING,
+    TOKEN_FILE,
+    is_identifier,
+    read_marker,
+    read_token,
+    token_doc,
+)
+from dpone.dlq.canonical import with_checksum
 from dpone.errors import DponeError
 
-MARKER_SCHEMA = "dpone.sink-load-marker.v1"
-STAGING = "_dpone_staging"
-LOADS = "_dpone_loads"
 _READ_BATCH = 65_536
 
 
@@ -66,7 +74,7 @@ class FilesystemSink:
         max_rows_per_file: int = 1_000_000,
     ) -> None:
         for part in (dataset, table):
-            if not ID_PATTERN.match(part) or part.startswith((".", "_dpone")):
+            if not ID_PATTERN.fullmatch(part) or part.startswith((".", "_dpone")):
                 raise SinkConfigError("filesystem dataset and table must be plain folder names")
         self.root = Path(root)
         self.dataset = dataset
@@ -76,6 +84,8 @@ class FilesystemSink:
         self.table_dir = self.root / dataset / table
         self._clock = clock
         self.max_rows_per_file = max_rows_per_file
+        # Markers are create-only: a parsed, checked one is reused while its file is unchanged.
+        self._markers: dict[str, tuple[tuple[int, int, int], dict[str, Any]]] = {}
 
     # --- paths and markers ------------------------------------------------------------------------
 
@@ -93,16 +103,27 @@ class FilesystemSink:
         folder = self.root / LOADS
         if not folder.is_dir():
             return []
-        docs = []
-        for path in folder.glob("*.json"):
-            docs.append(_read_json(path))
+        docs = [self._read_marker(path) for path in folder.glob("*.json")]
         return sorted(docs, key=lambda d: (int(d["seq"]), d["load_id"]))
 
     def _marker_doc(self, load_id: str) -> dict[str, Any] | None:
-        if not ID_PATTERN.match(load_id):
+        if not is_identifier(load_id):
             return None
         path = self.marker_path(load_id)
-        return _read_json(path) if path.is_file() else None
+        return self._read_marker(path) if os.path.lexists(path) else None
+
+    def _read_marker(self, path: Path) -> dict[str, Any]:
+        try:
+            st = os.lstat(path)
+            stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+            cached = self._markers.get(path.name)
+            if cached is not None and cached[0] == stamp:
+                return cached[1]
+            doc = read_marker(path, self.root)
+        except OSError as exc:
+            raise os_error(exc, "filesystem sink: reading a load marker") from None
+        self._markers[path.name] = (stamp, doc)
+        return doc
 
     # --- Sink -------------------------------------------------------------------------------------
 
@@ -136,7 +157,7 @@ class FilesystemSink:
         probe = positioned(probe.select(names))
         hits: set[int] = set()
         for path in self.committed_files():
-            schema = pq.read_schema(path)
+            schema = _read_schema(path)
             if any(schema.get_field_index(name) < 0 for name in names):
                 continue  # the file predates the column: none of its rows holds a key
             wanted = pa.schema([*(schema.field(n) for n in names), probe.schema.field(-1)])
@@ -146,7 +167,7 @@ class FilesystemSink:
                 raise SinkSchemaError(
                     "a key column does not cast to the type an existing file holds"
                 ) from None
-            held = pq.read_table(path, columns=names)
+            held = _read_table(path, names)
             matched = typed.join(held, keys=names, join_type="left semi")
             hits.update(matched.column(PROBE_POSITION).to_pylist())
         return position_mask(sorted(hits), probe.num_rows)
@@ -164,7 +185,7 @@ class FilesystemSink:
         return [self.root / rel for rel in sorted(live)]
 
     def existing_schema(self) -> pa.Schema | None:
-        schemas = [pq.read_schema(path) for path in self.committed_files() if path.is_file()]
+        schemas = [_read_schema(path) for path in self.committed_files() if path.is_file()]
         if schemas:
             return pa.unify_schemas(schemas)
         mine = [d for d in self._marker_docs() if d["target"] == self.target]
@@ -186,8 +207,9 @@ class FilesystemSink:
             return "nothing"
         doc = self._marker_doc(load_id)
         if doc is not None:
-            info = _read_json(staging / "_load.json") if (staging / "_load.json").is_file() else {}
-            if info.get("token") == doc.get("staging_token"):
+            token = staging / TOKEN_FILE
+            info = read_token(token) if os.path.lexists(token) else {}
+            if info.get("token") == doc["staging_token"]:
                 self._apply(doc)
             _rmtree(staging)
             return "completed"
@@ -211,10 +233,12 @@ class FilesystemSink:
         for staging in sorted(folder.iterdir()) if folder.is_dir() else ():
             if staging.name == keep_load_id:
                 continue
-            info_path = staging / "_load.json"
+            if staging.is_symlink() or not staging.is_dir():
+                continue  # dpone only creates folders here; anything else is not its staging
+            info_path = staging / TOKEN_FILE
             try:
-                owner = _read_json(info_path).get("pipeline") if info_path.is_file() else None
-            except (OSError, ValueError, SinkError):
+                owner = read_token(info_path).get("pipeline") if info_path.is_file() else None
+            except (OSError, SinkError):
                 owner = None
             # A folder without a readable _load.json died inside begin(): nobody owns it.
             if owner is not None and owner != pipeline:
@@ -269,13 +293,8 @@ class FilesystemLoad(LoadState):
             _rmtree(self._staging)
             self._staging.mkdir(parents=True)
             _write_json(
-                self._staging / "_load.json",
-                {
-                    "load_id": spec.load_id,
-                    "pipeline": spec.pipeline,
-                    "target": sink.target,
-                    "token": self._token,
-                },
+                self._staging / TOKEN_FILE,
+                with_checksum(token_doc(spec.load_id, spec.pipeline, sink.target, self._token)),
             )
         except OSError as exc:
             raise os_error(exc, "filesystem sink: creating staging") from None
@@ -332,12 +351,13 @@ class FilesystemLoad(LoadState):
                 if sink.committed_keys(spec.keys):
                     raise keys_committed_twice(spec.load_id)
                 doc["keys"] = list(spec.keys)
+            doc = with_checksum(doc)
             created = _create_json(sink.marker_path(spec.load_id), doc)
         except OSError as exc:
             raise os_error(exc, "filesystem sink: committing the load") from None
         if not created:  # a concurrent commit of the same load id won
             _rmtree(self._staging)
-            return LoadMarker.from_json(_read_json(sink.marker_path(spec.load_id)))
+            return LoadMarker.from_json(sink._read_marker(sink.marker_path(spec.load_id)))
         sink.recover(spec.load_id)
         return LoadMarker.from_json(doc)
 
@@ -430,14 +450,14 @@ def _rewrite_without(
 
     Returns None when no row matches (the file stays), else the number of rows kept in ``out``.
     """
-    file_schema = pq.read_schema(path)
+    file_schema = _read_schema(path)
     try:
         probe = key_table.cast(pa.schema([file_schema.field(k) for k in keys]))
     except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
         raise SinkSchemaError(
             "a merge key column is missing from, or does not cast to, an existing file"
         ) from None
-    existing = pq.read_table(path, columns=list(keys))
+    existing = _read_table(path, list(keys))
     if existing.join(probe, keys=list(keys), join_type="left semi").num_rows == 0:
         return None
     kept = 0
@@ -458,11 +478,41 @@ def _rewrite_without(
 # --- durable file helpers --------------------------------------------------------------------
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    doc = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(doc, dict):
-        raise SinkError("a load marker is not a JSON object", code="DPONE_SINK_RECOVERY_FAILED")
-    return doc
+def _corrupt(path: Path) -> SinkFileCorrupt:
+    name = path.name if is_identifier(path.name) else "a file"
+    return SinkFileCorrupt(
+        f"filesystem sink: the committed table file {name} is not readable Parquet",
+        fixes=(
+            "restore the file from a backup (the load marker in _dpone_loads/ lists it), "
+            "or reload the table with strategy mode replace",
+        ),
+    )
+
+
+def _read_schema(path: Path) -> pa.Schema:
+    """A committed file's schema; a damaged file is a typed error, not a library one."""
+    schema: pa.Schema = _read_committed(path, lambda: pq.read_schema(path))
+    return schema
+
+
+def _read_table(path: Path, columns: list[str]) -> pa.Table:
+    table: pa.Table = _read_committed(path, lambda: pq.read_table(path, columns=columns))
+    return table
+
+
+def _read_committed(path: Path, read: Callable[[], Any]) -> Any:
+    try:
+        return read()
+    except FileNotFoundError:
+        raise SinkError(
+            "a committed file of the table is missing", code="DPONE_SINK_RECOVERY_FAILED"
+        ) from None
+    except OSError as exc:
+        if exc.errno is None and isinstance(exc, pa.ArrowException):
+            raise _corrupt(path) from None  # Arrow's IOError for bytes it cannot decode
+        raise os_error(exc, "filesystem sink: reading a table file") from None
+    except pa.ArrowException:
+        raise _corrupt(path) from None
 
 
 def _write_json(path: Path, doc: dict[str, Any]) -> None:
@@ -509,6 +559,9 @@ def _fsync_dir(path: Path) -> None:
 
 
 def _rmtree(path: Path) -> None:
-    if path.is_dir():
+    if path.is_symlink():  # never follow a link out of the sink folder; drop the link itself
+        path.unlink()
+        _fsync_dir(path.parent)
+    elif path.is_dir():
         shutil.rmtree(path)
         _fsync_dir(path.parent)
