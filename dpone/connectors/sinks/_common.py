@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Sequence
 from types import TracebackType
@@ -15,9 +16,12 @@ from dpone.connectors.base import LOAD_MODES, LoadMarker, LoadSpec
 from dpone.connectors.errors import (
     SinkDiskFull,
     SinkError,
+    SinkMarkerInvalid,
     SinkReadOnly,
     SinkUnavailable,
 )
+from dpone.dlq.ids import is_identifier
+from dpone.dlq.index import PIPELINE_PATTERN
 from dpone.errors import DponeError
 
 
@@ -159,6 +163,24 @@ def marker_from_row(row: Sequence[Any]) -> LoadMarker:
     load_id, pipeline, run_id, rows, cursor_to, committed_at, target, mode = row
     if mode not in LOAD_MODES:
         raise SinkError("a load marker holds an unknown mode", code="DPONE_SINK_RECOVERY_FAILED")
+    # A marker row is read back to decide what committed: anything but what dpone writes is
+    # refused as such (an edited table), never turned into an internal error.
+    if (
+        not all(is_identifier(v) for v in (load_id, run_id))
+        or not (isinstance(pipeline, str) and PIPELINE_RE.fullmatch(pipeline))
+        or type(rows) is not int
+        or rows < 0
+        or not isinstance(committed_at, str)
+        or not isinstance(target, str)
+        or not (cursor_to is None or isinstance(cursor_to, str))
+    ):
+        raise SinkMarkerInvalid(
+            "a load marker row of the sink's marker table is not one dpone wrote",
+            fixes=(
+                "restore the marker table from a backup, or remove the edited row after "
+                "checking which load it describes",
+            ),
+        )
     return LoadMarker(
         load_id=str(load_id),
         pipeline=str(pipeline),
@@ -171,6 +193,7 @@ def marker_from_row(row: Sequence[Any]) -> LoadMarker:
     )
 
 
+PIPELINE_RE = re.compile(PIPELINE_PATTERN)
 #: The SQL sinks' table of committed idempotency keys: one row per key, inserted in the
 #: transaction of the load that carried it (``LoadSpec.keys``).
 KEYS_TABLE = "_dpone_load_keys"
