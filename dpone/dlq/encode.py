@@ -79,25 +79,22 @@ class RecordEncoder:
             found = self._diags[key] = (head[:-1] + b',"source_offset":', b"," + tail[1:])
         return found
 
-    def diagnostics_size(self, row: RejectedRow) -> int:
+    def encode(self, row: RejectedRow, code: ReasonCode, record_id: str) -> tuple[bytes, int]:
+        """The canonical JSON of the record without its ``sha256`` member, and the size of
+        its ``diagnostics`` object (bounded by ``max_diagnostic_bytes``)."""
         head, tail = self._diagnostics(row)
         offset = row.source_offset
-        return len(head) + len(tail) + (4 if offset is None else len(str(offset)))
-
-    def encode(self, row: RejectedRow, code: ReasonCode, record_id: str) -> bytes:
-        """The canonical JSON of the record, without its ``sha256`` member."""
-        head, tail = self._diagnostics(row)
-        offset = row.source_offset
+        number = b"null" if offset is None else str(offset).encode()
         if self._policy == "reference_only" or row.value is None:
             payload = self._no_value
         else:
             value: Any = payload_value(self._policy, row.value)
             payload = canonical_json({"policy": self._policy, "value": value})
-        return b"".join(
+        record = b"".join(
             (
                 self._head,
                 head,
-                b"null" if offset is None else str(offset).encode(),
+                number,
                 tail,
                 self._after_diag,
                 payload,
@@ -112,6 +109,7 @@ class RecordEncoder:
                 self._tail,
             )
         )
+        return record, len(head) + len(number) + len(tail)
 
 
 __all__ = ["RecordEncoder"]

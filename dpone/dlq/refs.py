@@ -23,7 +23,7 @@ The bulk builders format a whole chunk at the cost of one f-string per row.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
@@ -140,7 +140,7 @@ def parse_ref(ref: str) -> FileRef | FileLineRef | RunRowRef:
     """Parse a ``record_ref``; raise ``DPONE_DLQ_INVALID_REF`` unless it is in canonical form."""
     if not isinstance(ref, str) or len(ref) > MAX_REF_LENGTH:
         raise DlqInvalidRef("a record_ref is a string of at most 4096 characters")
-    match = _FILE_REF.match(ref)
+    match = _FILE_REF.fullmatch(ref)
     if match:
         try:
             path = unquote(match["path"], errors="strict")
@@ -152,7 +152,7 @@ def parse_ref(ref: str) -> FileRef | FileLineRef | RunRowRef:
         else:
             parsed = FileLineRef(path, match["sha"], int(match["row"]))
     else:
-        match = _RUN_REF.match(ref)
+        match = _RUN_REF.fullmatch(ref)
         if not match:
             raise DlqInvalidRef("not a dpone record_ref (dpone://file/... or dpone://runs/...)")
         parsed = RunRowRef(match["run"], match["load"], int(match["row"]))
@@ -184,8 +184,27 @@ def has_ref_shape(ref: object) -> bool:
     return (
         isinstance(ref, str)
         and len(ref) <= MAX_REF_LENGTH
-        and (_FILE_REF.match(ref) is not None or _RUN_REF.match(ref) is not None)
+        and (_FILE_REF.fullmatch(ref) is not None or _RUN_REF.fullmatch(ref) is not None)
     )
+
+
+# Both forms without their anchors, one per line: a whole chunk's refs in one regex call.
+_REF_LINES = re.compile(
+    "(?:(?:"
+    + re.sub(r"\(\?P<\w+>", "(?:", _FILE_REF.pattern[1:-1])
+    + "|"
+    + re.sub(r"\(\?P<\w+>", "(?:", _RUN_REF.pattern[1:-1])
+    + ")\n)*"
+)
+
+
+def all_have_ref_shape(refs: Sequence[object]) -> bool:
+    """:func:`has_ref_shape` of every ref at once (a chunk of rejects): one regex over the
+    joined refs, which hold no newline of their own (the count of newlines proves it)."""
+    if not all(type(r) is str and len(r) <= MAX_REF_LENGTH for r in refs):
+        return False
+    joined = "\n".join(refs) + "\n"  # type: ignore[arg-type]
+    return joined.count("\n") == len(refs) and _REF_LINES.fullmatch(joined) is not None
 
 
 def is_replayable(ref: str) -> bool:
@@ -201,6 +220,7 @@ __all__ = [
     "FileLineRef",
     "FileRef",
     "RunRowRef",
+    "all_have_ref_shape",
     "file_line_refs",
     "file_ref",
     "file_refs",

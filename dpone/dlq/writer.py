@@ -52,7 +52,7 @@ from dpone.dlq.model import (
     format_timestamp,
     sealed_record_bytes,
 )
-from dpone.dlq.refs import has_ref_shape
+from dpone.dlq.refs import all_have_ref_shape, has_ref_shape
 from dpone.dlq.segments import SEGMENT_FILE, SEGMENTS_DIR, SegmentEntry
 from dpone.dlq.store import (
     HARD_MAX_SEGMENT_BYTES,
@@ -161,6 +161,7 @@ class RunWriter:
         self._seq = 1 + max((_seq_of(name) for name in self._segments), default=0)
         self._ids = UlidSequence(after=max(self._entries) if self._entries else None)
         self._shapes: dict[tuple[Any, ...], ReasonCode] = {}
+        self._column_sizes: dict[str | None, int] = {}
         self._result: RunResult | None = None
 
     # --- construction ---------------------------------------------------------------------------
@@ -278,8 +279,11 @@ class RunWriter:
             created_at=created_at,
             expires_at=expires_at,
         )
+        # The refs of the whole chunk checked in one regex call; one that fails is then found
+        # (and named) by the per-row check.
+        refs_ok = all_have_ref_shape(list(to_build))
         for (ref, row), record_id in zip(to_build.items(), new_ids, strict=True):
-            chunk[ref] = self._build(row, record_id, encoder)
+            chunk[ref] = self._build(row, record_id, encoder, refs_ok)
         items = list(chunk.values())
         self._write_items(items)
         self._unreported_refs.difference_update(row.record_ref for row in rows)
@@ -339,7 +343,7 @@ class RunWriter:
         self._unreported_refs.difference_update(r.record_ref for r in records)
         return [record.record_id for record in records]
 
-    def _check(self, row: RejectedRow) -> ReasonCode:
+    def _check(self, row: RejectedRow, ref_ok: bool = False) -> ReasonCode:
         """:func:`check_reject`, with the checks of the fields that repeat across a chunk's
         rows (reason, column, file, types, rule) done once per distinct combination."""
         try:
@@ -357,18 +361,19 @@ class RunWriter:
         offset = row.source_offset
         if (
             code is None
-            or not has_ref_shape(row.record_ref)
+            or not (ref_ok or has_ref_shape(row.record_ref))
             or (offset is not None and (type(offset) is not int or not 0 <= offset <= MAX_SAFE_INT))
         ):
             code = self._shapes[shape] = check_reject(row)
         return code
 
-    def _build(self, row: RejectedRow, record_id: str, encoder: RecordEncoder) -> _Item:
-        code = self._check(row)
+    def _build(
+        self, row: RejectedRow, record_id: str, encoder: RecordEncoder, ref_ok: bool = False
+    ) -> _Item:
+        code = self._check(row, ref_ok)
         policy = self._policy
         try:
-            diagnostics = encoder.diagnostics_size(row)
-            canonical = encoder.encode(row, code, record_id)
+            canonical, diagnostics = encoder.encode(row, code, record_id)
         except (orjson.JSONEncodeError, ValueError):
             raise DlqInvalidReject("a rejected row holds text that is not valid UTF-8") from None
         if diagnostics > policy.max_diagnostic_bytes:
@@ -408,7 +413,7 @@ class RunWriter:
             )
         item = entry(record_id, sha, code, column)
         # The entry's JSON size without serializing it: fixed keys, ASCII id and checksum.
-        size = _ENTRY_FIXED + len(code) + (4 if column is None else len(orjson.dumps(column)))
+        size = _ENTRY_FIXED + len(code) + self._column_size(column)
         return _Item(
             ref=ref,
             record_id=record_id,
@@ -418,6 +423,13 @@ class RunWriter:
             entry=item,
             entry_size=size,
         )
+
+    def _column_size(self, column: str | None) -> int:
+        """The JSON size of a column name in an index entry (few distinct names per run)."""
+        size = self._column_sizes.get(column)
+        if size is None:
+            size = self._column_sizes[column] = 4 if column is None else len(orjson.dumps(column))
+        return size
 
     def _check_limits(self, items: Sequence[_Item]) -> None:
         policy = self._policy
