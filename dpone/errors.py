@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from dpone.runtime.report import RunReport
 
 Severity = Literal["error", "warning"]
 Stage = Literal[
@@ -209,10 +212,21 @@ class SecretError(ConfigError):
 
 
 class RunFailed(DponeError):
-    """The run stopped before the sink commit; sink and state are untouched."""
+    """A run that failed (``dpone.run(..., check=True)``): ``report`` is its run report.
+
+    The run stopped before the sink commit, so the sink and the state are untouched; the
+    report's ``error`` says why. ``report`` is None only for a run that never started (another
+    process holds the pipeline's lock) or was stopped at once by a second signal.
+    """
 
     code = "DPONE_RUN_FAILED"
     stage = "runtime"
+
+    def __init__(self, message: str, *, report: RunReport | None = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.report = report
+        if report is not None:
+            self.exit_code = report.exit_code
 
 
 class Interrupted(DponeError):

@@ -13,9 +13,7 @@ from dpone.cli.output import (
     render_detail,
     run_command,
 )
-from dpone.errors import EXIT_CONFIG, DponeError, ManifestError
-
-VALIDATION_SCHEMA_ID = "dpone.validation.v1"
+from dpone.errors import EXIT_CONFIG, DponeError
 
 
 @click.command("validate")
@@ -26,33 +24,25 @@ def validate_cmd(manifests: tuple[str, ...], allow_any_import: bool, fmt: str) -
     """Check manifests without reading any data; exit 2 if any has an error."""
 
     def body() -> int:
-        from dpone.manifest.compiler import compile_manifest
+        from dpone.api import validate, validation_document
 
-        results: list[dict[str, Any]] = []
+        results = []
         for path in manifests:
-            try:
-                plan = compile_manifest(path, allow_any_import=allow_any_import)
-            except ManifestError as err:
-                results.append(
-                    {
-                        "path": path,
-                        "valid": False,
-                        "errors": [d.to_json() for d in err.errors],
-                    }
-                )
-                if fmt == "text":
-                    click.echo(f"invalid  {path}: {len(err.errors)} error(s)", err=True)
-                    for detail in err.errors:
-                        click.echo(render_detail(detail), err=True)
+            result = validate(path, allow_any_import=allow_any_import)
+            results.append(result)
+            if fmt != "text":
                 continue
-            results.append(
-                {"path": path, "valid": True, "name": plan.name, "fingerprint": plan.fingerprint}
-            )
-            if fmt == "text":
-                click.echo(f"ok       {path}  ({plan.name}, {plan.fingerprint[:19]}…)")
-        valid = all(r["valid"] for r in results)
+            if not result.ok:
+                click.echo(f"invalid  {path}: {len(result.errors)} error(s)", err=True)
+                for detail in result.errors:
+                    click.echo(render_detail(detail), err=True)
+            else:
+                assert result.fingerprint is not None
+                click.echo(f"ok       {path}  ({result.name}, {result.fingerprint[:19]}…)")
+        doc = validation_document(results)
+        valid: bool = doc["valid"]
         if fmt == "json":
-            print_json({"schema": VALIDATION_SCHEMA_ID, "valid": valid, "manifests": results})
+            print_json(doc)
         return 0 if valid else EXIT_CONFIG
 
     run_command(fmt, body)
@@ -66,9 +56,9 @@ def plan_cmd(manifest: str, allow_any_import: bool, fmt: str) -> None:
     """Show what a run of MANIFEST would do (secrets shown as their ${VAR} references)."""
 
     def body() -> int:
-        from dpone.manifest.compiler import compile_manifest
+        from dpone.api import compile
 
-        plan = compile_manifest(manifest, allow_any_import=allow_any_import)
+        plan = compile(manifest, allow_any_import=allow_any_import)
         if fmt == "json":
             print_json(plan.to_json())
         else:

@@ -15,7 +15,6 @@ from dpone.cli.output import (
     print_json,
     run_command,
 )
-from dpone.errors import UsageError
 
 if TYPE_CHECKING:
     from dpone.dlq.store import DlqStore
@@ -30,30 +29,10 @@ DIR_OPTION = click.option(
 RUN_OPTION = click.option("--run-id", default=None, help="Only this run (default: every run).")
 
 
-#: What a DLQ root holds at its top (SPEC §5); anything else alone is not a DLQ store.
-STORE_FOLDERS = ("runs", "acks")
-
-
 def _store_at(directory: Path) -> DlqStore:
-    """The store at ``directory``. A missing folder, or a folder with other things in it but
-    neither ``runs/`` nor ``acks/`` (a work dir, the manifest's folder), is a usage error
-    (exit 2): verifying it would say "ok" about a store that is not there. An empty folder is
-    an empty store (a DLQ root before its first rejected row) and verifies."""
-    from dpone.dlq.store import DlqStore
+    from dpone.ops import open_store
 
-    fix = "pass the DLQ root with --dir (dlq.directory, by default <work_dir>/dlq)"
-    if not directory.is_dir():
-        raise UsageError(
-            f"{directory} is not a folder", code="DPONE_DLQ_DIR_NOT_FOUND", fixes=(fix,)
-        )
-    is_store = any((directory / name).is_dir() for name in STORE_FOLDERS)
-    if not is_store and any(directory.iterdir()):
-        raise UsageError(
-            f"{directory} is not a DLQ store: it has neither runs/ nor acks/",
-            code="DPONE_DLQ_NOT_A_STORE",
-            fixes=(fix,),
-        )
-    return DlqStore(directory)
+    return open_store(directory)
 
 
 def _logs_to_stderr() -> None:
@@ -85,31 +64,15 @@ def verify_cmd(
     """Check every checksum, index and acknowledgement. Exit 0 clean, 1 with findings."""
 
     def body() -> int:
-        from dpone.signing import require_key
+        from dpone import ops
 
         _logs_to_stderr()
-        if require_signature:
-            require_key()
-        store = _store_at(directory)
-        repaired = store.repair(run_id) if repair else []
-        findings = store.verify(run_id)
-        if require_signature:
-            from dpone.dlq.verify import signature_findings
-
-            seen = {(f.code, f.run_id) for f in findings}
-            findings += [
-                f for f in signature_findings(store, run_id) if (f.code, f.run_id) not in seen
-            ]
+        result = ops.verify(
+            directory, run_id=run_id, repair=repair, require_signature=require_signature
+        )
+        findings, repaired = result.findings, result.repaired
         if fmt == "json":
-            print_json(
-                {
-                    "dir": str(directory),
-                    "run_id": run_id,
-                    "clean": not findings,
-                    "findings": [f.to_json() for f in findings],
-                    "repaired": [f.to_json() for f in repaired],
-                }
-            )
+            print_json(result.to_json())
         else:
             for finding in repaired:
                 click.echo(f"repaired {finding.code}: {finding.message}")

@@ -61,11 +61,17 @@ def release_gate_cmd(
     """Verify evidence bundles and apply a release policy. Exit 0 pass, 1 blocked, 2 usage."""
 
     def body() -> int:
-        from dpone.evidence.gate import GatePolicy, evaluate, render_markdown, write_report
+        from dpone import ops
+        from dpone.evidence.gate import render_markdown
 
-        policy = GatePolicy.parse(allowed, max_ratio, require_signature=require_signature)
-        doc = evaluate(evidence, policy, roots).to_json()
-        write_report(doc, output if output is not None else Path.cwd())
+        doc = ops.release_gate(
+            evidence,
+            allowed_outcomes=allowed,
+            max_quarantine_ratio=max_ratio,
+            roots=roots,
+            output=output if output is not None else Path.cwd(),
+            require_signature=require_signature,
+        ).to_json()
         if fmt == "json":
             print_json(doc)
         else:

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from dpone.cli.ops_dlq import _logs_to_stderr, _store_at
+from dpone.cli.ops_dlq import _logs_to_stderr
 from dpone.cli.output import markdown_format_option, print_json, run_command
 from dpone.errors import UsageError
 
@@ -79,6 +79,7 @@ def quarantine_replay_cmd(
     """Print the replay plan of a DLQ run; with --execute --manifest M, apply it."""
 
     def body() -> int:
+        from dpone import ops
         from dpone.dlq import replay
 
         _logs_to_stderr()
@@ -89,25 +90,16 @@ def quarantine_replay_cmd(
             )
         if plan_file is not None and not execute:
             raise UsageError("--plan is the plan --execute checks and applies; add --execute")
-        if manifest is None:
-            if directory is None:
-                raise UsageError("pass the DLQ root with --dir (or a manifest with --manifest)")
-            store = _store_at(directory)
-            bound = max_items if max_items is not None else replay.DEFAULT_MAX_ITEMS
-            _show_plan(replay.plan(store, run_id, max_items=bound).to_json(), fmt)
-            return 0
-
-        from dpone.manifest.compiler import compile_manifest
-        from dpone.runtime.replay import bind, execute_replay
-
-        if directory is not None:
-            _store_at(directory)  # a missing folder is a usage error, as everywhere
-        binding = bind(compile_manifest(manifest), run_id, dlq_dir=directory)
         if not execute:
-            _show_plan(binding.plan(max_items=max_items).to_json(), fmt)
+            doc = ops.replay_plan(
+                run_id, dlq_dir=directory, manifest=manifest, max_items=max_items
+            ).to_json()
+            _show_plan(doc, fmt)
             return 0
-        stored = replay.load_plan(plan_file) if plan_file is not None else None
-        result = execute_replay(binding, stored, max_items=max_items).to_json()
+        assert manifest is not None  # --execute without --manifest was refused above
+        result = ops.replay_execute(
+            manifest, run_id, dlq_dir=directory, plan=plan_file, max_items=max_items
+        ).to_json()
         if fmt == "json":
             print_json(result)
         else:

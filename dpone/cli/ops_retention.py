@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import click
-import orjson
 
-from dpone.cli.ops_dlq import _logs_to_stderr, _store_at
+from dpone.cli.ops_dlq import _logs_to_stderr
 from dpone.cli.output import markdown_format_option, print_json, run_command
-from dpone.errors import UsageError
 
 FORMAT = markdown_format_option("the plan or result document")
 
@@ -19,22 +16,6 @@ FORMAT = markdown_format_option("the plan or result document")
 @click.group("retention")
 def retention_group() -> None:
     """Delete expired DLQ records: plan first, then apply the plan."""
-
-
-def _moment(text: str | None) -> datetime:
-    from dpone.clock import utc_now
-
-    if text is None:
-        return utc_now()
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise UsageError(
-            f"--now {text!r} is not an ISO-8601 time", fixes=("e.g. 2026-03-01T00:00:00Z",)
-        ) from None
-    if moment.tzinfo is None or moment.utcoffset() is None:
-        raise UsageError("--now needs a time zone", fixes=("e.g. 2026-03-01T00:00:00Z",))
-    return moment
 
 
 @retention_group.command("plan")
@@ -77,23 +58,16 @@ def plan_cmd(
     """Mark: decide which records may be deleted; deletes nothing."""
 
     def body() -> int:
-        from dpone.dlq.retention import plan_retention
-        from dpone.durable import replace_atomic
+        from dpone import ops
 
         _logs_to_stderr()
-        store = _store_at(directory)
-        for folder in evidence_dirs:
-            if not folder.is_dir():
-                raise UsageError(f"--pin-evidence {folder} is not a folder")
-        plan = plan_retention(
-            store,
-            _moment(now),
+        doc = ops.retention_plan(
+            directory,
+            now=now,
             include_unacknowledged=include_unacknowledged,
             evidence_dirs=evidence_dirs,
-        )
-        doc = plan.to_json()
-        if output is not None:
-            replace_atomic(output, orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+            output=output,
+        ).to_json()
         if fmt == "json":
             print_json(doc)
         else:
@@ -119,12 +93,10 @@ def apply_cmd(plan_file: Path, directory: Path | None, fmt: str) -> None:
     Exit 0 when every touched run verifies afterwards, 1 on drift or findings."""
 
     def body() -> int:
-        from dpone.dlq.retention import apply_retention, load_plan
+        from dpone import ops
 
         _logs_to_stderr()
-        plan = load_plan(plan_file)
-        store = _store_at(directory if directory is not None else Path(plan.directory))
-        result = apply_retention(store, plan)
+        result = ops.retention_apply(plan_file, dlq_dir=directory)
         doc = result.to_json()
         if fmt == "json":
             print_json(doc)

@@ -80,19 +80,14 @@ def run_cmd(
         watch.start()
         progress = _Progress()
         try:
+            from dpone import api
             from dpone.logs import configure
-            from dpone.manifest.compiler import compile_manifest
-            from dpone.manifest.overrides import parse_evolution, with_evolution
-            from dpone.runtime.lifecycle import RunOptions, run_pipeline
 
             configure(verbose=verbose)
-            settings = parse_evolution(evolution) if evolution is not None else {}
-            plan = with_evolution(
-                compile_manifest(manifest, allow_any_import=allow_any_import), settings
-            )
+            plan = api.compile(manifest, evolution=evolution, allow_any_import=allow_any_import)
             watch.check()
-            report = run_pipeline(
-                plan, RunOptions(run_id=run_id, progress=progress, interrupts=watch)
+            report = api.run(
+                plan, run_id=run_id, on_progress=progress, check=False, handle_signals=watch
             )
         except KeyboardInterrupt:
             raise Interrupted("the run was interrupted before it started loading") from None

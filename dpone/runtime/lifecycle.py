@@ -76,6 +76,9 @@ class RunOptions:
     #: the caller's watch of SIGINT/SIGTERM, already started (the CLI starts it before the
     #: compile); without one the run watches the signals itself while it runs
     interrupts: InterruptWatch | None = None
+    #: without ``interrupts``: whether the run installs its own SIGINT/SIGTERM watch while it
+    #: runs (the default) or leaves the process's handlers alone (a library call, ``dpone.run``)
+    watch_signals: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +209,8 @@ class _Run:
         self.labels = ColumnLabels(
             (c.name for c in plan.sink.contract.columns), plan.sink.dlq.pii_policy
         )
-        self.owns_watch = options.interrupts is None
+        # An unstarted watch never reports a signal: with watch_signals off, check() is a no-op.
+        self.owns_watch = options.interrupts is None and options.watch_signals
 
 
 def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:

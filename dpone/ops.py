@@ -1,0 +1,272 @@
+"""The operations planes of SPEC §8 as functions: replay, retention, verify, release gate.
+
+Each is a thin call over the service that does the work (``dlq/replay.py``,
+``runtime/replay.py``, ``dlq/retention.py``, the DLQ store, ``evidence/gate.py``) and returns
+the result object ``dpone ops ...`` renders; every one has a ``to_json()``. Errors follow the
+API's contract: a usage or configuration problem (a folder that is not a DLQ store, a bad
+policy) raises :class:`~dpone.errors.ConfigError`, other failures their ``DponeError``.
+Heavy modules are imported inside the functions: ``import dpone.ops`` stays cheap.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dpone.errors import UsageError
+
+if TYPE_CHECKING:
+    from dpone.dlq.replay import ReplayPlan, ReplayResult
+    from dpone.dlq.retention import RetentionPlan, RetentionResult
+    from dpone.dlq.store import DlqStore
+    from dpone.dlq.verify import Finding
+    from dpone.evidence.gate import GateReport
+    from dpone.manifest.plan import Plan
+    from dpone.runtime.replay import ReplayBinding
+
+PathLike = str | os.PathLike[str]
+
+#: What a DLQ root holds at its top (SPEC §5); anything else alone is not a DLQ store.
+STORE_FOLDERS = ("runs", "acks")
+
+
+def open_store(directory: PathLike) -> DlqStore:
+    """The store at ``directory``. A missing folder, or a folder with other things in it but
+    neither ``runs/`` nor ``acks/`` (a work dir, the manifest's folder), is a usage error
+    (exit 2): verifying it would say "ok" about a store that is not there. An empty folder is
+    an empty store (a DLQ root before its first rejected row) and verifies."""
+    from dpone.dlq.store import DlqStore
+
+    directory = Path(directory)
+    fix = "pass the DLQ root with --dir (dlq.directory, by default <work_dir>/dlq)"
+    if not directory.is_dir():
+        raise UsageError(
+            f"{directory} is not a folder", code="DPONE_DLQ_DIR_NOT_FOUND", fixes=(fix,)
+        )
+    is_store = any((directory / name).is_dir() for name in STORE_FOLDERS)
+    if not is_store and any(directory.iterdir()):
+        raise UsageError(
+            f"{directory} is not a DLQ store: it has neither runs/ nor acks/",
+            code="DPONE_DLQ_NOT_A_STORE",
+            fixes=(fix,),
+        )
+    return DlqStore(directory)
+
+
+# --- verify -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Verification:
+    """What ``dpone ops dlq verify`` found (and, with ``repair``, fixed)."""
+
+    directory: str
+    run_id: str | None
+    findings: tuple[Finding, ...]
+    repaired: tuple[Finding, ...] = ()
+
+    @property
+    def clean(self) -> bool:
+        return not self.findings
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dir": self.directory,
+            "run_id": self.run_id,
+            "clean": self.clean,
+            "findings": [f.to_json() for f in self.findings],
+            "repaired": [f.to_json() for f in self.repaired],
+        }
+
+
+def verify(
+    dlq_dir: PathLike,
+    *,
+    run_id: str | None = None,
+    repair: bool = False,
+    require_signature: bool = False,
+) -> Verification:
+    """Check every checksum, index and acknowledgement of the DLQ store (or of one run);
+    ``repair`` first closes abandoned runs and removes crash leftovers."""
+    if require_signature:
+        from dpone.signing import require_key
+
+        require_key()
+    store = open_store(dlq_dir)
+    repaired = store.repair(run_id) if repair else []
+    findings = store.verify(run_id)
+    if require_signature:
+        from dpone.dlq.verify import signature_findings
+
+        seen = {(f.code, f.run_id) for f in findings}
+        findings += [f for f in signature_findings(store, run_id) if (f.code, f.run_id) not in seen]
+    return Verification(os.fspath(dlq_dir), run_id, tuple(findings), tuple(repaired))
+
+
+# --- replay -------------------------------------------------------------------------------------
+
+
+def replay_plan(
+    run_id: str,
+    *,
+    dlq_dir: PathLike | None = None,
+    manifest: PathLike | Plan | None = None,
+    max_items: int | None = None,
+    env: Mapping[str, str] | None = None,
+) -> ReplayPlan:
+    """The replay plan of DLQ run ``run_id``: unbound (read-only) from ``dlq_dir`` alone, or
+    bound to ``manifest``'s file source and sink (what :func:`replay_execute` applies)."""
+    from dpone.dlq import replay
+
+    if manifest is None:
+        if dlq_dir is None:
+            raise UsageError("pass the DLQ root with --dir (or a manifest with --manifest)")
+        bound = max_items if max_items is not None else replay.DEFAULT_MAX_ITEMS
+        return replay.plan(open_store(dlq_dir), run_id, max_items=bound)
+    return _binding(manifest, run_id, dlq_dir, env).plan(max_items=max_items)
+
+
+def replay_execute(
+    manifest: PathLike | Plan,
+    run_id: str,
+    *,
+    dlq_dir: PathLike | None = None,
+    plan: PathLike | ReplayPlan | None = None,
+    max_items: int | None = None,
+    env: Mapping[str, str] | None = None,
+) -> ReplayResult:
+    """Apply the replay of ``run_id`` with the first-party file executor: re-read, re-check
+    and load each row once, then acknowledge it. ``plan`` (a file or a plan printed earlier)
+    is refused unless it is the plan the store, the manifest and the sink give now."""
+    from dpone.dlq import replay
+    from dpone.runtime.replay import execute_replay
+
+    binding = _binding(manifest, run_id, dlq_dir, env)
+    stored = replay.load_plan(Path(plan)) if isinstance(plan, str | os.PathLike) else plan
+    return execute_replay(binding, stored, max_items=max_items)
+
+
+def _binding(
+    manifest: PathLike | Plan,
+    run_id: str,
+    dlq_dir: PathLike | None,
+    env: Mapping[str, str] | None,
+) -> ReplayBinding:
+    from dpone.manifest.compiler import compile_manifest
+    from dpone.manifest.plan import Plan
+    from dpone.runtime.replay import bind
+
+    if dlq_dir is not None:
+        open_store(dlq_dir)  # a missing folder is a usage error, as everywhere
+    plan = manifest if isinstance(manifest, Plan) else compile_manifest(os.fspath(manifest))
+    return bind(plan, run_id, dlq_dir=None if dlq_dir is None else Path(dlq_dir), env=env)
+
+
+# --- retention ----------------------------------------------------------------------------------
+
+
+def retention_plan(
+    dlq_dir: PathLike,
+    *,
+    now: datetime | str | None = None,
+    include_unacknowledged: bool = False,
+    evidence_dirs: Sequence[PathLike] = (),
+    output: PathLike | None = None,
+) -> RetentionPlan:
+    """Mark: decide which records may be deleted (deletes nothing). ``now`` (a datetime with
+    a time zone or ISO-8601 text; default: now) judges expiry; ``output`` keeps the plan for
+    :func:`retention_apply`."""
+    from dpone.dlq.retention import plan_retention
+
+    store = open_store(dlq_dir)
+    for folder in evidence_dirs:
+        if not Path(folder).is_dir():
+            raise UsageError(f"--pin-evidence {folder} is not a folder")
+    plan = plan_retention(
+        store,
+        _moment(now),
+        include_unacknowledged=include_unacknowledged,
+        evidence_dirs=evidence_dirs,
+    )
+    if output is not None:
+        import orjson
+
+        from dpone.durable import replace_atomic
+
+        replace_atomic(
+            Path(output), orjson.dumps(plan.to_json(), option=orjson.OPT_INDENT_2) + b"\n"
+        )
+    return plan
+
+
+def _moment(now: datetime | str | None) -> datetime:
+    from dpone.clock import utc_now
+
+    if now is None:
+        return utc_now()
+    moment = now
+    if isinstance(now, str):
+        try:
+            moment = datetime.fromisoformat(now)
+        except ValueError:
+            raise UsageError(
+                f"--now {now!r} is not an ISO-8601 time", fixes=("e.g. 2026-03-01T00:00:00Z",)
+            ) from None
+    assert isinstance(moment, datetime)
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise UsageError("--now needs a time zone", fixes=("e.g. 2026-03-01T00:00:00Z",))
+    return moment
+
+
+def retention_apply(
+    plan: PathLike | RetentionPlan, *, dlq_dir: PathLike | None = None
+) -> RetentionResult:
+    """Sweep: refuse if the store drifted from ``plan``, else delete what it planned and
+    verify every touched run (``result.clean``)."""
+    from dpone.dlq.retention import apply_retention, load_plan
+
+    if isinstance(plan, str | os.PathLike):
+        plan = load_plan(Path(plan))
+    store = open_store(dlq_dir if dlq_dir is not None else plan.directory)
+    return apply_retention(store, plan)
+
+
+# --- release gate -------------------------------------------------------------------------------
+
+
+def release_gate(
+    evidence: Sequence[PathLike],
+    *,
+    allowed_outcomes: Sequence[str] = (),
+    max_quarantine_ratio: str | float | None = None,
+    roots: Sequence[PathLike] = (),
+    output: PathLike | None = None,
+    require_signature: bool = False,
+) -> GateReport:
+    """Verify evidence bundles and apply a release policy (``report.decision`` is ``pass`` or
+    ``blocked``); ``output`` is a folder for ``release_gate.json`` and ``.md``."""
+    from dpone.evidence.gate import GatePolicy, evaluate, write_report
+
+    ratio = None if max_quarantine_ratio is None else str(max_quarantine_ratio)
+    policy = GatePolicy.parse(allowed_outcomes, ratio, require_signature=require_signature)
+    report = evaluate(evidence, policy, roots)
+    if output is not None:
+        write_report(report.to_json(), Path(output))
+    return report
+
+
+__all__ = [
+    "STORE_FOLDERS",
+    "Verification",
+    "open_store",
+    "release_gate",
+    "replay_execute",
+    "replay_plan",
+    "retention_apply",
+    "retention_plan",
+    "verify",
+]

@@ -1,0 +1,75 @@
+"""``dpone.__all__`` is the curated public API, and ``import dpone`` stays cheap."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import dpone
+
+PUBLIC = {
+    "ConfigError",
+    "DponeError",
+    "ErrorDetail",
+    "ManifestError",
+    "Plan",
+    "RowCounts",
+    "RunFailed",
+    "RunReport",
+    "Validation",
+    "__version__",
+    "compile",
+    "ops",
+    "run",
+    "validate",
+}
+OPS = {
+    "replay_plan",
+    "replay_execute",
+    "retention_plan",
+    "retention_apply",
+    "verify",
+    "release_gate",
+}
+
+
+def test_all_is_the_curated_set() -> None:
+    assert set(dpone.__all__) == PUBLIC
+    assert len(dpone.__all__) == len(PUBLIC)
+
+
+def test_every_public_name_imports() -> None:
+    for name in dpone.__all__:
+        assert getattr(dpone, name) is not None, name
+    for name in OPS:
+        assert callable(getattr(dpone.ops, name)), name
+    assert set(dir(dpone)) >= PUBLIC
+
+
+def test_errors_are_the_errors_module_classes() -> None:
+    from dpone import errors
+
+    assert dpone.ConfigError is errors.ConfigError
+    assert dpone.RunFailed is errors.RunFailed
+    assert issubclass(dpone.ManifestError, dpone.ConfigError)
+    assert dpone.RunFailed.code == "DPONE_RUN_FAILED"
+    assert dpone.ConfigError.code == "DPONE_CONFIG_INVALID"
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no_such_name"):
+        dpone.no_such_name  # noqa: B018
+
+
+def test_import_dpone_loads_no_heavy_module() -> None:
+    code = (
+        "import sys, dpone, dpone.ops, dpone.api\n"
+        "heavy = [m for m in ('pyarrow', 'duckdb', 'dlt') if m in sys.modules]\n"
+        "print(','.join(heavy))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == ""
