@@ -50,7 +50,6 @@ from dpone.dlq.model import (
     RejectedRow,
     check_reject,
     format_timestamp,
-    sealed_record_bytes,
 )
 from dpone.dlq.refs import all_have_ref_shape, has_ref_shape
 from dpone.dlq.segments import SEGMENT_FILE, SEGMENTS_DIR, SegmentEntry
@@ -384,14 +383,22 @@ class RunWriter:
                 "the diagnostics of a rejected row are too large",
             )
         sha = "sha256:" + hashlib.sha256(canonical).hexdigest()
-        return self._item(
-            record_id,
+        # sealed_record_bytes and _item inlined: this runs once per rejected row.
+        data = canonical[:-1] + b',"sha256":"' + sha.encode() + b'"}\n'
+        if len(data) > policy.max_record_bytes:
+            return self._item(
+                record_id, row.record_ref, data, sha, code.value, row.column, encoder.expires_at
+            )  # raises DPONE_DLQ_LIMIT_EXCEEDED
+        value = code.value
+        column = row.column
+        return _Item(
             row.record_ref,
-            sealed_record_bytes(canonical, sha),
+            record_id,
+            data,
             sha,
-            code.value,
-            row.column,
             encoder.expires_at,
+            {"record_id": record_id, "sha256": sha, "code": value, "column": column},
+            _ENTRY_FIXED + len(value) + self._column_size(column),
         )
 
     def _item(
