@@ -93,3 +93,50 @@ __all__ = [
     "segments_dir",
     "temp_files",
 ]
+
+
+def reseal_index(root: Path, run_id: str) -> dict[str, Any]:
+    """The forger's last step: rebuild a run's index from the segments it lists as they are on
+    disk now (checksums, counts, fingerprint), with no key. Returns the new index document."""
+    from dpone.dlq.index import build_index_doc, entry
+    from dpone.dlq.segments import SegmentEntry, bytes_checksum
+
+    index_path = root / "runs" / run_id / "index.json"
+    doc = json.loads(index_path.read_bytes())
+    entries: list[dict[str, Any]] = []
+    segments = []
+    for listed in doc["segments"]:
+        path = segments_dir(root, run_id) / listed["name"]
+        data = path.read_bytes()
+        records = [json.loads(line) for line in data.splitlines()]
+        entries += [
+            entry(r["record_id"], r["sha256"], r["reason"]["code"], r["reason"].get("column"))
+            for r in records
+        ]
+        segments.append(
+            SegmentEntry(
+                listed["name"],
+                bytes_checksum(data),
+                len(records),
+                records[0]["record_id"],
+                records[-1]["record_id"],
+                listed["expires_at"],
+            )
+        )
+    forged = build_index_doc(
+        run_id=doc["run_id"],
+        load_id=doc["load_id"],
+        pipeline=doc["pipeline"],
+        status=doc["status"],
+        status_reason=doc["status_reason"],
+        pii_policy=doc["pii_policy"],
+        retention_days=doc["retention_days"],
+        created_at=doc["created_at"],
+        updated_at=doc["updated_at"],
+        owner_pid=None,
+        entries=entries,
+        segments=segments,
+    )
+    index_path.chmod(0o644)
+    index_path.write_bytes(json.dumps(forged, sort_keys=True).encode())
+    return forged

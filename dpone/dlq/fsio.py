@@ -10,37 +10,21 @@ Durability:
 
 * create-only files: ``O_CREAT | O_EXCL`` straight at the final name, never replace;
 * replaced files (the index): temp file, fsync, ``rename``, fsync the directory;
-* group commit for a chunk of records (:func:`group_sync`). On Linux one ``syncfs(2)`` on the
-  records directory flushes every file of the chunk and their directory entries in a single
-  journal commit, where one ``fsync`` per file would force up to one commit per file (about
-  3,000 files/s on the reference VM, against about 50,000 for ``syncfs``). Since Linux 5.8
-  ``syncfs`` also reports writeback errors that happened after the descriptor was opened,
-  which is why the writer opens the records directory before its first write. The price:
-  ``syncfs`` also flushes other dirty data of the same filesystem. Elsewhere (or when asked)
-  every file is fsynced by the worker that wrote it, from a thread pool, so the commits of
-  many files overlap.
+* segments are published by :func:`dpone.dlq.segments.publish` (temp file, fsync, create-only
+  ``link``, fsync the directory): one fsync per chunk of records, not one per record.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import errno
 import os
 import secrets
 import stat
-import sys
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, cast
 
 from dpone.dlq.errors import DlqError, DlqPathEscape, DlqStorageError
-
-SyncMode = Literal["auto", "syncfs", "fsync"]
-SYNC_MODES: tuple[SyncMode, ...] = ("auto", "syncfs", "fsync")
 
 FILE_MODE = 0o640
 DIR_MODE = 0o750
@@ -202,131 +186,16 @@ def replace_atomic(dir_fd: int, name: str, data: bytes, where: str) -> None:
         os.fsync(dir_fd)
 
 
-def write_new_durably(dir_fd: int, name: str, data: bytes, where: str) -> bool:
-    """Create-only write of one file, fsynced with its folder; ``False`` if it existed."""
-    with os_errors("write", where):
-        created = create_exclusive(dir_fd, name, data, fsync=True)
-        if created:
-            os.fsync(dir_fd)
-        return created
-
-
-# --- group commit -------------------------------------------------------------------------------
-
-
-def _load_syncfs() -> Callable[[int], int] | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        func = libc.syncfs
-    except (OSError, AttributeError):
-        return None
-    func.argtypes = [ctypes.c_int]
-    func.restype = ctypes.c_int
-    return cast("Callable[[int], int]", func)
-
-
-_SYNCFS = _load_syncfs()
-
-
-def resolve_sync_mode(mode: SyncMode) -> Literal["syncfs", "fsync"]:
-    if mode == "syncfs" and _SYNCFS is None:
-        raise DlqError("syncfs(2) is not available on this platform; use sync='fsync'")
-    if mode == "auto":
-        return "syncfs" if _SYNCFS is not None else "fsync"
-    return mode
-
-
-def syncfs(fd: int) -> None:
-    assert _SYNCFS is not None
-    if _SYNCFS(fd) != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, os.strerror(code))
-
-
-@dataclass(slots=True)
-class CreateOutcome:
-    """What a batch of create-only writes did: positions created, positions that existed."""
-
-    created: list[int] = field(default_factory=list)
-    existing: list[int] = field(default_factory=list)
-    error: OSError | None = None
-
-
-def _create_slice(
-    dir_fd: int, items: Sequence[tuple[str, bytes]], positions: range, fsync: bool
-) -> CreateOutcome:
-    out = CreateOutcome()
-    for i in positions:
-        name, data = items[i]
-        try:
-            made = create_exclusive(dir_fd, name, data, fsync=fsync)
-        except OSError as exc:
-            out.error = exc
-            break
-        (out.created if made else out.existing).append(i)
-    return out
-
-
-def create_many(
-    dir_fd: int,
-    items: Sequence[tuple[str, bytes]],
-    *,
-    fsync_each: bool,
-    pool: ThreadPoolExecutor | None,
-    workers: int,
-) -> CreateOutcome:
-    """Create every ``(name, data)`` create-only, in ``workers`` parallel slices.
-
-    Every slice runs to its end or its first error; the outcome lists what was created (even
-    when an error is returned) so the caller can account for files it never reported.
-    """
-    count = len(items)
-    if pool is None or workers <= 1 or count < 64:
-        return _create_slice(dir_fd, items, range(count), fsync_each)
-    futures = [
-        pool.submit(_create_slice, dir_fd, items, range(k, count, workers), fsync_each)
-        for k in range(workers)
-    ]
-    total = CreateOutcome()
-    for future in futures:
-        part = future.result()
-        total.created.extend(part.created)
-        total.existing.extend(part.existing)
-        if total.error is None:
-            total.error = part.error
-    total.created.sort()
-    total.existing.sort()
-    return total
-
-
-def group_sync(dir_fd: int, mode: Literal["syncfs", "fsync"], where: str) -> None:
-    """Make every file created in ``dir_fd`` durable, then the folder itself."""
-    with os_errors("sync", where):
-        if mode == "syncfs":
-            syncfs(dir_fd)
-        os.fsync(dir_fd)
-
-
 __all__ = [
-    "SYNC_MODES",
-    "CreateOutcome",
-    "SyncMode",
     "create_exclusive",
-    "create_many",
     "entries",
     "escape",
     "fsync_fd",
-    "group_sync",
     "open_dir",
     "open_root",
     "os_errors",
     "read_file",
     "replace_atomic",
-    "resolve_sync_mode",
-    "syncfs",
     "temp_name",
     "unlink_quietly",
-    "write_new_durably",
 ]

@@ -256,7 +256,6 @@ class DlqStore:
 
     ``clock`` returns aware datetimes (``dpone.testing.FrozenClock`` in tests).
     ``environment`` is the manifest's; ``preserve`` is refused in a production one.
-    ``sync`` picks the group-commit strategy (see :mod:`dpone.dlq.fsio`).
     """
 
     def __init__(
@@ -266,7 +265,6 @@ class DlqStore:
         *,
         clock: Clock | None = None,
         environment: str = "dev",
-        sync: fsio.SyncMode = "auto",
     ) -> None:
         self.root = Path(root)
         self.policy = policy if policy is not None else DlqPolicy(directory=str(self.root))
@@ -283,7 +281,6 @@ class DlqStore:
             )
         self.clock: Clock = clock if clock is not None else system_clock
         self.environment = environment
-        self.sync_mode = fsio.resolve_sync_mode(sync)
         # Ack segments verified by this store, by content (see _ack_lines).
         self._ack_cache: dict[tuple[str, bytes], list[tuple[str, str]]] = {}
 

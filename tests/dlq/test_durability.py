@@ -94,9 +94,6 @@ def test_one_fsynced_temp_file_and_one_link_per_chunk(
 
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "link", link)
-    for removed in ("syncfs", "group_sync", "create_many"):  # the per-record mechanisms
-        if hasattr(fsio, removed):
-            monkeypatch.setattr(fsio, removed, lambda *a, **k: pytest.fail("not used any more"))
     for number, start in enumerate((1, 501), start=1):
         for calls in (creates, links, order):
             calls.clear()

@@ -9,10 +9,9 @@ import orjson
 import pytest
 
 from dpone.dlq.canonical import with_checksum
-from dpone.dlq.index import build_index_doc, entry
-from dpone.dlq.segments import SegmentEntry, bytes_checksum
 from dpone.signing import key_id_of, keyring_from, signature_of
 from tests.conftest import dpone_subprocess
+from tests.dlqfiles import reseal_index
 
 KEY = "k" * 40
 ENV = {"DPONE_SIGNING_KEY": KEY}
@@ -59,42 +58,13 @@ def drop_first_record(index_path: Path, *, rebuild_index: bool) -> None:
     segment = doc["segments"][0]
     seg_path = index_path.parent / "segments" / segment["name"]
     lines = seg_path.read_bytes().splitlines(keepends=True)
-    dropped = json.loads(lines[0])["record_id"]
     data = b"".join(lines[1:])
     seg_path.chmod(0o644)
     seg_path.unlink()
     seg_path.write_bytes(data)
     if not rebuild_index:
         return
-    entries = [
-        entry(e["record_id"], e["sha256"], e["code"], e["column"])
-        for e in doc["records"]
-        if e["record_id"] != dropped
-    ]
-    rebuilt = SegmentEntry.from_json(
-        {
-            **segment,
-            "sha256": bytes_checksum(data),
-            "record_count": segment["record_count"] - 1,
-            "first_record_id": json.loads(lines[1])["record_id"],
-        },
-        0,
-    )
-    forged = build_index_doc(
-        run_id=doc["run_id"],
-        load_id=doc["load_id"],
-        pipeline=doc["pipeline"],
-        status=doc["status"],
-        status_reason=doc["status_reason"],
-        pii_policy=doc["pii_policy"],
-        retention_days=doc["retention_days"],
-        created_at=doc["created_at"],
-        updated_at=doc["updated_at"],
-        owner_pid=None,
-        entries=entries,
-        segments=[rebuilt],
-    )
-    index_path.write_bytes(orjson.dumps(forged, option=orjson.OPT_SORT_KEYS))
+    forged = reseal_index(index_path.parents[2], doc["run_id"])
     evidence_path = next(index_path.parents[4].rglob("data_contract_evidence.json"))
     bundle = json.loads(evidence_path.read_bytes())
     bundle.pop("signature", None)

@@ -9,14 +9,12 @@ resolved against the manifest's own source, never followed as written.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import orjson
 
 from dpone.dlq.canonical import checksum
-from dpone.dlq.index import fingerprint
-from tests.dlqfiles import segment_files
+from tests.dlqfiles import reseal_index, segment_files
 from tests.replay.conftest import FIRST_LOAD, Pipeline
 
 
@@ -30,20 +28,8 @@ def _reseal_ref(dlq: Path, run_id: str, new_path: str) -> None:
     del doc["sha256"]
     doc["sha256"] = checksum(doc)
     lines[0] = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
-    data = b"".join(line + b"\n" for line in lines)
-    segment.write_bytes(data)
-    index_path = dlq / "runs" / run_id / "index.json"
-    index = orjson.loads(index_path.read_bytes())
-    for entry in index["records"]:
-        if entry["record_id"] == doc["record_id"]:
-            entry["sha256"] = doc["sha256"]
-    for seg in index["segments"]:
-        if seg["name"] == segment.name:
-            seg["sha256"] = "sha256:" + hashlib.sha256(data).hexdigest()
-    index["fingerprint"] = fingerprint((e["record_id"], e["sha256"]) for e in index["records"])
-    del index["sha256"]
-    index["sha256"] = checksum(index)
-    index_path.write_bytes(orjson.dumps(index, option=orjson.OPT_SORT_KEYS))
+    segment.write_bytes(b"".join(line + b"\n" for line in lines))
+    reseal_index(dlq, run_id)
 
 
 def test_a_forged_record_naming_a_file_outside_the_source_loads_nothing(duck: Pipeline) -> None:

@@ -209,18 +209,23 @@ def test_drift_between_plan_and_apply_is_refused(
     assert len(acks_on_disk(store, "run-a")) >= 2
 
 
+def _pin_evidence(store: DlqStore, tmp_path: Path, run_id: str) -> Path:
+    """A folder of evidence pinning ``run_id``: <pins>/orders/<run>/data_contract_evidence.json,
+    the layout of an evidence output dir (index_ref is relative to the bundle's folder)."""
+    pins = tmp_path / "pins"
+    folder = pins / "orders" / run_id
+    folder.mkdir(parents=True)
+    index = store.root / "runs" / run_id / "index.json"
+    ref = Path("..", "..", "..", index.relative_to(tmp_path)).as_posix()
+    doc = with_checksum({"run_id": run_id, "dlq": {"index_ref": ref}})
+    (folder / "data_contract_evidence.json").write_bytes(json.dumps(doc).encode())
+    return pins
+
+
 def test_evidence_pinned_runs_are_kept_whole(
     store: DlqStore, seeded: dict[str, Any], tmp_path: Path
 ) -> None:
-    pins = tmp_path / "pins"
-    # <pins>/orders/<run>/data_contract_evidence.json, the layout of an evidence output dir;
-    # index_ref is relative to the bundle's folder.
-    folder = pins / "orders" / "run-a"
-    folder.mkdir(parents=True)
-    index = store.root / "runs" / "run-a" / "index.json"
-    ref = Path("..", "..", "..", index.relative_to(tmp_path)).as_posix()
-    doc = with_checksum({"run_id": "run-a", "dlq": {"index_ref": ref}})
-    (folder / "data_contract_evidence.json").write_bytes(json.dumps(doc).encode())
+    pins = _pin_evidence(store, tmp_path, "run-a")
 
     plan = plan_retention(store, LATER, include_unacknowledged=True, evidence_dirs=[pins])
 
@@ -230,8 +235,10 @@ def test_evidence_pinned_runs_are_kept_whole(
     apply_retention(store, plan)
     assert len(on_disk(store, "run-a")) == 4
 
+    bundle = pins / "orders" / "run-a" / "data_contract_evidence.json"
+    doc = json.loads(bundle.read_bytes())
     doc["run_id"] = "changed"  # the checksum no longer matches
-    (folder / "data_contract_evidence.json").write_bytes(json.dumps(doc).encode())
+    bundle.write_bytes(json.dumps(doc).encode())
     with pytest.raises(RetentionEvidenceInvalid):
         plan_retention(store, LATER, evidence_dirs=[pins])
 
@@ -350,13 +357,7 @@ def test_an_edited_plan_that_deletes_protected_records_is_refused(
 def test_an_edited_plan_of_a_pinned_run_is_refused(
     store: DlqStore, seeded: dict[str, Any], tmp_path: Path
 ) -> None:
-    pins = tmp_path / "pins"
-    folder = pins / "orders" / "run-a"
-    folder.mkdir(parents=True)
-    index = store.root / "runs" / "run-a" / "index.json"
-    ref = Path("..", "..", "..", index.relative_to(tmp_path)).as_posix()
-    doc = with_checksum({"run_id": "run-a", "dlq": {"index_ref": ref}})
-    (folder / "data_contract_evidence.json").write_bytes(json.dumps(doc).encode())
+    pins = _pin_evidence(store, tmp_path, "run-a")
     plan = plan_retention(store, LATER, evidence_dirs=[pins])
     assert plan.delete_count == 0
     cut = _acked_cut(store, seeded["a"][:2])
