@@ -174,7 +174,7 @@ def _timed(store: DlqStore, name: str, spent: list[float]) -> None:
 def _bench_execute(base: Path, kind: str) -> None:
     from dpone.manifest.compiler import compile_manifest
     from dpone.runtime.lifecycle import RunOptions, run_pipeline
-    from dpone.runtime.replay import bind, execute_replay
+    from dpone.runtime.replay_run import bind, execute_replay
 
     folder = base / kind
     (folder / "data").mkdir(parents=True)

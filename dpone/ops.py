@@ -1,7 +1,7 @@
 """The operations planes of SPEC §8 as functions: replay, retention, verify, release gate.
 
 Each is a thin call over the service that does the work (``dlq/replay.py``,
-``runtime/replay.py``, ``dlq/retention.py``, the DLQ store, ``evidence/gate.py``) and returns
+``runtime/replay_run.py``, ``dlq/retention.py``, the DLQ store, ``evidence/gate.py``) and returns
 the result object ``dpone ops ...`` renders; every one has a ``to_json()``. Errors follow the
 API's contract: a usage or configuration problem (a folder that is not a DLQ store, a bad
 policy) raises :class:`~dpone.errors.ConfigError`, other failures their ``DponeError``.
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from dpone.dlq.verify import Finding
     from dpone.evidence.gate import GateReport
     from dpone.manifest.plan import Plan
-    from dpone.runtime.replay import ReplayBinding
+    from dpone.runtime.replay_run import ReplayBinding
 
 PathLike = str | os.PathLike[str]
 
@@ -143,7 +143,7 @@ def replay_execute(
     and load each row once, then acknowledge it. ``plan`` (a file or a plan printed earlier)
     is refused unless it is the plan the store, the manifest and the sink give now."""
     from dpone.dlq import replay
-    from dpone.runtime.replay import execute_replay
+    from dpone.runtime.replay_run import execute_replay
 
     binding = _binding(manifest, run_id, dlq_dir, env)
     stored = replay.load_plan(Path(plan)) if isinstance(plan, str | os.PathLike) else plan
@@ -158,7 +158,7 @@ def _binding(
 ) -> ReplayBinding:
     from dpone.manifest.compiler import compile_manifest
     from dpone.manifest.plan import Plan
-    from dpone.runtime.replay import bind
+    from dpone.runtime.replay_run import bind
 
     if dlq_dir is not None:
         open_store(dlq_dir)  # a missing folder is a usage error, as everywhere

@@ -3,7 +3,7 @@
 Without ``--manifest`` the command prints the run's plan with ``unbound`` identities: it shows
 what a replay would touch and can never apply anything. ``--manifest M`` pins M's resolver and
 sink; ``--execute`` applies the plan with the first-party file executor
-(:mod:`dpone.runtime.replay`). ``--yes`` is the old "apply" switch: it exits 4
+(:mod:`dpone.runtime.replay_run`). ``--yes`` is the old "apply" switch: it exits 4
 (``DPONE_DLQ_REPLAY_EXECUTOR_REQUIRED``) and applies nothing.
 """
 

@@ -23,7 +23,7 @@ record id and the record checksum, usable as a sink load id.
    only then are the batch's acknowledgements written (``store.write_acks``). A crash in
    between is harmless: step 4 of the next execution finds the keys.
 
-Nothing here knows about sources, contracts or databases; ``dpone.runtime.replay`` is the
+Nothing here knows about sources, contracts or databases; ``dpone.runtime.replay_run`` is the
 first-party executor that binds a manifest's file source and sink.
 """
 

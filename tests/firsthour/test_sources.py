@@ -27,7 +27,7 @@ from dpone.dlq.refs import file_line_refs, file_ref
 from dpone.dlq.replay import RowStillRejected
 from dpone.dlq.store import DlqStore
 from dpone.manifest.compiler import compile_manifest
-from dpone.runtime.replay import ReplayRefOutsideSource, bind
+from dpone.runtime.replay_run import ReplayRefOutsideSource, bind
 from tests.conftest import CliRun
 
 CANARY = "canary-9f3b"  # a value that must never leave the data files
@@ -371,10 +371,10 @@ def test_an_unexpected_exception_rolls_the_run_back(
     (proj.project / "d" / "x.csv").write_text("id,name\nbad,x\n" + rows)
     proj.write_manifest("d/x.csv", chunk_size=2)
 
-    from dpone.runtime import lifecycle
+    from dpone.runtime.stream import Stream
 
     calls = {"n": 0}
-    original = lifecycle._one_chunk
+    original = Stream.chunk
 
     def flaky(*args: Any, **kwargs: Any) -> None:
         calls["n"] += 1
@@ -382,7 +382,7 @@ def test_an_unexpected_exception_rolls_the_run_back(
             raise ValueError(f"library text quoting {CANARY}")
         original(*args, **kwargs)
 
-    monkeypatch.setattr(lifecycle, "_one_chunk", flaky)
+    monkeypatch.setattr(Stream, "chunk", flaky)
     result = proj.run()
     assert result.exit_code == 1
     doc = result.doc

@@ -1,6 +1,7 @@
 """The first-party replay executor for file sources (``quarantine-replay --execute --manifest``).
 
-It binds :mod:`dpone.dlq.replay` to a manifest:
+It binds :mod:`dpone.dlq.replay` to a manifest, through the same component wiring as a run
+(``runtime/wiring.py``):
 
 * :class:`FileRowResolver` re-reads the quarantined rows from the manifest's file source by
   their ``record_ref`` (path, SHA-256, row). Every file's SHA-256 is checked before any row is
@@ -36,13 +37,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import structlog
 
-from dpone.assertions.engine import AssertionEngine
 from dpone.clock import Clock, utc_now
 from dpone.connectors._util import conform, position_mask, sha256_file
 from dpone.connectors.base import KeyedSink, LoadSpec
 from dpone.connectors.errors import SinkSchemaError
-from dpone.connectors.sinks import make_sink
-from dpone.connectors.sources import make_source
 from dpone.connectors.sources.file import FileSource
 from dpone.contracts.enforcer import ContractEnforcementService
 from dpone.contracts.errors import SchemaFrozen
@@ -70,7 +68,7 @@ from dpone.dlq.replay import (
 from dpone.dlq.store import DlqStore
 from dpone.faults import checkpoint
 from dpone.manifest.plan import Plan
-from dpone.runtime.journal import RunJournal
+from dpone.runtime import wiring
 
 log = structlog.get_logger("dpone.replay")
 
@@ -171,8 +169,8 @@ class FileRowResolver:
         for path, (sha, _) in sorted(files.items()):
             self._check_file(path, sha)
         existing = self._target.existing_schema()
-        enforcer = ContractEnforcementService(self.manifest.sink.contract)
-        engine = AssertionEngine(self.manifest.quality.assertions, self.manifest.manifest_dir)
+        enforcer = wiring.enforcer(self.manifest)
+        engine = wiring.assertion_engine(self.manifest)
         judged = _Judged([], [], {})
         for path, (sha, wanted) in sorted(files.items()):
             for piece, ids in self._read_rows(path, sha, wanted):
@@ -465,25 +463,9 @@ def bind(
             fixes=("replay through dpone.dlq.replay with a resolver for that source",),
         )
     environ = dict(os.environ) if env is None else env
-    sink_conn = manifest.sink.connection.resolve(environ) if manifest.sink.connection else None
-    source = make_source(
-        manifest.source.config, manifest.manifest_dir, read_all_as_text=True, connection=None
-    )
+    source, sink = wiring.connectors(manifest, environ, clock)
     assert isinstance(source, FileSource)
-    sink = make_sink(
-        manifest.sink.config,
-        manifest.manifest_dir,
-        manifest.runtime.work_dir,
-        manifest.name,
-        sink_conn,
-        clock=clock,
-    )
-    store = DlqStore(
-        dlq_dir if dlq_dir is not None else Path(manifest.sink.dlq.directory),
-        manifest.sink.dlq,
-        clock=clock,
-        environment=manifest.environment,
-    )
+    store = wiring.dlq_store(manifest, clock, dlq_dir)
     strategy = manifest.sink.strategy
     unique_key = strategy.unique_key if strategy.mode == "merge" else ()
     if not isinstance(sink, KeyedSink):
@@ -503,7 +485,7 @@ def execute_replay(
     """Execute the replay of ``binding``'s run: ``stored`` (``--plan FILE``) must be the plan
     the store, the resolver and the target give now; without it the fresh plan is used."""
     manifest, store = binding.manifest, binding.store
-    journal = RunJournal(manifest.runtime.work_dir / "runs", manifest.name)
+    journal = wiring.journal(manifest)
     journal.lock()
     try:
         index = replayable_index(store, binding.run_id)

@@ -1,0 +1,132 @@
+"""What a run is given (:class:`RunOptions`) and what it fixes at its start (:class:`RunContext`).
+
+Both are frozen: the run's identity, paths and options never change while it runs, so every
+part of the run (the stream, the DLQ pipe, recovery, the outcome) may read them from any
+thread. The one mutable helper a context carries, :class:`~dpone.runtime.labels.ColumnLabels`,
+is used by the run's main thread only.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+from ulid import ULID
+
+from dpone.clock import Clock, iso_utc, utc_now
+from dpone.connectors.base import LoadSpec, Sink, Source
+from dpone.dlq.ids import is_identifier
+from dpone.errors import ConfigError, UsageError
+from dpone.manifest.plan import Plan
+from dpone.runtime.interrupts import InterruptWatch
+from dpone.runtime.labels import ColumnLabels
+from dpone.runtime.report import RowCounts
+from dpone.runtime.wiring import Paths
+
+_PIPELINE_NAME = re.compile(r"[a-z0-9_]{3,64}")
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    run_id: str | None = None
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    clock: Clock = utc_now
+    #: called on the run's thread after every chunk with the counts so far
+    progress: Callable[[RowCounts], None] | None = None
+    #: the caller's watch of SIGINT/SIGTERM, already started (the CLI starts it before the
+    #: compile); without one the run watches the signals itself while it runs
+    interrupts: InterruptWatch | None = None
+    #: without ``interrupts``: whether the run installs its own SIGINT/SIGTERM watch while it
+    #: runs (the default) or leaves the process's handlers alone (a library call, ``dpone.run``)
+    watch_signals: bool = True
+    #: a source and a sink to use instead of the manifest's (``dpone.testing``'s in-memory
+    #: ones); the manifest's connection of an injected one is then never resolved
+    source: Source | None = None
+    sink: Sink | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    """The identity of one run, fixed before anything is written."""
+
+    plan: Plan
+    options: RunOptions
+    run_id: str
+    load_id: str
+    started_at: str
+    #: ``time.perf_counter()`` at the start, for the run's duration
+    started: float
+    paths: Paths
+    #: how artifacts name columns (undeclared ones by position unless pii_policy preserve)
+    labels: ColumnLabels
+    interrupts: InterruptWatch
+    #: whether the run starts and stops ``interrupts`` itself
+    owns_watch: bool
+
+    @classmethod
+    def start(cls, plan: Plan, options: RunOptions) -> RunContext:
+        # Run ids and pipeline names become folder names (evidence, DLQ, staging): checked
+        # whole, before anything is written anywhere.
+        if options.run_id is not None and not is_identifier(options.run_id):
+            raise UsageError(
+                "--run-id must be 1 to 128 characters of [A-Za-z0-9._-], not starting with '.'",
+                fixes=("use a run id such as nightly-2026-01-31, or leave it out for a ULID",),
+            )
+        if not _PIPELINE_NAME.fullmatch(plan.name):
+            raise ConfigError(
+                "the manifest name must be 3 to 64 characters of [a-z0-9_]",
+                code="DPONE_MANIFEST_PATTERN",
+                fixes=("rename the pipeline (name:) to lowercase letters, digits and _",),
+            )
+        clock = options.clock
+        started = time.perf_counter()
+        return cls(
+            plan=plan,
+            options=options,
+            run_id=options.run_id or str(ULID.from_datetime(clock())),
+            load_id=str(ULID.from_datetime(clock())),
+            started_at=iso_utc(clock()),
+            started=started,
+            paths=Paths.of(plan),
+            labels=ColumnLabels(
+                (c.name for c in plan.sink.contract.columns), plan.sink.dlq.pii_policy
+            ),
+            interrupts=options.interrupts or InterruptWatch(),
+            # An unstarted watch never reports a signal: with watch_signals off, check() is a
+            # no-op.
+            owns_watch=options.interrupts is None and options.watch_signals,
+        )
+
+    @property
+    def clock(self) -> Clock:
+        return self.options.clock
+
+    def now(self) -> str:
+        return iso_utc(self.options.clock())
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+    @property
+    def target(self) -> str:
+        """``dataset.table`` of the sink."""
+        return f"{self.plan.sink.dataset}.{self.plan.sink.table}"
+
+    def load_spec(self, schema: pa.Schema) -> LoadSpec:
+        """The load's identity and strategy; its cursor is given at commit, once it is known."""
+        strategy = self.plan.sink.strategy
+        return LoadSpec(
+            pipeline=self.plan.name,
+            run_id=self.run_id,
+            load_id=self.load_id,
+            schema=schema,
+            mode=strategy.mode,
+            unique_key=strategy.unique_key,
+        )
+
+
+__all__ = ["RunContext", "RunOptions"]

@@ -1,0 +1,116 @@
+"""The DLQ pipe: a run's rejected rows made durable on one background thread.
+
+A chunk's records are built on the run's main thread and written on the pipe's thread while
+the main thread reads and enforces the next chunk: file creation is IO the CPU work can
+overlap. At most one chunk is in flight, so memory stays bounded by two chunks' rejects, and
+:meth:`DlqPipe.close` waits for it before the DLQ index closes, so every record is durable
+before the sink may commit (SPEC §6). Rows count as quarantined only once durable.
+
+Threads: the pipe is the one owner of the run's DLQ writer, and all of its own attributes are
+read and written by the thread that calls its methods (the run's main thread). The main
+thread opens the writer, then hands it to the worker together with one chunk's rows through a
+single ``Future``; it uses the writer again (the next hand-off, the close, the abort) only
+after that ``Future`` is done, and ``Future.result()`` orders everything the worker did
+before whatever follows. The worker's one output is the ``Future``'s outcome: the number of
+records written, or the error, re-raised on the main thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+
+from dpone.dlq.index import StatusReason
+from dpone.dlq.model import RejectedRow
+from dpone.dlq.store import DlqStore
+from dpone.dlq.writer import RunResult, RunWriter
+from dpone.errors import DponeError
+from dpone.faults import checkpoint
+
+
+def _write(writer: RunWriter, rows: Sequence[RejectedRow]) -> int:
+    """On the pipe's thread: one chunk's records, durably."""
+    writer.write_chunk(rows)
+    checkpoint("after_chunk_dlq")
+    return len(rows)
+
+
+class DlqPipe:
+    """Writes each chunk's DLQ records on one background thread, one chunk in flight."""
+
+    def __init__(self, store: DlqStore | None, *, run_id: str, load_id: str, pipeline: str):
+        self._store = store
+        self._run_id = run_id
+        self._load_id = load_id
+        self._pipeline = pipeline
+        self._writer: RunWriter | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: Future[int] | None = None
+        #: records durable so far (after an abort: every record the aborted index lists)
+        self.records = 0
+        #: whether any record of this run reached the DLQ (its DLQ run exists)
+        self.used = False
+        #: the DLQ run's outcome once :meth:`close` or :meth:`abort` ended it
+        self.result: RunResult | None = None
+
+    def submit(self, rows: Sequence[RejectedRow]) -> None:
+        """Hand one chunk's records over; the error of the chunk before, if any, is raised."""
+        self.drain()
+        writer = self._open()
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpone-dlq")
+        self._pending = self._pool.submit(_write, writer, rows)
+
+    def _open(self) -> RunWriter:
+        if self._writer is None:
+            if self._store is None:
+                # The compiler refuses `dlq.enabled: false` wherever a row may be dead-lettered.
+                raise DponeError(
+                    "a row was to be dead-lettered but dlq.enabled is false",
+                    code="DPONE_DLQ_DISABLED",
+                )
+            self._writer = self._store.open_run(
+                self._run_id, self._load_id, pipeline=self._pipeline
+            )
+        return self._writer
+
+    def drain(self) -> None:
+        """Wait for the chunk in flight; its error, if any, is raised here."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            self.records += pending.result()
+            self.used = True
+
+    def stop(self) -> None:
+        """Let the write in flight end (its outcome is not looked at) and end the thread."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            wait([pending])
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    def close(self) -> RunResult | None:
+        """Every record durable, then the DLQ run's ``closed`` index (None: no DLQ run)."""
+        self.drain()
+        self.stop()
+        if self._writer is not None:
+            self.result = self._writer.close()
+        return self.result
+
+    def abort(self, reason: StatusReason = "run_failed") -> RunResult | None:
+        """After a failure: end the DLQ run ``aborted``, every record that reached the disk
+        listed (in flight or not). Raises the DLQ's error when even that cannot be written:
+        the run then stays open on disk, and the next run of the pipeline aborts it."""
+        self.stop()
+        if self._writer is None:
+            return None
+        # Open or already closed (the sink commit itself failed): either way the run's DLQ
+        # records must not count, so the run ends aborted.
+        self.result = self._writer.abort(reason)
+        self.records = self.result.record_count
+        self.used = True
+        return self.result
+
+
+__all__ = ["DlqPipe"]

@@ -1,0 +1,128 @@
+"""Recovery: what a run does, under the pipeline's lock, about earlier runs that died.
+
+The journal (``runtime/journal.py``) says which run was in flight. If it died before its sink
+commit (no load marker), its staging is dropped and its DLQ run aborted: ``rolled_back``. If it
+died after (its marker is in the sink), the state is advanced from the marker and the evidence
+the journal holds is published: ``finished``. Then, whatever the journal said, the staging of
+any dead run of the pipeline is dropped and every open DLQ run whose writer is gone is closed
+as aborted (docs/guarantees.md, "Recovery rules").
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from dpone.clock import Clock, iso_utc
+from dpone.connectors.base import LoadMarker
+from dpone.dlq.errors import DlqRunNotFound
+from dpone.faults import checkpoint
+from dpone.manifest.plan import Plan
+from dpone.runtime.journal import JournalEntry
+from dpone.runtime.report import Recovery
+from dpone.runtime.wiring import Components
+from dpone.state.model import Cursor
+from dpone.state.store import StateStore
+
+log = structlog.get_logger("dpone.run")
+
+
+def recover(parts: Components, clock: Clock) -> list[Recovery]:
+    """Finish or roll back the previous run of this pipeline if it died midway."""
+    plan, sink, dlq = parts.plan, parts.sink, parts.dlq
+    recovered: list[Recovery] = []
+    entry = parts.journal.read()
+    if entry is not None and entry.phase == "running":
+        marker = sink.committed_load(entry.load_id)
+        if marker is not None:
+            recovered.append(_finish_committed(parts, entry, marker, clock))
+        else:
+            aborted: list[str] = []
+            try:
+                if dlq is not None:
+                    aborted.append(dlq.abort_run(entry.run_id, "writer_gone").run_id)
+            except DlqRunNotFound:
+                pass
+            dropped = sink.cleanup_abandoned(plan.name, keep_load_id=None)
+            recovered.append(
+                Recovery(
+                    run_id=entry.run_id,
+                    action="rolled_back",
+                    reason="the run died before its sink commit; nothing of it was loaded",
+                    dlq_runs_aborted=tuple(aborted),
+                    staging_dropped=tuple(dropped),
+                )
+            )
+        parts.journal.write(
+            JournalEntry(plan.name, entry.run_id, entry.load_id, "recovered", entry.started_at)
+        )
+    # Staging of killed runs goes; a committed load whose files were still moving (filesystem
+    # sink) is completed. Open DLQ runs whose writer died are closed as aborted.
+    sink.cleanup_abandoned(plan.name)
+    if dlq is not None:
+        dlq.recover_abandoned(pipeline=plan.name)
+    for rec in recovered:
+        log.warning("run.recovered", run_id=rec.run_id, action=rec.action, reason=rec.reason)
+    return recovered
+
+
+def _finish_committed(
+    parts: Components, entry: JournalEntry, marker: LoadMarker, clock: Clock
+) -> Recovery:
+    plan, states = parts.plan, parts.states
+    state = states.read(plan.name)
+    if state.last_load_id != entry.load_id and plan.state_type == "file":
+        commit_state(
+            plan,
+            states,
+            expected_revision=state.revision,
+            run_id=entry.run_id,
+            load_id=entry.load_id,
+            cursor_to=marker.cursor_to,
+            unplaced=entry.unplaced,
+            clock=clock,
+        )
+    note = "its evidence was already published"
+    if entry.evidence is not None:
+        parts.evidence.publish(entry.evidence, exist_ok=True)
+        note = "its evidence was published"
+    elif not parts.evidence.exists(entry.run_id):
+        note = "its evidence could not be rebuilt"
+    return Recovery(
+        run_id=entry.run_id,
+        action="finished",
+        reason=f"the run died after its sink commit; its state was advanced and {note}",
+    )
+
+
+def commit_state(
+    plan: Plan,
+    states: StateStore,
+    *,
+    expected_revision: int,
+    run_id: str,
+    load_id: str,
+    cursor_to: str | int | None,
+    unplaced: dict[str, list[int]] | None,
+    clock: Clock,
+) -> None:
+    """Advance the pipeline's state to a committed load (a live run's, or a dead one's)."""
+    inc = plan.source.incremental
+    cursor = None
+    if inc is not None and cursor_to is not None:
+        declared = plan.sink.contract.column(inc.cursor_column)
+        cursor = Cursor(inc.cursor_column, declared.type if declared else "string", cursor_to)
+    with states.commit(plan.name, expected_revision=expected_revision) as txn:
+        txn.set(
+            txn.current.advanced(
+                run_id=run_id,
+                load_id=load_id,
+                cursor=cursor,
+                manifest_fingerprint=plan.fingerprint,
+                updated_at=iso_utc(clock()),
+                unplaced=unplaced,
+            )
+        )
+        txn.before_publish = lambda: checkpoint("during_state_replace")
+
+
+__all__ = ["commit_state", "recover"]

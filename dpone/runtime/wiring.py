@@ -1,0 +1,193 @@
+"""The component wiring: a compiled plan becomes the objects a run (and a replay) talks to.
+
+``plan`` → its source, its sink, its DLQ store, its state store, its run journal, its evidence
+output, and fresh contract enforcers and assertion engines. Building them connects to
+nothing and reads no data, but it is where a manifest's secrets are resolved and its
+connectors configured, so every problem found here is a preflight problem (exit 2, nothing
+read). The run (``runtime/lifecycle.py``) and the replay executor (``runtime/replay_run.py``)
+both build their parts here, so they bind a manifest the same way.
+
+A source or a sink may be injected instead of the manifest's (``dpone.testing``'s in-memory
+ones): the manifest's connection of an injected one is then never resolved.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dpone.assertions.engine import AssertionEngine
+from dpone.clock import Clock
+from dpone.connectors.base import Sink, Source
+from dpone.connectors.sinks import make_sink
+from dpone.connectors.sources import make_source
+from dpone.contracts.enforcer import ContractEnforcementService
+from dpone.dlq.store import DlqStore
+from dpone.evidence.writer import EVIDENCE_FILE, bundle_dir, publish_evidence_doc
+from dpone.manifest.plan import Plan
+from dpone.runtime.journal import RunJournal
+from dpone.state.store import StateStore
+
+
+@dataclass(frozen=True, slots=True)
+class Paths:
+    work_dir: Path
+    runs_dir: Path
+    state_dir: Path
+    dlq_dir: Path
+    evidence_dir: Path
+
+    @classmethod
+    def of(cls, plan: Plan) -> Paths:
+        work = plan.runtime.work_dir
+        return cls(
+            work_dir=work,
+            runs_dir=work / "runs",
+            state_dir=work / "state",
+            dlq_dir=Path(plan.sink.dlq.directory),
+            evidence_dir=plan.sink.evidence_dir,
+        )
+
+
+def relative(path: Path, base: Path) -> str:
+    """For reports and evidence: never an absolute path when the manifest's folder will do."""
+    try:
+        return os.path.relpath(path, base)
+    except ValueError:
+        return path.name
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceOutput:
+    """Where a pipeline's evidence bundles are published (create-only, never overwritten)."""
+
+    directory: Path
+    pipeline: str
+
+    def bundle(self, run_id: str) -> Path:
+        return bundle_dir(self.directory, self.pipeline, run_id)
+
+    def exists(self, run_id: str) -> bool:
+        return (self.bundle(run_id) / EVIDENCE_FILE).exists()
+
+    def publish(self, doc: dict[str, Any], *, exist_ok: bool = False) -> Path:
+        """Publish ``doc``; ``exist_ok``: the identical bundle already published is fine."""
+        return publish_evidence_doc(self.directory, doc, exist_ok=exist_ok)
+
+
+def connectors(
+    plan: Plan,
+    env: Mapping[str, str],
+    clock: Clock,
+    *,
+    source: Source | None = None,
+    sink: Sink | None = None,
+) -> tuple[Source, Sink]:
+    """The plan's source and sink (or the injected ones): secrets first, then the connectors."""
+    source_conn = None
+    if source is None and plan.source.connection is not None:
+        source_conn = plan.source.connection.resolve(env)
+    sink_conn = None
+    if sink is None and plan.sink.connection is not None:
+        sink_conn = plan.sink.connection.resolve(env)
+    if source is None:
+        source = make_source(
+            plan.source.config, plan.manifest_dir, read_all_as_text=True, connection=source_conn
+        )
+    if sink is None:
+        sink = make_sink(
+            plan.sink.config,
+            plan.manifest_dir,
+            plan.runtime.work_dir,
+            plan.name,
+            sink_conn,
+            clock=clock,
+        )
+    return source, sink
+
+
+def dlq_store(plan: Plan, clock: Clock, directory: Path | None = None) -> DlqStore:
+    """The plan's DLQ store (``directory``: another root than ``dlq.directory``)."""
+    return DlqStore(
+        directory if directory is not None else Path(plan.sink.dlq.directory),
+        plan.sink.dlq,
+        clock=clock,
+        environment=plan.environment,
+    )
+
+
+def journal(plan: Plan) -> RunJournal:
+    """The pipeline's lock and run journal (runs and replays of a pipeline never overlap)."""
+    return RunJournal(Paths.of(plan).runs_dir, plan.name)
+
+
+def enforcer(plan: Plan) -> ContractEnforcementService:
+    """A fresh enforcer of the plan's contract (it learns inferred types as it reads)."""
+    return ContractEnforcementService(plan.sink.contract)
+
+
+def assertion_engine(plan: Plan) -> AssertionEngine:
+    """A fresh engine of the plan's assertions (imports their predicates: user code)."""
+    return AssertionEngine(plan.quality.assertions, plan.manifest_dir)
+
+
+@dataclass(frozen=True, slots=True)
+class Components:
+    """Everything one run of a plan talks to; ``dlq`` is None under ``dlq.enabled: false``."""
+
+    plan: Plan
+    paths: Paths
+    source: Source
+    sink: Sink
+    dlq: DlqStore | None
+    states: StateStore
+    journal: RunJournal
+    evidence: EvidenceOutput
+
+    def enforcer(self) -> ContractEnforcementService:
+        return enforcer(self.plan)
+
+    def assertion_engine(self) -> AssertionEngine:
+        return assertion_engine(self.plan)
+
+
+def wire(
+    plan: Plan,
+    *,
+    env: Mapping[str, str],
+    clock: Clock,
+    source: Source | None = None,
+    sink: Sink | None = None,
+) -> Components:
+    """The components of a run of ``plan``; ``source``/``sink`` replace the manifest's."""
+    paths = Paths.of(plan)
+    source, sink = connectors(plan, env, clock, source=source, sink=sink)
+    # `dlq.enabled: false` (refused wherever a row may be dead-lettered) means no DLQ files.
+    store = dlq_store(plan, clock) if plan.sink.dlq.enabled else None
+    return Components(
+        plan=plan,
+        paths=paths,
+        source=source,
+        sink=sink,
+        dlq=store,
+        states=StateStore(paths.state_dir),
+        journal=journal(plan),
+        evidence=EvidenceOutput(paths.evidence_dir, plan.name),
+    )
+
+
+__all__ = [
+    "Components",
+    "EvidenceOutput",
+    "Paths",
+    "assertion_engine",
+    "connectors",
+    "dlq_store",
+    "enforcer",
+    "journal",
+    "relative",
+    "wire",
+]
