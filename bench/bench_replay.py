@@ -189,7 +189,7 @@ def _bench_execute(base: Path, kind: str) -> None:
         report = run_pipeline(
             compile_manifest(_manifest(folder, kind, 2, dataset)), RunOptions(env=env)
         )
-        run_id = str(report.dlq["run_id"])
+        run_id = str(report.dlq.run_id)
         _migrate(kind, folder, dataset)
         binding = bind(compile_manifest(_manifest(folder, kind, 3, dataset)), run_id, env=env)
         acks = [0.0]

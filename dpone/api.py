@@ -164,7 +164,7 @@ def run(
     if check and report.exit_code != 0:
         message = f"the run {report.run_id} of {report.pipeline} failed"
         if report.error is not None:
-            message += f": {report.error.get('code')}: {report.error.get('message')}"
+            message += f": {report.error.code}: {report.error.message}"
         raise RunFailed(message, report=report)
     return report
 

@@ -26,7 +26,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dpone.contracts.convert import as_text, convert
-from dpone.contracts.errors import ContractError, ContractViolation, SchemaFrozen
+from dpone.contracts.errors import (
+    ContractError,
+    ContractViolation,
+    DuplicateColumn,
+    SchemaFrozen,
+)
 from dpone.contracts.inference import empty_to_null, infer_type
 from dpone.contracts.kernels import as_string, falses
 from dpone.contracts.reasons import ReasonCode
@@ -226,10 +231,7 @@ class ContractEnforcementService:
         names = schema.names
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
-            raise ContractError(
-                f"the input has duplicate column names: {', '.join(duplicates)}",
-                code="DPONE_CONTRACT_DUPLICATE_COLUMN",
-            )
+            raise DuplicateColumn(f"the input has duplicate column names: {', '.join(duplicates)}")
         evolution = self.contract.evolution
         new_table = existing_schema is None
         table_action: Action | None = None

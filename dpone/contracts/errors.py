@@ -22,6 +22,12 @@ class ContractError(DponeError):
     stage = "enforce"
 
 
+class DuplicateColumn(ContractError):
+    """The input repeats a column name (its message names them: labelled for artifacts)."""
+
+    code = "DPONE_CONTRACT_DUPLICATE_COLUMN"
+
+
 def _summary(counts: Mapping[tuple[str, ReasonCode], int], limit: int = 8) -> str:
     items = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1]))
     text = ", ".join(f"{col} {code.value} x{n}" for (col, code), n in items[:limit])

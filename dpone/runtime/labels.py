@@ -19,7 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from dpone.contracts.errors import ContractError, ContractViolation, SchemaFrozen
+from dpone.contracts.errors import ContractError, ContractViolation, DuplicateColumn, SchemaFrozen
 from dpone.contracts.reasons import ReasonCode
 from dpone.contracts.spec import VARIANT_PREFIX
 
@@ -85,11 +85,10 @@ class ColumnLabels:
                 key = (self(column), code)
                 counts[key] = counts.get(key, 0) + n
             return ContractViolation(err.enforcement, err.rejected_rows, counts)
-        if err.code == "DPONE_CONTRACT_DUPLICATE_COLUMN":
-            return ContractError(
+        if isinstance(err, DuplicateColumn):
+            return DuplicateColumn(
                 "the input repeats a column name (a header row with a name twice, or a "
                 "first data row read as the header)",
-                code=err.code,
                 fixes=("give every column a distinct name in the source",),
             )
         return err

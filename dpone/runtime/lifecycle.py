@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import traceback
+from dataclasses import replace
 from typing import Any
 
 import structlog
@@ -26,13 +27,22 @@ import structlog
 from dpone.assertions.engine import AssertionEngine
 from dpone.errors import EXIT_OK, ConfigError, DponeError, ErrorDetail, Interrupted, UsageError
 from dpone.evidence import lineage
+from dpone.evidence.model import DataOutcome, SchemaChange
 from dpone.faults import checkpoint
 from dpone.manifest.plan import Plan
 from dpone.runtime import outcome
 from dpone.runtime.context import RunContext, RunOptions
 from dpone.runtime.journal import JournalEntry, JournalPhase
 from dpone.runtime.recovery import commit_state, recover
-from dpone.runtime.report import RunReport
+from dpone.runtime.report import (
+    DlqSection,
+    Recovery,
+    RunReport,
+    RunStatus,
+    SinkSection,
+    StateSection,
+    Timings,
+)
 from dpone.runtime.stream import Stream, Streamed
 from dpone.runtime.wiring import Components, relative, wire
 from dpone.state.model import PipelineState
@@ -71,25 +81,7 @@ class _Run:
         self.parts = parts
         self.engine = engine
         self.lineage = _Lineage(ctx, parts)
-        self.report = RunReport(
-            run_id=ctx.run_id,
-            load_id=ctx.load_id,
-            pipeline=ctx.plan.name,
-            started_at=ctx.started_at,
-        )
-        self.report.sink = {
-            "type": ctx.plan.sink.type,
-            "table": ctx.target,
-            "load_id": ctx.load_id,
-            "committed": False,
-        }
-        self.report.dlq = {
-            "directory": relative(ctx.paths.dlq_dir, ctx.plan.manifest_dir)
-            if parts.dlq is not None
-            else None,
-            "run_id": None,
-            "records": 0,
-        }
+        self.recovered: tuple[Recovery, ...] = ()
 
     def _journal(self, phase: JournalPhase, **publish: Any) -> None:
         ctx = self.ctx
@@ -99,7 +91,7 @@ class _Run:
 
     def execute(self) -> RunReport:
         ctx, parts = self.ctx, self.parts
-        self.report.recovered = recover(parts, ctx.clock)
+        self.recovered = tuple(recover(parts, ctx.clock))
         checkpoint("after_recover")
         ctx.interrupts.check()  # a stop asked for during recovery: nothing of this run began
         self.lineage.emit("START")
@@ -109,28 +101,30 @@ class _Run:
         stream = Stream(ctx, parts, self.engine, state)
         try:
             streamed = stream.run()
-            doc = outcome.evidence(stream, failure=None, state=state, cursor_to=streamed.cursor_to)
+            evidence = outcome.evidence(
+                stream, failure=None, state=state, cursor_to=streamed.cursor_to
+            )
+            doc = evidence.to_json()
             # What this run will publish is durable before the sink commits, so a process
             # killed right after the commit is finished, identically, by the next run.
             self._journal("running", evidence=doc, unplaced=streamed.unplaced)
             checkpoint("before_sink_commit")
             ctx.interrupts.check()
             stream.staging.commit(streamed.cursor_to)
-            self.report.sink["committed"] = True
             checkpoint("after_sink_commit")
         except (Exception, KeyboardInterrupt) as exc:
             # Every failure before the sink commit, expected or not (a library's ValueError,
             # a RecursionError), takes the same way back: staging dropped, DLQ run aborted.
-            self._fail(stream, _as_dpone_error(exc), state)
+            report = self._fail(stream, _as_dpone_error(exc), state)
             self.lineage.emit("FAIL")
             self._journal("failed")
-            return self.report
+            return report
 
         # The sink committed: from here on the run is finished even if this process dies.
         try:
-            self._publish_evidence(doc)
+            published = self._publish(doc)
             checkpoint("after_evidence")
-            self._advance_state(state, doc, streamed)
+            moved = self._advance_state(state, streamed)
             checkpoint("after_state")
             self._journal("finished")
         except KeyboardInterrupt:  # a second signal: the stop could not wait
@@ -140,9 +134,26 @@ class _Run:
             ) from None
         if ctx.interrupts.received is not None:
             log.warning("run.stop_too_late", run_id=ctx.run_id, detail="the sink had committed")
-        self._finish(stream, doc["data_outcome"])
+        report = self._report(
+            stream,
+            status="succeeded",
+            data_outcome=evidence.data_outcome,
+            exit_code=EXIT_OK,
+            committed=True,
+            state=moved,
+            evidence=published,
+            schema_changes=evidence.schema_changes,
+        )
+        log.info(
+            "run.finished",
+            pipeline=ctx.plan.name,
+            run_id=ctx.run_id,
+            rows_read=report.rows.read,
+            rows_loaded=report.rows.loaded,
+            rows_quarantined=report.rows.quarantined,
+        )
         self.lineage.emit("COMPLETE", doc)
-        return self.report
+        return report
 
     def _refuse_used_run_id(self) -> None:
         """A run id names one run's evidence and DLQ run for good. Reusing one (``--run-id``)
@@ -155,64 +166,76 @@ class _Run:
                 fixes=("use a new --run-id, or leave it out for a fresh one",),
             )
 
-    def _publish_evidence(self, doc: dict[str, Any]) -> None:
+    def _publish(self, doc: dict[str, Any]) -> str:
+        """Publish the evidence; its bundle's path relative to the manifest's folder."""
         path = self.parts.evidence.publish(doc)
-        self.report.schema_changes = list(doc.get("schema_changes", []))
-        self.report.evidence = relative(path, self.ctx.plan.manifest_dir)
         log.info("evidence.written", run_id=self.ctx.run_id)
+        return relative(path, self.ctx.plan.manifest_dir)
 
-    def _advance_state(
-        self, state: PipelineState, evidence: dict[str, Any], streamed: Streamed
-    ) -> None:
+    def _advance_state(self, state: PipelineState, streamed: Streamed) -> StateSection:
         ctx = self.ctx
         if ctx.plan.state_type == "disabled":
-            self.report.state = {"advanced": False, "from": None, "to": None, "revision": None}
-            return
-        to = evidence["state"]["to"]
+            return StateSection(False, None, None, None)
+        moved = outcome.state_move(ctx.plan, state, failure=None, cursor_to=streamed.cursor_to)
         commit_state(
             ctx.plan,
             self.parts.states,
             expected_revision=state.revision,
             run_id=ctx.run_id,
             load_id=ctx.load_id,
-            cursor_to=to,
+            cursor_to=moved.cursor_to,
             unplaced=streamed.unplaced,
             clock=ctx.clock,
         )
-        self.report.state = {
-            "advanced": True,
-            "from": evidence["state"]["from"],
-            "to": to,
-            "revision": state.revision + 1,
-        }
-        log.info("state.advanced", pipeline=ctx.plan.name, revision=state.revision + 1)
+        log.info("state.advanced", pipeline=ctx.plan.name, revision=moved.revision)
+        return moved
 
-    def _counts(self, stream: Stream) -> None:
-        self.report.rows = stream.counts()
-        if stream.pipe.used:
-            self.report.dlq["run_id"] = self.ctx.run_id
-            self.report.dlq["records"] = stream.pipe.records
+    def _timings(self) -> Timings:
+        return Timings(self.ctx.started_at, self.ctx.now(), self.ctx.elapsed())
 
-    def _finish(self, stream: Stream, data_outcome: str) -> None:
-        ctx, report = self.ctx, self.report
-        self._counts(stream)
-        report.status = "succeeded"
-        report.data_outcome = data_outcome
-        report.exit_code = EXIT_OK
-        report.finished_at = ctx.now()
-        report.duration_s = ctx.elapsed()
-        log.info(
-            "run.finished",
-            pipeline=ctx.plan.name,
+    def _report(
+        self,
+        stream: Stream,
+        *,
+        status: RunStatus,
+        data_outcome: DataOutcome | None,
+        exit_code: int,
+        committed: bool,
+        state: StateSection,
+        evidence: str | None,
+        schema_changes: tuple[SchemaChange, ...] = (),
+        error: ErrorDetail | None = None,
+        timings: Timings | None = None,
+    ) -> RunReport:
+        ctx, pipe = self.ctx, stream.pipe
+        plan = ctx.plan
+        return RunReport(
             run_id=ctx.run_id,
-            rows_read=report.rows.read,
-            rows_loaded=report.rows.loaded,
-            rows_quarantined=report.rows.quarantined,
+            load_id=ctx.load_id,
+            pipeline=plan.name,
+            status=status,
+            data_outcome=data_outcome,
+            exit_code=exit_code,
+            timings=timings or self._timings(),
+            rows=stream.counts(),
+            dlq=DlqSection(
+                directory=relative(ctx.paths.dlq_dir, plan.manifest_dir)
+                if self.parts.dlq is not None
+                else None,
+                run_id=ctx.run_id if pipe.used else None,
+                records=pipe.records,
+            ),
+            sink=SinkSection(plan.sink.type, ctx.target, ctx.load_id, committed),
+            state=state,
+            evidence=evidence,
+            schema_changes=schema_changes,
+            recovered=self.recovered,
+            error=error,
         )
 
-    def _fail(self, stream: Stream, err: DponeError, state: PipelineState) -> None:
+    def _fail(self, stream: Stream, err: DponeError, state: PipelineState) -> RunReport:
         """Before the sink commit: drop staging, abort the DLQ run, record the failure."""
-        ctx, report = self.ctx, self.report
+        ctx = self.ctx
         stream.pipe.stop()
         stream.staging.abort()
         try:
@@ -223,22 +246,27 @@ class _Run:
             # it as aborted. This run still reports its own error, evidence and journal.
             log.error("dlq.abort_failed", run_id=ctx.run_id, code=abort_err.code)
         stream.tally.loaded = 0  # staged rows were dropped: none of them reached the sink
-        self._counts(stream)
-        report.sink["committed"] = False
-        report.status = "failed"
-        report.exit_code = err.exit_code
-        report.error = _error_doc(err)
-        report.finished_at = ctx.now()
-        report.duration_s = ctx.elapsed()
+        timings = self._timings()
+        data_outcome: DataOutcome | None = None
+        published = None
         try:
-            doc = outcome.evidence(stream, failure=err, state=state, cursor_to=None)
-            report.data_outcome = doc["data_outcome"]
-            self._publish_evidence(doc)
+            evidence = outcome.evidence(stream, failure=err, state=state, cursor_to=None)
+            data_outcome = evidence.data_outcome
+            published = self._publish(evidence.to_json())
         except DponeError as evidence_err:
             log.error("evidence.failed", run_id=ctx.run_id, code=evidence_err.code)
-        cursor = state.cursor.value if state.cursor else None
-        report.state = {"advanced": False, "from": cursor, "to": cursor, "revision": state.revision}
         log.error("run.failed", pipeline=ctx.plan.name, run_id=ctx.run_id, code=err.code)
+        return self._report(
+            stream,
+            status="failed",
+            data_outcome=data_outcome,
+            exit_code=err.exit_code,
+            committed=False,
+            state=outcome.state_move(ctx.plan, state, failure=err, cursor_to=None),
+            evidence=published,
+            error=_error_detail(err),
+            timings=timings,
+        )
 
 
 class _Lineage:
@@ -290,9 +318,10 @@ def _as_dpone_error(exc: BaseException) -> DponeError:
     )
 
 
-def _error_doc(err: DponeError) -> dict[str, Any]:
-    detail: ErrorDetail = err.errors[0]
-    return detail.to_json() | {"code": err.code, "message": err.message}
+def _error_detail(err: DponeError) -> ErrorDetail:
+    """The report's ``error``: the error's first problem under the error's own code and
+    message (an invalid manifest's first detail, a run error as it is)."""
+    return replace(err.errors[0], code=err.code, message=err.message)
 
 
 __all__ = ["ConfigError", "RunOptions", "run_pipeline"]

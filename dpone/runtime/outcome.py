@@ -1,4 +1,4 @@
-"""What a run publishes about itself: its evidence document (SPEC §7), built from the stream.
+"""What a run publishes about itself: its evidence (SPEC §7), built from the stream.
 
 The same builder serves a run that is about to commit (the evidence goes into the journal
 before the sink commit, so recovery can publish it) and a run that failed.
@@ -6,17 +6,35 @@ before the sink commit, so recovery can publish it) and a run that failed.
 
 from __future__ import annotations
 
-from typing import Any
-
+from dpone.assertions.engine import AssertionFailed
+from dpone.contracts.errors import ContractViolation, SchemaFrozen
 from dpone.errors import DponeError
 from dpone.evidence import lineage
 from dpone.evidence.model import DlqEvidence, Evidence, Summary, schema_changes
+from dpone.manifest.plan import Plan
+from dpone.runtime.report import StateSection
 from dpone.runtime.stream import Stream
 from dpone.runtime.wiring import relative
 from dpone.state.model import PipelineState
 
-#: Failures that say the data broke the contract, not that the machinery broke.
-QUALITY_CODES_PREFIXES = ("DPONE_CONTRACT_VIOLATION", "DPONE_SCHEMA_FROZEN", "DPONE_ASSERTION")
+#: Failures that say the data broke the contract or an assertion, not that the machinery broke
+#: (the evidence's ``failed_quality_gate``).
+QUALITY_FAILURES: tuple[type[DponeError], ...] = (ContractViolation, SchemaFrozen, AssertionFailed)
+
+
+def is_quality_failure(failure: DponeError | None) -> bool:
+    return isinstance(failure, QUALITY_FAILURES)
+
+
+def state_move(
+    plan: Plan, state: PipelineState, *, failure: DponeError | None, cursor_to: str | None
+) -> StateSection:
+    """The state move the evidence records: to ``cursor_to`` once the run commits, none when
+    it failed."""
+    committed = state.cursor.value if state.cursor else None
+    if failure is not None:
+        return StateSection(False, committed, committed, state.revision)
+    return StateSection(plan.state_type == "file", committed, cursor_to, state.revision + 1)
 
 
 def evidence(
@@ -25,8 +43,8 @@ def evidence(
     failure: DponeError | None,
     state: PipelineState,
     cursor_to: str | None,
-) -> dict[str, Any]:
-    """The evidence document of the run ``stream`` belongs to (not yet published)."""
+) -> Evidence:
+    """The evidence of the run ``stream`` belongs to (not yet published)."""
     ctx, engine, pipe, staging = stream.ctx, stream.engine, stream.pipe, stream.staging
     plan, counts = ctx.plan, stream.counts()
     dlq_result = pipe.result
@@ -34,16 +52,14 @@ def evidence(
     index_ref = None
     if dlq_result is not None:
         index_ref = relative(ctx.paths.dlq_dir / dlq_result.index_ref, folder)
-    failure_code = failure.code if failure is not None else None
-    committed_from = state.cursor.value if state.cursor else None
     loaded = counts.loaded if failure is None else 0
-    doc = Evidence(
+    return Evidence(
         run_id=ctx.run_id,
         pipeline=plan.name,
         manifest_fingerprint=plan.fingerprint,
         enforcement=plan.sink.contract.enforcement,
-        failure_code=failure_code,
-        quality_failure=bool(failure_code and failure_code.startswith(QUALITY_CODES_PREFIXES)),
+        failure_code=failure.code if failure is not None else None,
+        quality_failure=is_quality_failure(failure),
         summary=Summary(
             rows_read=counts.read,
             rows_loaded=loaded,
@@ -52,7 +68,7 @@ def evidence(
             rows_skipped=counts.skipped,
             chunks=counts.chunks,
         ),
-        violations=stream.tally.violations,
+        violations=dict(stream.tally.violations),
         assertions=engine.verdicts(),
         dlq=DlqEvidence(
             record_count=dlq_result.record_count if dlq_result else 0,
@@ -67,12 +83,7 @@ def evidence(
             "load_id": ctx.load_id if failure is None else None,
             "mode": plan.sink.strategy.mode,
         },
-        state={
-            "advanced": failure is None and plan.state_type == "file",
-            "from": committed_from,
-            "to": cursor_to if failure is None else committed_from,
-            "revision": state.revision + 1 if failure is None else state.revision,
-        },
+        state=state_move(plan, state, failure=failure, cursor_to=cursor_to).to_json(),
         started_at=ctx.started_at,
         finished_at=ctx.now(),
         schema_changes=()
@@ -90,7 +101,6 @@ def evidence(
             enforcement=plan.sink.contract.enforcement,
         ),
     )
-    return doc.to_json()
 
 
-__all__ = ["evidence"]
+__all__ = ["QUALITY_FAILURES", "evidence", "is_quality_failure", "state_move"]

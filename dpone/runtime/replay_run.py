@@ -23,6 +23,10 @@ It binds :mod:`dpone.dlq.replay` to a manifest, through the same component wirin
 The executor holds the pipeline's run lock, so a replay never overlaps a run of the same
 pipeline, and refuses a DLQ run whose own load never committed (the next run would read those
 rows again).
+
+Over 500 lines on purpose: the resolver, the target and the binding are one executor whose
+identities (plan id, idempotency keys) must agree, and reading them side by side is how that
+is checked.
 """
 
 from __future__ import annotations

@@ -1,12 +1,24 @@
-"""``dpone.run.v1``: what ``dpone run`` prints (and keeps under ``<work_dir>/runs/``)."""
+"""``dpone.run.v1``: what ``dpone run`` prints (and keeps under ``<work_dir>/runs/``).
+
+The report is frozen data, one frozen dataclass per section, built once when the run ends;
+each section's ``to_json`` is that section of the document, so the published schema
+(``schemas/dpone.run.v1.schema.json``) describes exactly these types.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from dpone.errors import ErrorDetail
+
+if TYPE_CHECKING:  # the report stays importable without pyarrow (evidence.model needs it)
+    from dpone.evidence.model import DataOutcome, SchemaChange
 
 RUN_SCHEMA_ID = "dpone.run.v1"
 RecoveryKind = Literal["finished", "rolled_back"]
+RunStatus = Literal["succeeded", "failed"]
+CursorValue = str | int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,8 +41,10 @@ class Recovery:
         }
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class RowCounts:
+    """``rows``: what the run read, loaded, quarantined, warned about and skipped."""
+
     read: int = 0
     loaded: int = 0
     quarantined: int = 0
@@ -49,29 +63,100 @@ class RowCounts:
         }
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
+class DlqSection:
+    """``dlq``: where the run's dead letters are (``directory`` None: ``dlq.enabled`` false;
+    ``run_id`` None: nothing reached the DLQ)."""
+
+    directory: str | None
+    run_id: str | None = None
+    records: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"directory": self.directory, "run_id": self.run_id, "records": self.records}
+
+
+@dataclass(frozen=True, slots=True)
+class SinkSection:
+    """``sink``: the run's load and whether it committed."""
+
+    type: str
+    table: str
+    load_id: str
+    committed: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "table": self.table,
+            "load_id": self.load_id,
+            "committed": self.committed,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class StateSection:
+    """``state``: the move of the pipeline's state (``from``/``to`` are its cursor)."""
+
+    advanced: bool
+    cursor_from: CursorValue
+    cursor_to: CursorValue
+    revision: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "advanced": self.advanced,
+            "from": self.cursor_from,
+            "to": self.cursor_to,
+            "revision": self.revision,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Timings:
+    """When the run started and finished (ISO-8601 UTC) and its wall time."""
+
+    started_at: str
+    finished_at: str | None = None
+    duration_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class RunReport:
+    """One run's outcome (``dpone.run.v1``); ``error`` is None when it succeeded."""
+
     run_id: str
     load_id: str
     pipeline: str
-    started_at: str
-    status: Literal["succeeded", "failed"] = "failed"
-    data_outcome: str | None = None
-    exit_code: int = 1
-    finished_at: str | None = None
-    duration_s: float = 0.0
-    rows: RowCounts = field(default_factory=RowCounts)
-    dlq: dict[str, Any] = field(default_factory=dict)
+    status: RunStatus
+    data_outcome: DataOutcome | None
+    exit_code: int
+    timings: Timings
+    rows: RowCounts
+    dlq: DlqSection
+    sink: SinkSection
+    state: StateSection
     evidence: str | None = None
-    sink: dict[str, Any] = field(default_factory=dict)
-    state: dict[str, Any] = field(default_factory=dict)
-    recovered: list[Recovery] = field(default_factory=list)
-    error: dict[str, Any] | None = None
-    schema_changes: list[dict[str, Any]] = field(default_factory=list)
+    schema_changes: tuple[SchemaChange, ...] = ()
+    recovered: tuple[Recovery, ...] = ()
+    error: ErrorDetail | None = None
+
+    @property
+    def started_at(self) -> str:
+        return self.timings.started_at
+
+    @property
+    def finished_at(self) -> str | None:
+        return self.timings.finished_at
+
+    @property
+    def duration_s(self) -> float:
+        return self.timings.duration_s
 
     @property
     def rows_per_s(self) -> float:
-        return round(self.rows.read / self.duration_s, 1) if self.duration_s > 0 else 0.0
+        duration = self.timings.duration_s
+        return round(self.rows.read / duration, 1) if duration > 0 else 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -82,18 +167,18 @@ class RunReport:
             "status": self.status,
             "data_outcome": self.data_outcome,
             "exit_code": self.exit_code,
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
-            "duration_s": round(self.duration_s, 3),
+            "started_at": self.timings.started_at,
+            "finished_at": self.timings.finished_at,
+            "duration_s": round(self.timings.duration_s, 3),
             "rows_per_s": self.rows_per_s,
             "rows": self.rows.to_json(),
-            "dlq": self.dlq,
+            "dlq": self.dlq.to_json(),
             "evidence": self.evidence,
-            "sink": self.sink,
-            "state": self.state,
-            "schema_changes": self.schema_changes,
+            "sink": self.sink.to_json(),
+            "state": self.state.to_json(),
+            "schema_changes": [c.to_json() for c in self.schema_changes],
             "recovered": [r.to_json() for r in self.recovered],
-            "error": self.error,
+            "error": None if self.error is None else self.error.to_json(),
         }
 
 

@@ -93,8 +93,8 @@ def test_a_failed_run_raises_run_failed_with_its_report(strict_orders: Path) -> 
     assert report.exit_code == 1
     assert caught.value.exit_code == 1
     assert report.error is not None
-    assert report.error["code"] in str(caught.value)
-    assert report.sink["committed"] is False
+    assert report.error.code in str(caught.value)
+    assert report.sink.committed is False
 
 
 def test_check_false_returns_the_failed_report(strict_orders: Path) -> None:

@@ -131,7 +131,7 @@ class Pipeline:
             compile_manifest(self.manifest), RunOptions(env=self.env, clock=self.clock)
         )
         assert report.exit_code == 0, report.error
-        run_id = report.dlq["run_id"]
+        run_id = report.dlq.run_id
         assert run_id is not None
         return str(run_id)
 
