@@ -4,42 +4,12 @@ from __future__ import annotations
 
 import signal
 import sys
-import time
 from types import FrameType
 
 import click
 
 from dpone.cli.output import ALLOW_ANY_IMPORT_OPTION, FORMAT_OPTION, print_json, run_command
 from dpone.errors import Interrupted
-
-
-class _Progress:
-    """One status line on a TTY, refreshed at most every 0.2 s; silent otherwise."""
-
-    def __init__(self) -> None:
-        self.enabled = sys.stderr.isatty()
-        self.started = time.perf_counter()
-        self.last = 0.0
-
-    def __call__(self, counts: object) -> None:
-        if not self.enabled:
-            return
-        now = time.perf_counter()
-        if now - self.last < 0.2:
-            return
-        self.last = now
-        read = getattr(counts, "read", 0)
-        rate = read / max(now - self.started, 1e-9)
-        click.echo(
-            f"\r  rows {read:,}  {rate:,.0f} rows/s  quarantined "
-            f"{getattr(counts, 'quarantined', 0):,}  ",
-            err=True,
-            nl=False,
-        )
-
-    def done(self) -> None:
-        if self.enabled and self.last:
-            click.echo("", err=True)
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -78,7 +48,13 @@ def run_cmd(
         previous = signal.signal(signal.SIGTERM, _interrupt)
         watch = InterruptWatch(notify=tty_notice if sys.stderr.isatty() else None)
         watch.start()
-        progress = _Progress()
+        progress = None
+        if sys.stderr.isatty():  # elsewhere nothing is shown, and rich is not even imported
+            from dpone.cli.progress import ProgressBar
+
+            progress = ProgressBar.on(sys.stderr)
+            # Started before the logs are configured: their lines then print above the bar.
+            progress.start()
         try:
             from dpone import api
             from dpone.logs import configure
@@ -94,7 +70,8 @@ def run_cmd(
         finally:
             watch.stop()
             signal.signal(signal.SIGTERM, previous)
-            progress.done()
+            if progress is not None:
+                progress.stop()
         from dpone.runtime.report import render_text
 
         doc = report.to_json()

@@ -73,7 +73,8 @@ class Source(Protocol):
     ``identity`` is stable across runs and holds no secret and no absolute path.
     ``cursor_pushdown`` tells whether :meth:`chunks` filters on the incremental cursor itself.
     An optional ``read_ahead = True`` lets the lifecycle read the next chunk on another thread
-    (only for sources whose iterator is bound to no thread and runs no user code).
+    (only for sources whose iterator is bound to no thread and runs no user code). An optional
+    ``read_progress()`` says how many bytes of how many are read (``connectors/progress.py``).
     """
 
     identity: str

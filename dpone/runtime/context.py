@@ -35,7 +35,8 @@ class RunOptions:
     run_id: str | None = None
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     clock: Clock = utc_now
-    #: called on the run's thread after every chunk with the counts so far
+    #: called on the run's thread after every chunk, and once more when every DLQ record of
+    #: the run is durable, with the counts so far (a ``RunProgress``: bytes too, if known)
     progress: Callable[[RowCounts], None] | None = None
     #: the caller's watch of SIGINT/SIGTERM, already started (the CLI starts it before the
     #: compile); without one the run watches the signals itself while it runs

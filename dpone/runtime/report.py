@@ -7,7 +7,7 @@ each section's ``to_json`` is that section of the document, so the published sch
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal
 
 from dpone.errors import ErrorDetail
@@ -61,6 +61,22 @@ class RowCounts:
             "skipped": self.skipped,
             "chunks": self.chunks,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class RunProgress(RowCounts):
+    """What a run's progress callback gets after each chunk: the counts so far and, when the
+    source knows its size (file sources), the bytes read of it and its total size."""
+
+    bytes_read: int | None = None
+    bytes_total: int | None = None
+
+    @classmethod
+    def of(
+        cls, counts: RowCounts, *, bytes_read: int | None, bytes_total: int | None
+    ) -> RunProgress:
+        rows = {f.name: getattr(counts, f.name) for f in fields(RowCounts)}
+        return cls(**rows, bytes_read=bytes_read, bytes_total=bytes_total)
 
 
 @dataclass(frozen=True, slots=True)

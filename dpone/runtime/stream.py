@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from dpone.assertions.engine import AssertionEngine
 from dpone.connectors.base import LoadSpec, Sink, SinkLoad, Source, SourceChunk
 from dpone.connectors.errors import SourceDecodeError
+from dpone.connectors.progress import MeasuredSource
 from dpone.contracts.enforcer import ContractEnforcementService
 from dpone.contracts.errors import ContractError
 from dpone.contracts.reasons import ReasonCode
@@ -30,7 +31,7 @@ from dpone.runtime.context import RunContext
 from dpone.runtime.cursor import CursorTracker
 from dpone.runtime.dlq_pipe import DlqPipe
 from dpone.runtime.prefetch import Inline, ReadAhead
-from dpone.runtime.report import RowCounts
+from dpone.runtime.report import RowCounts, RunProgress
 from dpone.runtime.sampling import primed
 from dpone.runtime.wiring import Components
 from dpone.state.model import PipelineState
@@ -134,6 +135,11 @@ class Stream:
     def counts(self) -> RowCounts:
         return self.tally.counts(self.pipe.records)
 
+    def _progress(self) -> RunProgress:
+        source = self.parts.source
+        read, total = source.read_progress() if isinstance(source, MeasuredSource) else (None, None)
+        return RunProgress.of(self.counts(), bytes_read=read, bytes_total=total)
+
     def run(self) -> Streamed:
         """Read, enforce, assert, quarantine, stage; close the DLQ run. The sink has not
         committed when this returns."""
@@ -148,6 +154,8 @@ class Stream:
         self.engine.finalize()
         self.pipe.close()
         checkpoint("after_dlq_close")
+        if self.ctx.options.progress is not None:  # once more: every DLQ record is durable
+            self.ctx.options.progress(self._progress())
         self.staging.begin_empty(sink_schema(plan.sink.contract))
         return Streamed(tracker.committed_text(), tracker.unplaced_after_run())
 
@@ -190,7 +198,7 @@ class Stream:
         checkpoint("after_chunk_staged")
         ctx.interrupts.check()
         if ctx.options.progress is not None:
-            ctx.options.progress(self.counts())
+            ctx.options.progress(self._progress())
 
     def _decode_failures(self, chunk: SourceChunk) -> None:
         """Lines the source could not decode: dead-lettered under quarantine (the run goes

@@ -34,6 +34,7 @@ from dpone.connectors.errors import (
     SourceRowTooLong,
     SourceUnavailable,
 )
+from dpone.connectors.progress import ReadProgress
 
 FileFormat = Literal["csv", "jsonl", "parquet"]
 FILE_FORMATS: tuple[str, ...] = ("csv", "jsonl", "parquet")
@@ -147,6 +148,7 @@ class FileSource:
         self.block_size = block_size
         self.jsonl_encoding = _codec(jsonl_encoding)
         self.identity = f"file:{fmt}:{self.pattern}"
+        self.progress = ReadProgress()
 
     def files(self) -> list[tuple[str, Path]]:
         """(partition, path) of every matching regular file, sorted by partition (the file's
@@ -175,11 +177,18 @@ class FileSource:
         del after
         if chunk_size < 1:
             raise ValueError("chunk_size must be positive")
-        for partition, path in self.files():
+        files = self.files()
+        self.progress.start(path for _, path in files)
+        for partition, path in files:
             yield from self.read_file(partition, path, chunk_size)
+
+    def read_progress(self) -> tuple[int, int | None]:
+        """Bytes read so far and the files' total size (``connectors/progress.py``)."""
+        return self.progress.snapshot()
 
     def read_file(self, partition: str, path: Path, chunk_size: int) -> Iterator[SourceChunk]:
         """One file's chunks (used by the replay resolver to re-read a single partition)."""
+        self.progress.begin_file(path, by_block=self.format != "parquet")
         try:
             digest = sha256_file(path)
         except OSError as exc:
@@ -195,6 +204,7 @@ class FileSource:
         if failures:
             empty = pa.RecordBatch.from_pydict({})
             yield SourceChunk(empty, partition, digest, row, True, _in_order(failures))
+        self.progress.end_file()
 
     def _batches(
         self, partition: str, path: Path, chunk_size: int, failures: list[DecodeFailure]
@@ -204,19 +214,23 @@ class FileSource:
             if self.format == "csv":
                 reader = _CsvReader(self.csv, self.read_all_as_text, partition, failures)
                 quote = reader.quote if self.csv.newlines_in_values else None
-                for block in _line_blocks(
-                    path,
-                    partition,
-                    self.csv.encoding,
-                    self.block_size,
-                    self.csv.max_row_bytes,
-                    quote,
+                for block in self.progress.blocks(
+                    _line_blocks(
+                        path,
+                        partition,
+                        self.csv.encoding,
+                        self.block_size,
+                        self.csv.max_row_bytes,
+                        quote,
+                    )
                 ):
                     yield from reader.parse(block)
             elif self.format == "jsonl":
                 yield from _jsonl_batches(
-                    _line_blocks(
-                        path, partition, self.jsonl_encoding, self.block_size, MAX_JSONL_LINE
+                    self.progress.blocks(
+                        _line_blocks(
+                            path, partition, self.jsonl_encoding, self.block_size, MAX_JSONL_LINE
+                        )
                     ),
                     chunk_size,
                     self.read_all_as_text,
