@@ -13,12 +13,12 @@ Unit-testing a manifest's contract and assertions without its real source and si
     import dpone
     from dpone.testing import MemorySink, MemorySource, run_plan
 
-    def test_a_negative_amount_is_quarantined(tmp_path):
-        plan = dpone.compile("pipelines/orders/manifest.yaml")
+    def test_an_amount_with_three_decimals_is_quarantined():
+        plan = dpone.compile("pipelines/orders/manifest.yaml")  # amount: decimal(12, 2)
         sink = MemorySink()
         report = run_plan(
             plan,
-            source=MemorySource([{"id": "1", "amount": "9.50"}, {"id": "2", "amount": "-1"}]),
+            source=MemorySource([{"id": "1", "amount": "9.50"}, {"id": "2", "amount": "1.005"}]),
             sink=sink,
         )
         assert report.rows.quarantined == 1

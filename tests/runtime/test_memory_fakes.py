@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import doctest
+import textwrap
 from decimal import Decimal
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -225,3 +227,38 @@ def test_rows_that_do_not_fit_the_load_are_refused_as_the_real_sinks_refuse_them
         load.write(pa.record_batch({"id": [1], "extra": ["x"]}))
     with pytest.raises(Exception, match="NULL"):
         load.write(pa.record_batch({"id": pa.array([None], pa.int64()), "name": ["a"]}))
+
+
+def test_the_module_example_runs_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "pipelines" / "orders"
+    folder.mkdir(parents=True)
+    (folder / "manifest.yaml").write_text(
+        """
+kind: dpone.manifest.v1
+name: orders
+runtime: {work_dir: .dpone}
+source: {type: file, format: csv, path: data/*.csv}
+sink:
+  type: duckdb
+  dataset: analytics
+  table: orders
+  options:
+    schema_contract:
+      enforcement: quarantine
+      columns:
+        id: {type: integer, nullable: false}
+        amount: {type: decimal, precision: 12, scale: 2, nullable: false}
+""",
+        encoding="utf-8",
+    )
+    doc = dpone.testing.__doc__ or ""
+    example = textwrap.dedent(doc.split("::\n", 1)[1].split("\n\nThe DLQ", 1)[0])
+    namespace: dict[str, object] = {}
+    monkeypatch.chdir(tmp_path)
+
+    exec(compile(example, "dpone.testing example", "exec"), namespace)
+    namespace["test_an_amount_with_three_decimals_is_quarantined"]()  # type: ignore[operator]
+
+    assert (folder / ".dpone" / "dlq").is_dir()  # the DLQ is real: the bad row is on disk
