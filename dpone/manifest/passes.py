@@ -19,7 +19,6 @@ from dpone.dlq import policy as dlq_limits
 from dpone.errors import ErrorDetail
 from dpone.manifest import paths
 from dpone.manifest.loader import LoadedManifest, join_pointer
-from dpone.manifest.plan import is_production
 from dpone.manifest.secrets import inline_secret, malformed_reference
 from dpone.manifest.validate import locate
 from dpone.sourcepaths import source_path_problem
@@ -258,7 +257,7 @@ def check_dlq(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
                 fixes=("remove `enabled: false`", fix),
             )
         )
-    if dlq["pii_policy"] == "preserve" and is_production(doc["environment"]):
+    if dlq["pii_policy"] == "preserve" and dlq_limits.is_production(doc["environment"]):
         errors.append(
             ctx.error(
                 "DPONE_MANIFEST_PII_PRESERVE_IN_PRODUCTION",

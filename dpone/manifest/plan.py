@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from dpone.contracts.spec import ContractSpec
-from dpone.dlq.policy import DlqPolicy
+from dpone.dlq.policy import DlqPolicy, is_production
 from dpone.manifest.secrets import SecretRef
 
 PLAN_SCHEMA_ID = "dpone.plan.v1"
@@ -21,7 +21,6 @@ SourceType = Literal["file", "python", "duckdb", "sqlite", "postgres"]
 SinkType = Literal["duckdb", "postgres", "filesystem"]
 StrategyMode = Literal["append", "replace", "merge"]
 Policy = Literal["fail", "quarantine", "warn"]
-Scope = Literal["row", "batch"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +135,3 @@ class Plan:
             "assertions": [a.to_json() for a in self.quality.assertions],
             "manifest": self.document,
         }
-
-
-def is_production(environment: str) -> bool:
-    return environment == "production" or environment.startswith("prod")
