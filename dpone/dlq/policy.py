@@ -29,8 +29,6 @@ LIMITS: dict[str, tuple[int, int, int]] = {
     "max_segment_bytes": MAX_SEGMENT_BYTES,
 }
 
-DEFAULT_DIRECTORY = "dlq"  # relative to runtime.work_dir
-
 
 def is_production(environment: str) -> bool:
     """SPEC §2: ``production`` or any ``prod*`` environment forbids ``pii_policy: preserve``.

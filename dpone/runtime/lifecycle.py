@@ -220,22 +220,8 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
     log.info("run.start", pipeline=plan.name, run_id=run.run_id)
 
     # Preflight: secrets, connectors, stores. A problem here is exit 2 and nothing is read.
-    source_conn = plan.source.connection.resolve(options.env) if plan.source.connection else None
-    sink_conn = plan.sink.connection.resolve(options.env) if plan.sink.connection else None
-    source = make_source(
-        plan.source.config,
-        plan.manifest_dir,
-        read_all_as_text=True,
-        connection=source_conn,
-    )
-    sink = make_sink(
-        plan.sink.config,
-        plan.manifest_dir,
-        plan.runtime.work_dir,
-        plan.name,
-        sink_conn,
-        clock=options.clock,
-    )
+    source = make_source(plan.source.spec, env=options.env, read_all_as_text=True)
+    sink = make_sink(plan.sink.spec, env=options.env, clock=options.clock)
     # `dlq.enabled: false` (refused wherever a row may be dead-lettered) means no DLQ files.
     dlq = (
         DlqStore(

@@ -465,19 +465,9 @@ def bind(
             fixes=("replay through dpone.dlq.replay with a resolver for that source",),
         )
     environ = dict(os.environ) if env is None else env
-    sink_conn = manifest.sink.connection.resolve(environ) if manifest.sink.connection else None
-    source = make_source(
-        manifest.source.config, manifest.manifest_dir, read_all_as_text=True, connection=None
-    )
+    source = make_source(manifest.source.spec, env=environ, read_all_as_text=True)
     assert isinstance(source, FileSource)
-    sink = make_sink(
-        manifest.sink.config,
-        manifest.manifest_dir,
-        manifest.runtime.work_dir,
-        manifest.name,
-        sink_conn,
-        clock=clock,
-    )
+    sink = make_sink(manifest.sink.spec, env=environ, clock=clock)
     store = DlqStore(
         dlq_dir if dlq_dir is not None else Path(manifest.sink.dlq.directory),
         manifest.sink.dlq,

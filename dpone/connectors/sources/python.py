@@ -17,6 +17,7 @@ import pyarrow as pa
 from dpone.connectors._util import rechunk
 from dpone.connectors.base import SourceChunk
 from dpone.connectors.errors import SourceConfigError, SourceDecodeError, SourceError
+from dpone.manifest.specs import PythonSourceSpec
 from dpone.usercode import UserCodeError, load_callable
 
 
@@ -44,13 +45,11 @@ class PythonSource:
 
     cursor_pushdown = False
 
-    def __init__(
-        self, base_dir: Path, callable_spec: str, args: Mapping[str, Any] | None = None
-    ) -> None:
-        self.base_dir = Path(base_dir)
-        self.callable_spec = callable_spec
-        self.args = dict(args or {})
-        self.identity = f"python:{callable_spec}"
+    def __init__(self, spec: PythonSourceSpec) -> None:
+        self.base_dir = spec.base_dir
+        self.callable_spec = spec.callable
+        self.args = dict(spec.args)
+        self.identity = f"python:{spec.callable}"
 
     def chunks(self, chunk_size: int, after: object | None = None) -> Iterator[SourceChunk]:
         """Re-chunked output of the callable; ``after`` is ignored (the lifecycle filters)."""
