@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import pyarrow as pa
 
+#: Whether an assertion judges rows (a mask per chunk) or the whole load (after the last chunk).
 Scope = Literal["row", "batch"]
 ValueKind = Literal["count", "columns", "any"]
 

@@ -11,10 +11,6 @@ five per assertion logged (names and counts, never values). Batch verdicts arriv
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import importlib.util
-import sys
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +25,7 @@ from dpone.contracts.kernels import falses
 from dpone.errors import DponeError
 from dpone.evidence.model import AssertionVerdict
 from dpone.manifest.plan import AssertionSpec
+from dpone.usercode import UserCodeError, load_callable, split_reference
 
 log = structlog.get_logger("dpone.assertions")
 WARN_LOG_LIMIT = 5
@@ -85,59 +82,22 @@ def _row_check(instance: Any) -> Callable[[pa.RecordBatch, frozenset[str]], Any]
     return lambda batch, keys: instance.observe(batch)
 
 
-def _import_near(module_name: str, base_dir: Path) -> Any:
-    """Import ``module_name`` from the manifest's folder if it is there, else normally.
-
-    A module next to the manifest is loaded under a name unique to its path: two manifests
-    with their own ``quality.py`` in one process must not share the first one imported.
-    """
-    relative = Path(*module_name.split("."))
-    for candidate in (base_dir / relative.with_suffix(".py"), base_dir / relative / "__init__.py"):
-        if candidate.is_file():
-            digest = hashlib.sha256(str(candidate.resolve()).encode()).hexdigest()[:16]
-            unique = f"_dpone_predicates_{digest}"
-            if unique in sys.modules:
-                return sys.modules[unique]
-            spec = importlib.util.spec_from_file_location(unique, candidate)
-            if spec is None or spec.loader is None:
-                raise ImportError(module_name)
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[unique] = module
-            folder = str(base_dir)
-            added = folder not in sys.path
-            if added:  # the module may import its own neighbours
-                sys.path.insert(0, folder)
-            try:
-                spec.loader.exec_module(module)
-            except BaseException:
-                del sys.modules[unique]
-                raise
-            finally:
-                if added:
-                    sys.path.remove(folder)
-            return module
-    return importlib.import_module(module_name)
-
-
 def load_predicate(spec: str, base_dir: Path) -> Callable[..., Any]:
     """Import ``module:attr`` (or ``module.attr``), the manifest's folder first."""
-    module_name, sep, attr = spec.partition(":")
-    if not sep:
-        module_name, _, attr = spec.rpartition(".")
     try:
-        target = getattr(_import_near(module_name, base_dir), attr)
-    except Exception as exc:  # an import can fail in any way; report it as data
+        return load_callable(spec, base_dir)
+    except UserCodeError as err:
+        if err.failure == "not_callable":
+            raise PredicateError(
+                f"predicate {spec} is not callable",
+                code="DPONE_ASSERTION_PREDICATE_NOT_CALLABLE",
+                fixes=("point the predicate at a function",),
+            ) from None
+        module_name, attr = split_reference(spec)
         raise PredicateError(
-            f"predicate {spec} does not import ({type(exc).__name__})",
+            f"predicate {spec} does not import ({err.cause or 'not module:attr'})",
             fixes=(f"check that {module_name}.py is next to the manifest and defines {attr}",),
         ) from None
-    if not callable(target):
-        raise PredicateError(
-            f"predicate {spec} is not callable",
-            code="DPONE_ASSERTION_PREDICATE_NOT_CALLABLE",
-            fixes=("point the predicate at a function",),
-        )
-    return target  # type: ignore[no-any-return]
 
 
 @dataclass(slots=True)

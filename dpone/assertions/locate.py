@@ -3,7 +3,7 @@
 ``dpone validate`` and ``dpone plan`` are what CI runs on an untrusted pull request, so they
 prove a predicate resolves by *finding* its module (a file next to the manifest, or an
 installed module's spec) and *parsing* it (``ast``), never by executing it. ``dpone run``
-imports it later (``engine.load_predicate``), after this check has passed.
+imports it later (``dpone.usercode``), after this check has passed.
 
 Which modules a manifest may name is a policy: its own folder, or a module of an installed
 third-party distribution that registers a ``dpone.assertion`` entry point. Any other
@@ -21,6 +21,7 @@ from importlib import metadata
 from pathlib import Path
 
 from dpone.assertions.catalog import ENTRY_POINT_GROUP
+from dpone.usercode import local_module_file, split_reference
 
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -46,14 +47,6 @@ class PredicateProblem:
     fixes: tuple[str, ...]
 
 
-def split_reference(spec: str) -> tuple[str, str]:
-    """``module:attr`` or ``module.attr`` -> (module, attr)."""
-    module_name, sep, attr = spec.partition(":")
-    if not sep:
-        module_name, _, attr = spec.rpartition(".")
-    return module_name, attr
-
-
 def plugin_packages() -> frozenset[str]:
     """Top-level packages of third-party distributions with a ``dpone.assertion`` entry point.
 
@@ -66,14 +59,6 @@ def plugin_packages() -> frozenset[str]:
             continue  # dpone's own built-ins are not a licence to name any dpone module
         found.add(ep.value.split(":", 1)[0].split(".", 1)[0])
     return frozenset(found)
-
-
-def _local_source(module_name: str, base_dir: Path) -> Path | None:
-    relative = Path(*module_name.split("."))
-    for candidate in (base_dir / relative.with_suffix(".py"), base_dir / relative / "__init__.py"):
-        if candidate.is_file():
-            return candidate
-    return None
 
 
 def _installed_spec(module_name: str) -> importlib.machinery.ModuleSpec | None:
@@ -180,7 +165,7 @@ def check_reference(
             f"predicate {spec} is not of the form module:function",
             ("write the predicate as `module:function`, e.g. `quality:known_kind`",),
         )
-    local = _local_source(module_name, base_dir)
+    local = local_module_file(module_name, base_dir)
     if local is not None:
         return _check_source(spec, attr, local, local.relative_to(base_dir).as_posix())
     found = _installed_spec(module_name)

@@ -19,8 +19,8 @@ from dpone.contracts.result import (
     Action,
     Diagnostic,
     EnforcementResult,
-    RejectedRow,
     Rejects,
+    RowRejection,
     Violation,
 )
 from dpone.contracts.spec import ColumnSpec, ContractSpec, EvolutionSpec, TypeInferenceSpec
@@ -40,8 +40,8 @@ __all__ = [
     "EnforcementResult",
     "EvolutionSpec",
     "ReasonCode",
-    "RejectedRow",
     "Rejects",
+    "RowRejection",
     "SchemaFrozen",
     "TypeInferenceSpec",
     "Violation",

@@ -88,7 +88,9 @@ class ColumnPlan:
 
 
 @dataclass(frozen=True, slots=True)
-class Plan:
+class EnforcementPlan:
+    """How one input schema (against one sink schema) is enforced, computed once per pair."""
+
     columns: tuple[ColumnPlan, ...]
     table_action: Action | None  # evolution.tables for a table that does not exist yet
     schema: pa.Schema  # of the output columns, before variant columns
@@ -144,7 +146,7 @@ class ContractEnforcementService:
         self._inferred: dict[str, ColumnSpec] = {}
         # Columns whose last chunk had bad values skip the whole-column cast (speed only).
         self._dirty: set[str] = set()
-        self._plans: dict[tuple[pa.Schema, pa.Schema | None], Plan] = {}
+        self._plans: dict[tuple[pa.Schema, pa.Schema | None], EnforcementPlan] = {}
         # Validate every declared type once, up front (raises ContractDefinitionError).
         for col in self.declared:
             arrow_type(col)
@@ -222,7 +224,7 @@ class ContractEnforcementService:
             return ColumnSpec(name, "string")
         return canonical(spec_from_arrow(name, dtype))
 
-    def plan(self, schema: pa.Schema, existing_schema: pa.Schema | None = None) -> Plan:
+    def plan(self, schema: pa.Schema, existing_schema: pa.Schema | None = None) -> EnforcementPlan:
         """The column plan for an input schema and the sink's current schema (cached)."""
         key = (schema, existing_schema)
         cached = self._plans.get(key)
@@ -286,7 +288,7 @@ class ContractEnforcementService:
                 )
             )
         out = [p for p in plans if p.on_presence is None]
-        plan = Plan(
+        plan = EnforcementPlan(
             columns=tuple(plans),
             table_action=table_action,
             schema=pa.schema([p.field for p in out]),
@@ -368,7 +370,7 @@ class ContractEnforcementService:
     def _finish(
         self,
         chunk: _Chunk,
-        plan: Plan,
+        plan: EnforcementPlan,
         batch: pa.RecordBatch,
         arrays: list[pa.Array],
         variants: list[tuple[str, pa.Array]],

@@ -46,8 +46,11 @@ class Violation:
 
 
 @dataclass(frozen=True, slots=True)
-class RejectedRow:
-    """A rejected row, materialized; ``reason``/``column`` name its first violation."""
+class RowRejection:
+    """One rejected row of a chunk by position; ``reason``/``column`` name its first violation.
+
+    Not to be confused with ``dpone.dlq.model.RejectedRow``, a row as the DLQ store takes it.
+    """
 
     position: int
     reason: ReasonCode
@@ -214,7 +217,7 @@ class Rejects:
             self.actual_types.get(column),
         )
 
-    def rows(self) -> list[RejectedRow]:
+    def rows(self) -> list[RowRejection]:
         """One Python object per rejected row (for the DLQ writer; not for the hot path)."""
         table = self.violations
         by_position: dict[int, list[Violation]] = {}
@@ -226,7 +229,7 @@ class Rejects:
         ):
             by_position.setdefault(pos, []).append(self._violation(col, reason))
         return [
-            RejectedRow(pos, ReasonCode(reason), col, tuple(by_position.get(pos, ())))
+            RowRejection(pos, ReasonCode(reason), col, tuple(by_position.get(pos, ())))
             for pos, reason, col in zip(
                 self.positions.to_pylist(),
                 self.reasons.to_pylist(),

@@ -29,11 +29,14 @@ LIMITS: dict[str, tuple[int, int, int]] = {
     "max_segment_bytes": MAX_SEGMENT_BYTES,
 }
 
-DEFAULT_DIRECTORY = "dlq"  # relative to runtime.work_dir
-
 
 def is_production(environment: str) -> bool:
-    """SPEC §2: ``production`` or any ``prod*`` environment forbids ``pii_policy: preserve``."""
+    """SPEC §2: ``production`` or any ``prod*`` environment forbids ``pii_policy: preserve``.
+
+    The one rule for the compiler, the plan and the store. A manifest's environment is
+    lower-case by its schema; a caller of the store may pass any text, so case and
+    surrounding blanks are ignored (``PROD-eu`` is production): a PII guard errs on refusing.
+    """
     return environment.strip().lower().startswith("prod")
 
 

@@ -21,7 +21,6 @@ from dpone.manifest import passes
 from dpone.manifest.loader import LoadedManifest, join_pointer, load_manifest, parse_manifest
 from dpone.manifest.plan import (
     AssertionSpec,
-    IncrementalPlan,
     Plan,
     QualityPlan,
     RuntimePlan,
@@ -29,7 +28,7 @@ from dpone.manifest.plan import (
     SourcePlan,
     StrategyPlan,
 )
-from dpone.manifest.secrets import SecretRef
+from dpone.manifest.specs import resolve_under, sink_spec, source_spec
 from dpone.manifest.validate import schema_errors
 
 
@@ -95,30 +94,22 @@ def compile_loaded(
     return plan
 
 
-def _under(base: Path, text: str) -> Path:
-    """A path as written in the manifest, resolved against the manifest's folder."""
-    return (base / Path(text).expanduser()).resolve(strict=False)
-
-
 def build_plan(doc: dict[str, Any], manifest: LoadedManifest) -> Plan:
+    """The typed plan of a normalized document (every default already in it)."""
     base = manifest.path.parent
     runtime = doc["runtime"]
-    source = doc["source"]
     sink = doc["sink"]
     options = sink["options"]
     contract_doc = options["schema_contract"]
-    inference = options["type_inference"]
     contract = ContractSpec(
         enforcement=contract_doc["enforcement"],
         coercion=contract_doc["coercion"],
         columns=passes.column_specs(doc),
         evolution=EvolutionSpec(**contract_doc["evolution"]),
-        type_inference=TypeInferenceSpec(**inference),
+        type_inference=TypeInferenceSpec(**options["type_inference"]),
     )
     dlq_doc = dict(options["dlq"])
-    dlq = DlqPolicy(**{**dlq_doc, "directory": str(_under(base, dlq_doc["directory"]))})
-    incremental = source.get("incremental")
-    sink_config = {k: v for k, v in sink.items() if k != "options"}
+    dlq = DlqPolicy(**{**dlq_doc, "directory": str(resolve_under(base, dlq_doc["directory"]))})
     return Plan(
         name=doc["name"],
         environment=doc["environment"],
@@ -126,30 +117,18 @@ def build_plan(doc: dict[str, Any], manifest: LoadedManifest) -> Plan:
         manifest_path=manifest.path,
         manifest_dir=base,
         runtime=RuntimePlan(
-            work_dir=_under(base, runtime["work_dir"]), chunk_size=runtime["chunk_size"]
+            work_dir=resolve_under(base, runtime["work_dir"]), chunk_size=runtime["chunk_size"]
         ),
-        source=SourcePlan(
-            type=source["type"],
-            config=source,
-            base_dir=base,
-            connection=SecretRef(source["connection"]) if "connection" in source else None,
-            incremental=IncrementalPlan(**incremental) if incremental else None,
-        ),
+        source=SourcePlan(spec=source_spec(doc["source"], base)),
         sink=SinkPlan(
-            type=sink["type"],
-            config=sink_config,
-            dataset=sink["dataset"],
-            table=sink["table"],
+            spec=sink_spec(sink, base),
             strategy=StrategyPlan(
                 mode=sink["strategy"]["mode"],
                 unique_key=tuple(sink["strategy"].get("unique_key", ())),
             ),
             contract=contract,
             dlq=dlq,
-            evidence_dir=_under(base, options["runtime_evidence"]["output_dir"]),
-            database=_under(base, sink["database"]) if "database" in sink else None,
-            path=_under(base, sink["path"]) if "path" in sink else None,
-            connection=SecretRef(sink["connection"]) if "connection" in sink else None,
+            evidence_dir=resolve_under(base, options["runtime_evidence"]["output_dir"]),
         ),
         quality=_quality(doc),
         state_type=doc["state"]["type"],

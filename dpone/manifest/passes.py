@@ -17,11 +17,11 @@ from dpone.assertions.catalog import AssertionTypeInfo
 from dpone.contracts.spec import ColumnSpec
 from dpone.dlq import policy as dlq_limits
 from dpone.errors import ErrorDetail
-from dpone.manifest import paths
+from dpone.manifest import defaults, paths
 from dpone.manifest.loader import LoadedManifest, join_pointer
-from dpone.manifest.plan import is_production
 from dpone.manifest.secrets import inline_secret, malformed_reference
-from dpone.manifest.validate import locate
+from dpone.manifest.validate import MANIFEST_SCHEMA, locate
+from dpone.published import load_schema, validator
 from dpone.sourcepaths import source_path_problem
 
 Document = dict[str, Any]
@@ -92,75 +92,15 @@ def normalize_shorthands(doc: Document, ctx: CompileContext) -> PassResult:
 
 
 def apply_defaults(doc: Document, ctx: CompileContext) -> PassResult:
-    """Every default of SPEC §2 made explicit, so the plan and its fingerprint are complete."""
-    doc = copy.deepcopy(doc)
-    doc.setdefault("kind", "dpone.manifest.v1")
-    doc.setdefault("environment", "dev")
-    runtime = doc.setdefault("runtime", {})
-    runtime.setdefault("work_dir", ".dpone")
-    runtime.setdefault("chunk_size", 10_000)
-    work_dir = str(runtime["work_dir"]).rstrip("/") or "."
+    """Every default made explicit, so the plan and its fingerprint are complete.
 
-    source = doc["source"]
-    if source.get("type") == "file":
-        options = source.setdefault("options", {})
-        fmt = source["format"]
-        if fmt == "csv":
-            csv = options.setdefault("csv", {})
-            csv.setdefault("delimiter", ",")
-            csv.setdefault("header", True)
-            csv.setdefault("encoding", "utf-8")
-            csv.setdefault("quote_char", '"')
-            csv.setdefault("null_values", [])
-        elif fmt == "jsonl":
-            options.setdefault("jsonl", {}).setdefault("encoding", "utf-8")
-        else:
-            options.setdefault(fmt, {})
-    if "incremental" in source:
-        source["incremental"].setdefault("initial_value", None)
+    The defaults are the JSON Schema's (``dpone.manifest.defaults``): nothing here restates one.
+    """
+    return defaults.apply_defaults(doc, load_schema(MANIFEST_SCHEMA), _matches)
 
-    sink = doc["sink"]
-    sink.setdefault("dataset", "dpone")
-    if sink["type"] == "duckdb":
-        sink.setdefault("database", f"{work_dir}/{doc['name']}.duckdb")
-    strategy = sink.setdefault("strategy", {})
-    strategy.setdefault("mode", "append")
-    options = sink.setdefault("options", {})
-    contract = options.setdefault("schema_contract", {})
-    contract.setdefault("enforcement", "strict")
-    contract.setdefault("coercion", "safe" if contract["enforcement"] == "coerce" else "none")
-    columns = contract.setdefault("columns", {})
-    for spec in columns.values():
-        spec.setdefault("nullable", True)
-        if spec["type"] == "decimal":
-            spec.setdefault("scale", 0)
-        if spec["type"] in ("timestamp", "time"):
-            spec.setdefault("timezone", False)
-    evolution = contract.setdefault("evolution", {})
-    for key in EVOLUTION_KEYS:
-        evolution.setdefault(key, "evolve")
-    inference = options.setdefault("type_inference", {})
-    inference.setdefault("enabled", True)
-    inference.setdefault("sample_rows", 10_000)
-    inference.setdefault("empty_string_is_null", False)
-    inference.setdefault("conflict_policy", "fail")
-    dlq = options.setdefault("dlq", {})
-    dlq.setdefault("enabled", True)
-    dlq.setdefault("directory", f"{work_dir}/{dlq_limits.DEFAULT_DIRECTORY}")
-    dlq.setdefault("pii_policy", "reference_only")
-    for name, (default, _, _) in dlq_limits.LIMITS.items():
-        dlq.setdefault(name, default)
-    options.setdefault("runtime_evidence", {}).setdefault("output_dir", f"{work_dir}/evidence")
 
-    quality = doc.setdefault("quality", {})
-    assertions = quality.setdefault("assertions", {})
-    assertions.setdefault("on_failure", "fail")
-    assertions.setdefault("custom", [])
-    for entry in assertions["custom"]:
-        entry.setdefault("vectorized", False)
-    doc.setdefault("state", {}).setdefault("type", "file")
-    doc.setdefault("observability", {})
-    return doc
+def _matches(subschema: Mapping[str, Any], value: Any) -> bool:
+    return bool(validator(MANIFEST_SCHEMA).evolve(schema=subschema).is_valid(value))
 
 
 def check_static(doc: Document, ctx: CompileContext) -> PassResult:
@@ -258,7 +198,7 @@ def check_dlq(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
                 fixes=("remove `enabled: false`", fix),
             )
         )
-    if dlq["pii_policy"] == "preserve" and is_production(doc["environment"]):
+    if dlq["pii_policy"] == "preserve" and dlq_limits.is_production(doc["environment"]):
         errors.append(
             ctx.error(
                 "DPONE_MANIFEST_PII_PRESERVE_IN_PRODUCTION",
@@ -573,8 +513,8 @@ Pass = Callable[[Document, CompileContext], PassResult]
 #: The compiler, in order. Each pass is pure; ``compiler.compile_loaded`` runs them.
 PASSES: tuple[Pass, ...] = (
     drop_extensions,
+    apply_defaults,  # before the shorthands: `evolution` defaults to the one word `evolve`
     normalize_shorthands,
-    apply_defaults,
     check_static,
 )
 

@@ -2,7 +2,8 @@
 
 Paths are absolute here (resolved against the manifest's folder); the normalized document
 kept in :attr:`Plan.document` holds them as the user wrote them, which is what the
-fingerprint and ``dpone plan`` show.
+fingerprint and ``dpone plan`` show. Every default is filled in by the compiler from the
+JSON Schema, so nothing here (nor in the connectors built from it) defaults a manifest value.
 """
 
 from __future__ import annotations
@@ -12,59 +13,71 @@ from pathlib import Path
 from typing import Any, Literal
 
 from dpone.contracts.spec import ContractSpec
-from dpone.dlq.policy import DlqPolicy
+from dpone.dlq.policy import DlqPolicy, is_production
 from dpone.manifest.secrets import SecretRef
+from dpone.manifest.specs import IncrementalPlan, SinkSpec, SourceSpec
 
 PLAN_SCHEMA_ID = "dpone.plan.v1"
 
-SourceType = Literal["file", "python", "duckdb", "sqlite", "postgres"]
-SinkType = Literal["duckdb", "postgres", "filesystem"]
 StrategyMode = Literal["append", "replace", "merge"]
 Policy = Literal["fail", "quarantine", "warn"]
-Scope = Literal["row", "batch"]
 
 
-@dataclass(frozen=True, slots=True)
-class IncrementalPlan:
-    cursor_column: str
-    initial_value: str | int | float | None = None
+def _connection(spec: SourceSpec | SinkSpec) -> SecretRef | None:
+    found = getattr(spec, "connection", None)
+    return found if isinstance(found, SecretRef) else None
 
 
 @dataclass(frozen=True, slots=True)
 class SourcePlan:
-    type: SourceType
-    config: dict[str, Any]
-    """The normalized ``source`` section (defaults applied, paths as written)."""
-    base_dir: Path
-    connection: SecretRef | None = None
-    incremental: IncrementalPlan | None = None
+    spec: SourceSpec
+    """What the source connector is built from (``dpone.manifest.specs``)."""
 
     @property
-    def format(self) -> str | None:
-        value = self.config.get("format")
-        return str(value) if value is not None else None
+    def type(self) -> str:
+        return self.spec.type
+
+    @property
+    def incremental(self) -> IncrementalPlan | None:
+        return self.spec.incremental
+
+    @property
+    def connection(self) -> SecretRef | None:
+        """The connection string template of a source that has one."""
+        return _connection(self.spec)
 
 
 @dataclass(frozen=True, slots=True)
 class StrategyPlan:
-    mode: StrategyMode = "append"
-    unique_key: tuple[str, ...] = ()
+    mode: StrategyMode
+    unique_key: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class SinkPlan:
-    type: SinkType
-    config: dict[str, Any]
-    """The normalized ``sink`` section without ``options`` (paths as written)."""
-    dataset: str
-    table: str
+    spec: SinkSpec
+    """What the sink connector is built from (``dpone.manifest.specs``)."""
     strategy: StrategyPlan
     contract: ContractSpec
     dlq: DlqPolicy
     evidence_dir: Path
-    database: Path | None = None
-    path: Path | None = None
-    connection: SecretRef | None = None
+
+    @property
+    def type(self) -> str:
+        return self.spec.type
+
+    @property
+    def dataset(self) -> str:
+        return self.spec.dataset
+
+    @property
+    def table(self) -> str:
+        return self.spec.table
+
+    @property
+    def connection(self) -> SecretRef | None:
+        """The connection string template of a sink that has one."""
+        return _connection(self.spec)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +101,8 @@ class AssertionSpec:
 
 @dataclass(frozen=True, slots=True)
 class QualityPlan:
-    on_failure: Policy = "fail"
-    assertions: tuple[AssertionSpec, ...] = ()
+    on_failure: Policy
+    assertions: tuple[AssertionSpec, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +149,3 @@ class Plan:
             "assertions": [a.to_json() for a in self.quality.assertions],
             "manifest": self.document,
         }
-
-
-def is_production(environment: str) -> bool:
-    return environment == "production" or environment.startswith("prod")

@@ -86,26 +86,11 @@ def connectors(
     source: Source | None = None,
     sink: Sink | None = None,
 ) -> tuple[Source, Sink]:
-    """The plan's source and sink (or the injected ones): secrets first, then the connectors."""
-    source_conn = None
-    if source is None and plan.source.connection is not None:
-        source_conn = plan.source.connection.resolve(env)
-    sink_conn = None
-    if sink is None and plan.sink.connection is not None:
-        sink_conn = plan.sink.connection.resolve(env)
+    """The plan's source and sink (or the injected ones); secrets resolve in the factories."""
     if source is None:
-        source = make_source(
-            plan.source.config, plan.manifest_dir, read_all_as_text=True, connection=source_conn
-        )
+        source = make_source(plan.source.spec, env=env, read_all_as_text=True)
     if sink is None:
-        sink = make_sink(
-            plan.sink.config,
-            plan.manifest_dir,
-            plan.runtime.work_dir,
-            plan.name,
-            sink_conn,
-            clock=clock,
-        )
+        sink = make_sink(plan.sink.spec, env=env, clock=clock)
     return source, sink
 
 

@@ -11,9 +11,11 @@ import psycopg2
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dpone.connectors import LoadSpec, make_sink
+from dpone.connectors import LoadSpec
 from dpone.connectors.base import Sink
 from dpone.connectors.sinks.filesystem import FilesystemSink
+
+from .specs import build_sink
 
 PIPELINE = "orders_daily"
 SCHEMA = pa.schema(
@@ -64,7 +66,8 @@ class Target:
     url: str | None = None
 
     def sink(self, **kwargs: Any) -> Sink:
-        return make_sink(self.config, self.base, self.base / ".dpone", PIPELINE, self.url, **kwargs)
+        config = self.config if self.url is None else {**self.config, "connection": self.url}
+        return build_sink(config, self.base, name=PIPELINE, **kwargs)
 
     @property
     def dataset(self) -> str:

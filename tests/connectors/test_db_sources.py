@@ -11,9 +11,12 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from dpone.connectors import SourceChunk, make_source
+from dpone.connectors import SourceChunk
 from dpone.connectors.errors import SourceConfigError, SourceUnavailable
+from dpone.errors import SecretError
 from tests.postgres import pg_query
+
+from .specs import build_source
 
 
 def ids(chunks: list[SourceChunk]) -> list[int]:
@@ -52,7 +55,7 @@ def test_duckdb_table_query_and_cursor_pushdown(tmp_path: Path, duck_file: Path)
         "table": "orders",
         "incremental": {"cursor_column": "updated_at", "initial_value": "2026-01-01T02:00:00Z"},
     }
-    source = make_source(config, tmp_path, read_all_as_text=True)
+    source = build_source(config, tmp_path, read_all_as_text=True)
     assert source.cursor_pushdown is True
     assert source.identity == "duckdb:src.duckdb:table:orders"
 
@@ -69,7 +72,7 @@ def test_duckdb_table_query_and_cursor_pushdown(tmp_path: Path, duck_file: Path)
     after_typed = list(source.chunks(10, after=datetime(2026, 1, 1, 20, tzinfo=UTC)))
     assert ids(after_typed) == [22, 23, 24, 25]
 
-    query = make_source(
+    query = build_source(
         {
             "type": "duckdb",
             "database": "src.duckdb",
@@ -86,14 +89,14 @@ def test_duckdb_table_query_and_cursor_pushdown(tmp_path: Path, duck_file: Path)
 
 
 def test_duckdb_source_is_read_only_and_errors_are_typed(tmp_path: Path, duck_file: Path) -> None:
-    writes = make_source(
+    writes = build_source(
         {"type": "duckdb", "database": "src.duckdb", "query": "DELETE FROM orders RETURNING id"},
         tmp_path,
         read_all_as_text=True,
     )
     with pytest.raises(SourceConfigError):
         list(writes.chunks(10))
-    missing = make_source(
+    missing = build_source(
         {"type": "duckdb", "database": "src.duckdb", "table": "nope"},
         tmp_path,
         read_all_as_text=True,
@@ -101,7 +104,7 @@ def test_duckdb_source_is_read_only_and_errors_are_typed(tmp_path: Path, duck_fi
     with pytest.raises(SourceConfigError) as info:
         list(missing.chunks(10))
     assert info.value.code == "DPONE_SOURCE_QUERY_INVALID"
-    no_file = make_source(
+    no_file = build_source(
         {"type": "duckdb", "database": "absent.duckdb", "table": "t"},
         tmp_path,
         read_all_as_text=True,
@@ -125,7 +128,7 @@ def test_sqlite_table_query_and_cursor_pushdown(tmp_path: Path) -> None:
     )
     con.commit()
     con.close()
-    source = make_source(
+    source = build_source(
         {
             "type": "sqlite",
             "database": "src.sqlite",
@@ -144,13 +147,13 @@ def test_sqlite_table_query_and_cursor_pushdown(tmp_path: Path) -> None:
     assert batch.schema.field("mixed").type == pa.string()  # ints and text in one chunk
     assert ids(list(source.chunks(8, after="2026-01-01T00:00:15"))) == [16, 17, 18, 19, 20]
 
-    query = make_source(
+    query = build_source(
         {"type": "sqlite", "database": "src.sqlite", "query": "SELECT id FROM events WHERE id < 4"},
         tmp_path,
         read_all_as_text=True,
     )
     assert ids(list(query.chunks(8))) == [1, 2, 3]
-    writes = make_source(
+    writes = build_source(
         {"type": "sqlite", "database": "src.sqlite", "query": "DELETE FROM events RETURNING id"},
         tmp_path,
         read_all_as_text=True,
@@ -160,7 +163,9 @@ def test_sqlite_table_query_and_cursor_pushdown(tmp_path: Path) -> None:
 
 
 @pytest.mark.postgres
-def test_postgres_table_query_and_cursor_pushdown(pg_url: str, pg_schema: str) -> None:
+def test_postgres_table_query_and_cursor_pushdown(
+    pg_url: str, pg_schema: str, tmp_path: Path
+) -> None:
     pg_query(
         pg_url,
         f'CREATE SCHEMA "{pg_schema}"; '
@@ -169,14 +174,14 @@ def test_postgres_table_query_and_cursor_pushdown(pg_url: str, pg_schema: str) -
         "(g * 1.25)::numeric(18,2) AS amount, 'it''s' AS note "
         "FROM generate_series(1, 30) g",
     )
-    source = make_source(
+    source = build_source(
         {
             "type": "postgres",
             "connection": pg_url,
             "table": f"{pg_schema}.orders",
             "incremental": {"cursor_column": "updated_at", "initial_value": "2026-01-01T05:00:00Z"},
         },
-        Path("."),
+        tmp_path,
         read_all_as_text=True,
     )
     assert source.identity == f"postgres:table:{pg_schema}.orders"
@@ -192,14 +197,14 @@ def test_postgres_table_query_and_cursor_pushdown(pg_url: str, pg_schema: str) -
 
     after = list(source.chunks(10, after=datetime(2026, 1, 2, 4, tzinfo=UTC)))
     assert ids(after) == [29, 30]
-    quoted = make_source(
+    quoted = build_source(
         {
             "type": "postgres",
             "connection": pg_url,
             "query": f'SELECT id, note FROM "{pg_schema}".orders',
             "incremental": {"cursor_column": "note"},
         },
-        Path("."),
+        tmp_path,
         read_all_as_text=True,
     )
     assert list(quoted.chunks(10, after="it's")) == []  # a quote in the cursor is escaped
@@ -207,30 +212,33 @@ def test_postgres_table_query_and_cursor_pushdown(pg_url: str, pg_schema: str) -
 
 
 @pytest.mark.postgres
-def test_postgres_source_is_read_only_and_never_leaks_the_url(pg_url: str, pg_schema: str) -> None:
+def test_postgres_source_is_read_only_and_never_leaks_the_url(
+    pg_url: str, pg_schema: str, tmp_path: Path
+) -> None:
     pg_query(pg_url, f'CREATE SCHEMA "{pg_schema}"; CREATE TABLE "{pg_schema}".t (id int)')
-    writes = make_source(
+    writes = build_source(
         {
             "type": "postgres",
             "connection": pg_url,
             "query": f'DELETE FROM "{pg_schema}".t RETURNING id',
         },
-        Path("."),
+        tmp_path,
         read_all_as_text=True,
     )
     with pytest.raises(SourceConfigError):
         list(writes.chunks(10))
     secret = "postgresql://postgres:hunter2@127.0.0.1:1/test"
-    down = make_source(
-        {"type": "postgres", "connection": secret, "table": "t"}, Path("."), read_all_as_text=True
+    down = build_source(
+        {"type": "postgres", "connection": secret, "table": "t"}, tmp_path, read_all_as_text=True
     )
     with pytest.raises(SourceUnavailable) as info:
         list(down.chunks(10))
     assert "hunter2" not in str(info.value)
     assert info.value.__cause__ is None
-    with pytest.raises(SourceConfigError):
-        make_source(
-            {"type": "postgres", "connection": "${PG_URL}", "table": "t"},
-            Path("."),
+    with pytest.raises(SecretError) as unset:  # preflight: exit 2 before anything is read
+        build_source(
+            {"type": "postgres", "connection": "${PG_URL_UNSET}", "table": "t"},
+            tmp_path,
             read_all_as_text=True,
         )
+    assert unset.value.exit_code == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import tracemalloc
@@ -11,9 +12,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dpone.connectors import SourceChunk, make_source
+from dpone.connectors import SourceChunk
 from dpone.connectors.errors import SourceConfigError, SourceDecodeError, SourceNoFiles
-from dpone.connectors.sources.file import CsvOptions, FileSource
+from dpone.connectors.sources.file import FileSource
+from dpone.errors import ManifestError
+from dpone.manifest.specs import FileSourceSpec
+
+from .specs import build_source, source_spec
 
 
 def write_csv(path: Path, rows: list[tuple[int, str]], header: str = "id,name") -> None:
@@ -24,9 +29,19 @@ def write_csv(path: Path, rows: list[tuple[int, str]], header: str = "id,name") 
 
 def csv_source(base: Path, pattern: str, **options: object) -> FileSource:
     config = {"type": "file", "format": "csv", "path": pattern, "options": {"csv": options}}
-    source = make_source(config, base, read_all_as_text=True)
+    source = build_source(config, base, read_all_as_text=True)
     assert isinstance(source, FileSource)
     return source
+
+
+def spec_config(path: str) -> dict[str, object]:
+    return {"type": "file", "format": "csv", "path": path}
+
+
+def csv_spec(base: Path, pattern: str) -> FileSourceSpec:
+    spec = source_spec(spec_config(pattern), base)
+    assert isinstance(spec, FileSourceSpec)
+    return spec
 
 
 def test_csv_chunks_are_exact_sorted_and_numbered(tmp_path: Path) -> None:
@@ -57,7 +72,7 @@ def test_csv_chunks_are_exact_sorted_and_numbered(tmp_path: Path) -> None:
 
 def test_csv_chunks_across_many_arrow_blocks(tmp_path: Path) -> None:
     write_csv(tmp_path / "big.csv", [(i, "x" * 20) for i in range(1, 5001)])
-    source = FileSource(tmp_path, "big.csv", "csv", block_size=4096)
+    source = FileSource(csv_spec(tmp_path, "big.csv"), read_all_as_text=True, block_size=4096)
 
     chunks = list(source.chunks(777))
 
@@ -112,7 +127,7 @@ def test_csv_quote_spanning_lines_is_two_bad_lines_by_default(tmp_path: Path) ->
 def test_csv_typed_mode_lets_arrow_infer(tmp_path: Path) -> None:
     write_csv(tmp_path / "x.csv", [(1, "a"), (2, "b")])
     config = {"type": "file", "format": "csv", "path": "x.csv"}
-    (chunk,) = list(make_source(config, tmp_path, read_all_as_text=False).chunks(10))
+    (chunk,) = list(build_source(config, tmp_path, read_all_as_text=False).chunks(10))
     assert chunk.batch.schema.field("id").type == pa.int64()
 
 
@@ -149,15 +164,18 @@ def test_glob_matching_nothing_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_malformed_path_and_bad_options_are_config_errors(tmp_path: Path) -> None:
+    spec = csv_spec(tmp_path, "x.csv")
     for path in ("s3://bucket/x.csv", "a\x00.csv", "~bob/x.csv", "data/", ".."):
-        with pytest.raises(SourceConfigError):
-            FileSource(tmp_path, path, "csv")
+        with pytest.raises(ManifestError):  # the compiler refuses them first
+            source_spec(spec_config(path), tmp_path)
+        with pytest.raises(SourceConfigError):  # and so does a spec built by hand
+            FileSource(dataclasses.replace(spec, path=path), read_all_as_text=True)
+    for options in ({"delimiter": ";;"}, {"encoding": "no-such-codec"}, {"separator": ";"}):
+        with pytest.raises(ManifestError):
+            source_spec({**spec_config("x.csv"), "options": {"csv": options}}, tmp_path)
+    bad_codec = dataclasses.replace(spec.csv, encoding="no-such-codec")
     with pytest.raises(SourceConfigError):
-        CsvOptions.from_config({"delimiter": ";;"})
-    with pytest.raises(SourceConfigError):
-        CsvOptions.from_config({"encoding": "no-such-codec"})
-    with pytest.raises(SourceConfigError):
-        CsvOptions.from_config({"separator": ";"})
+        FileSource(dataclasses.replace(spec, csv=bad_codec), read_all_as_text=True)
 
 
 def test_csv_memory_is_bounded_by_the_chunk(tmp_path: Path) -> None:
@@ -170,7 +188,7 @@ def test_csv_memory_is_bounded_by_the_chunk(tmp_path: Path) -> None:
         while fh.tell() < 50 * 1024 * 1024:
             fh.write(block)
     size = path.stat().st_size
-    source = FileSource(tmp_path, "big.csv", "csv")
+    source = FileSource(csv_spec(tmp_path, "big.csv"), read_all_as_text=True)
 
     baseline = pa.total_allocated_bytes()
     peak_arrow = 0
@@ -199,7 +217,7 @@ def test_parquet_row_groups_rechunked(tmp_path: Path) -> None:
     )
     pq.write_table(table, tmp_path / "p.parquet", row_group_size=300)
     config = {"type": "file", "format": "parquet", "path": "*.parquet"}
-    source = make_source(config, tmp_path, read_all_as_text=True)
+    source = build_source(config, tmp_path, read_all_as_text=True)
 
     chunks = list(source.chunks(400))
 
@@ -212,7 +230,7 @@ def test_parquet_row_groups_rechunked(tmp_path: Path) -> None:
 
 def test_corrupt_parquet_is_a_decode_error(tmp_path: Path) -> None:
     (tmp_path / "p.parquet").write_bytes(b"not parquet at all")
-    source = make_source(
+    source = build_source(
         {"type": "file", "format": "parquet", "path": "p.parquet"}, tmp_path, read_all_as_text=True
     )
     with pytest.raises(SourceDecodeError):
@@ -222,7 +240,7 @@ def test_corrupt_parquet_is_a_decode_error(tmp_path: Path) -> None:
 def jsonl(tmp_path: Path, lines: list[str], *, as_text: bool = True) -> list[SourceChunk]:
     (tmp_path / "x.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     config = {"type": "file", "format": "jsonl", "path": "x.jsonl"}
-    return list(make_source(config, tmp_path, read_all_as_text=as_text).chunks(2))
+    return list(build_source(config, tmp_path, read_all_as_text=as_text).chunks(2))
 
 
 def test_jsonl_as_text_keeps_exact_values_and_numbers_blank_lines_out(tmp_path: Path) -> None:
@@ -263,7 +281,7 @@ def test_jsonl_typed_mode_and_errors(tmp_path: Path) -> None:
 def test_jsonl_streams_large_files_in_line_groups(tmp_path: Path) -> None:
     path = tmp_path / "x.jsonl"
     path.write_text("".join(json.dumps({"id": i}) + "\n" for i in range(1, 2501)))
-    source = make_source(
+    source = build_source(
         {"type": "file", "format": "jsonl", "path": "x.jsonl"}, tmp_path, read_all_as_text=True
     )
     chunks = list(source.chunks(1000))
@@ -279,10 +297,10 @@ def test_jsonl_encoding_option_and_invalid_text(tmp_path: Path) -> None:
         "path": "u16.jsonl",
         "options": {"jsonl": {"encoding": "utf-16"}},
     }
-    (chunk,) = list(make_source(config, tmp_path, read_all_as_text=True).chunks(10))
+    (chunk,) = list(build_source(config, tmp_path, read_all_as_text=True).chunks(10))
     assert chunk.batch.column("name").to_pylist() == ["Zoë", "Ünï"]
     (tmp_path / "bad.jsonl").write_bytes(b'{"a": 1}\n{"a": "\xff"}\n')
-    bad = make_source(
+    bad = build_source(
         {"type": "file", "format": "jsonl", "path": "bad.jsonl"}, tmp_path, read_all_as_text=True
     )
     (chunk,) = list(bad.chunks(10))

@@ -8,8 +8,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from dpone.connectors import make_source
 from dpone.connectors.errors import SourceConfigError, SourceDecodeError, SourceError
+
+from .specs import build_source
 
 MODULE = """
 import pyarrow as pa
@@ -55,7 +56,7 @@ def module(tmp_path: Path) -> str:
 
 def chunks(tmp_path: Path, spec: str, chunk_size: int, **args: object) -> list[pa.RecordBatch]:
     config = {"type": "python", "callable": spec, "args": args}
-    source = make_source(config, tmp_path, read_all_as_text=True)
+    source = build_source(config, tmp_path, read_all_as_text=True)
     out = list(source.chunks(chunk_size))
     assert all(not c.rereadable and c.file_sha256 is None and c.partition == spec for c in out)
     rows = 1

@@ -3,6 +3,7 @@ credentials or row values."""
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 from pathlib import Path
 
@@ -21,22 +22,29 @@ from dpone.connectors.errors import (
     SinkUnavailable,
 )
 from dpone.connectors.sinks.duckdb import DuckDbSink
-from dpone.errors import DponeError, TransientError
+from dpone.errors import DponeError, ManifestError, SecretError, TransientError
+from dpone.manifest.specs import DuckdbSinkSpec, FilesystemSinkSpec
 
 from .sinkkit import PIPELINE, batch, spec
+from .specs import build_sink, sink_spec
 from .sqlproject import hold_duckdb_file
+
+
+def warehouse(base: Path, dataset: str = "analytics") -> DuckdbSinkSpec:
+    config = {"type": "duckdb", "database": "w.duckdb", "dataset": dataset, "table": "orders"}
+    found = sink_spec(config, base, name=PIPELINE)
+    assert isinstance(found, DuckdbSinkSpec)
+    return found
 
 
 def test_read_only_duckdb_is_a_typed_transient_error(tmp_path: Path) -> None:
     path = tmp_path / "w.duckdb"
-    sink = DuckDbSink(path, "w.duckdb", "analytics", "orders")
+    sink = DuckDbSink(warehouse(tmp_path))
     staged = sink.begin(spec("l1"))
     staged.write(batch([(1, "a", "1")]))
     staged.commit()
 
-    read_only = DuckDbSink(
-        path, "w.duckdb", "analytics", "orders", config={"access_mode": "READ_ONLY"}
-    )
+    read_only = DuckDbSink(warehouse(tmp_path), config={"access_mode": "READ_ONLY"})
     assert read_only.existing_schema() is not None  # reads still work
     with pytest.raises(SinkReadOnly) as info:
         read_only.begin(spec("l2"))
@@ -49,7 +57,7 @@ def test_read_only_duckdb_is_a_typed_transient_error(tmp_path: Path) -> None:
 def test_duckdb_file_held_by_another_process_is_locked(tmp_path: Path) -> None:
     path = tmp_path / "w.duckdb"
     with hold_duckdb_file(path), pytest.raises(SinkLocked) as info:
-        DuckDbSink(path, "w.duckdb", "analytics", "orders").begin(spec("l1"))
+        DuckDbSink(warehouse(tmp_path)).begin(spec("l1"))
     assert info.value.code == "DPONE_SINK_LOCKED"
     assert info.value.transient
     assert info.value.fixes
@@ -61,12 +69,10 @@ def test_filesystem_disk_full_is_typed(tmp_path: Path, monkeypatch: pytest.Monke
     def full(*args: object, **kwargs: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    sink = make_sink(
+    sink = build_sink(
         {"type": "filesystem", "path": "lake", "dataset": "a", "table": "orders"},
         tmp_path,
-        tmp_path,
-        PIPELINE,
-        None,
+        name=PIPELINE,
     )
     staged = sink.begin(spec("l1"))
     monkeypatch.setattr(fs.pq, "ParquetWriter", full)
@@ -80,12 +86,10 @@ def test_filesystem_disk_full_is_typed(tmp_path: Path, monkeypatch: pytest.Monke
 @pytest.mark.postgres
 def test_postgres_unreachable_never_leaks_the_connection_string(tmp_path: Path) -> None:
     secret = "postgresql://loader:hunter2@127.0.0.1:1/test"
-    sink = make_sink(
-        {"type": "postgres", "dataset": "a", "table": "orders"},
+    sink = build_sink(
+        {"type": "postgres", "dataset": "a", "table": "orders", "connection": secret},
         tmp_path,
-        tmp_path,
-        PIPELINE,
-        secret,
+        name=PIPELINE,
     )
     assert "hunter2" not in sink.identity
     assert "hunter2" not in repr(sink)
@@ -101,12 +105,10 @@ def test_postgres_unreachable_never_leaks_the_connection_string(tmp_path: Path) 
 @pytest.mark.postgres
 def test_postgres_read_only_server_is_typed(pg_url: str, pg_schema: str, tmp_path: Path) -> None:
     url = pg_url + "?options=-c%20default_transaction_read_only%3Don"
-    sink = make_sink(
-        {"type": "postgres", "dataset": pg_schema, "table": "orders"},
+    sink = build_sink(
+        {"type": "postgres", "dataset": pg_schema, "table": "orders", "connection": url},
         tmp_path,
-        tmp_path,
-        PIPELINE,
-        url,
+        name=PIPELINE,
     )
 
     def attempt() -> None:
@@ -122,12 +124,10 @@ def test_postgres_read_only_server_is_typed(pg_url: str, pg_schema: str, tmp_pat
 
 @pytest.mark.postgres
 def test_postgres_connection_dropped_mid_load(pg_url: str, pg_schema: str, tmp_path: Path) -> None:
-    sink = make_sink(
-        {"type": "postgres", "dataset": pg_schema, "table": "orders"},
+    sink = build_sink(
+        {"type": "postgres", "dataset": pg_schema, "table": "orders", "connection": pg_url},
         tmp_path,
-        tmp_path,
-        PIPELINE,
-        pg_url,
+        name=PIPELINE,
     )
     staged = sink.begin(spec("l1"))
     staged.write(batch([(1, "a", "1")]))
@@ -147,27 +147,34 @@ def test_postgres_connection_dropped_mid_load(pg_url: str, pg_schema: str, tmp_p
     assert sink.existing_schema() is None
 
 
-def test_make_sink_config_errors(tmp_path: Path) -> None:
-    with pytest.raises(SinkConfigError):
-        make_sink({"type": "bigquery"}, tmp_path, tmp_path, PIPELINE, None)
-    with pytest.raises(SinkConfigError) as info:
-        make_sink({"type": "postgres"}, tmp_path, tmp_path, PIPELINE, "${PG_URL}")
-    assert info.value.exit_code == 2
-    with pytest.raises(SinkConfigError):
-        make_sink({"type": "filesystem"}, tmp_path, tmp_path, PIPELINE, None)
+def test_sink_config_errors(tmp_path: Path) -> None:
+    # What the compiler refuses never reaches a connector.
+    for config in (
+        {"type": "bigquery", "table": "t"},
+        {"type": "postgres", "table": "t"},
+        {"type": "filesystem", "table": "t"},
+        {"type": "filesystem", "path": "x", "table": "../up"},
+    ):
+        with pytest.raises(ManifestError):
+            sink_spec(config, tmp_path, name=PIPELINE)
+    # A spec built by hand gets the connector's own refusal.
+    lake = sink_spec({"type": "filesystem", "path": "x", "table": "t"}, tmp_path, name=PIPELINE)
+    assert isinstance(lake, FilesystemSinkSpec)
     with pytest.raises(DponeError):
-        make_sink(
-            {"type": "filesystem", "path": "x", "table": "../up"},
-            tmp_path,
-            tmp_path,
-            PIPELINE,
-            None,
-        )
+        make_sink(dataclasses.replace(lake, table="../up"), env={})
+    with pytest.raises(SinkConfigError) as unknown:
+        make_sink(object(), env={})  # type: ignore[arg-type]
+    assert "no sink connector" in str(unknown.value)
+    # A secret the environment lacks is a preflight error (exit 2), before any connection.
+    pg = {"type": "postgres", "connection": "${PG_URL_UNSET}", "table": "t"}
+    with pytest.raises(SecretError) as info:
+        build_sink(pg, tmp_path, name=PIPELINE)
+    assert info.value.exit_code == 2
 
 
 def test_default_duckdb_database_and_identities(tmp_path: Path) -> None:
     work = tmp_path / ".dpone"
-    sink = make_sink({"type": "duckdb", "table": "orders"}, tmp_path, work, PIPELINE, None)
+    sink = build_sink({"type": "duckdb", "table": "orders"}, tmp_path, name=PIPELINE)
     assert isinstance(sink, DuckDbSink)
     assert sink.database == work / f"{PIPELINE}.duckdb"
     assert sink.identity == f"duckdb:.dpone/{PIPELINE}.duckdb:dpone.orders"
@@ -180,8 +187,8 @@ def test_default_duckdb_database_and_identities(tmp_path: Path) -> None:
         assert con.execute("SELECT id FROM dpone.orders").fetchall() == [(1,)]
     finally:
         con.close()
-    lake = make_sink({"type": "filesystem", "path": "lake"}, tmp_path, work, PIPELINE, None)
-    assert lake.identity == f"filesystem:lake:dpone.{PIPELINE}"
+    lake = build_sink({"type": "filesystem", "path": "lake", "table": "t"}, tmp_path, name=PIPELINE)
+    assert lake.identity == "filesystem:lake:dpone.t"
 
 
 def test_every_error_class_has_a_listed_unique_code() -> None:
@@ -202,7 +209,7 @@ def test_every_error_class_has_a_listed_unique_code() -> None:
 
 
 def test_empty_write_is_a_no_op(tmp_path: Path) -> None:
-    sink = DuckDbSink(tmp_path / "w.duckdb", "w.duckdb", "a", "orders")
+    sink = DuckDbSink(warehouse(tmp_path, "a"))
     staged = sink.begin(spec("l1"))
     staged.write(pa.RecordBatch.from_pylist([], schema=batch([]).schema))
     marker = staged.commit()

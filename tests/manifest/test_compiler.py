@@ -8,6 +8,7 @@ import pytest
 
 from dpone.errors import ManifestError, SecretError
 from dpone.manifest.compiler import compile_manifest, compile_text
+from dpone.manifest.specs import DuckdbSinkSpec, FileSourceSpec
 from dpone.published import schema_errors
 from tests.conftest import example_manifests
 from tests.manifest.helpers import BASE
@@ -33,7 +34,9 @@ def test_defaults_are_explicit_in_the_plan() -> None:
     assert plan.environment == "dev"
     assert plan.runtime.chunk_size == 10_000
     assert plan.runtime.work_dir == Path("/m/.dpone")
-    assert plan.sink.database == Path("/m/.dpone/orders_daily.duckdb")
+    assert isinstance(plan.sink.spec, DuckdbSinkSpec)
+    assert plan.sink.spec.database == Path("/m/.dpone/orders_daily.duckdb")
+    assert plan.sink.spec.display == ".dpone/orders_daily.duckdb"
     assert plan.sink.dlq.directory == "/m/.dpone/dlq"
     assert plan.sink.dlq.retention_days == 30
     assert plan.sink.dlq.pii_policy == "reference_only"
@@ -44,7 +47,8 @@ def test_defaults_are_explicit_in_the_plan() -> None:
     assert amount is not None
     assert (amount.precision, amount.scale, amount.nullable) == (12, 2, True)
     assert plan.state_type == "file"
-    assert plan.source.config["options"]["csv"]["delimiter"] == ","
+    assert isinstance(plan.source.spec, FileSourceSpec)
+    assert plan.source.spec.csv.delimiter == ","
 
 
 def test_one_word_evolution_sets_all_three() -> None:

@@ -1,68 +1,60 @@
-"""Sinks: ``make_sink`` turns the manifest's ``sink`` section into a :class:`Sink`.
+"""Sinks: ``make_sink`` builds the :class:`Sink` of a compiled sink spec.
 
-All three are native Arrow paths rather than dlt destinations; docs/sinks.md says why.
+All three are native Arrow paths rather than dlt destinations; docs/sinks.md says why. The
+spec (``dpone.manifest.specs``) carries every setting, defaults included; a connector adds
+none. A new sink type registers its factory in :data:`SINKS` under its spec class.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from dpone.connectors._util import Clock, utc_now
 from dpone.connectors.base import Sink
 from dpone.connectors.errors import SinkConfigError
-from dpone.connectors.sources import _display_path
+from dpone.manifest.specs import DuckdbSinkSpec, FilesystemSinkSpec, PostgresSinkSpec, SinkSpec
 
-SINK_TYPES: tuple[str, ...] = ("duckdb", "postgres", "filesystem")
-DEFAULT_DATASET = "dpone"
+#: Builds a sink from its spec, the environment secrets resolve in, and the clock of its
+#: load markers.
+SinkFactory = Callable[[Any, Mapping[str, str], Clock], Sink]
 
 
-def make_sink(
-    config: Mapping[str, Any],
-    base_dir: Path,
-    work_dir: Path,
-    pipeline_name: str,
-    secrets_resolved_connection: str | None,
-    *,
-    clock: Clock = utc_now,
-) -> Sink:
-    """The sink of a manifest's ``sink`` section.
+def _duckdb(spec: DuckdbSinkSpec, env: Mapping[str, str], clock: Clock) -> Sink:
+    from dpone.connectors.sinks.duckdb import DuckDbSink
 
-    Relative paths are relative to ``base_dir`` (the manifest's folder); a DuckDB sink without
-    ``database`` uses ``<work_dir>/<pipeline_name>.duckdb``. ``dataset`` defaults to ``dpone``,
-    ``table`` to the pipeline name. ``strategy`` belongs to each load (:class:`LoadSpec`).
+    return DuckDbSink(spec, clock=clock)
+
+
+def _postgres(spec: PostgresSinkSpec, env: Mapping[str, str], clock: Clock) -> Sink:
+    from dpone.connectors.sinks.postgres import PostgresSink
+
+    return PostgresSink(spec, spec.connection.resolve(env), clock=clock)
+
+
+def _filesystem(spec: FilesystemSinkSpec, env: Mapping[str, str], clock: Clock) -> Sink:
+    from dpone.connectors.sinks.filesystem import FilesystemSink
+
+    return FilesystemSink(spec, clock=clock)
+
+
+#: Spec class -> the factory of its connector (imported only when a manifest uses it).
+SINKS: dict[type[Any], SinkFactory] = {
+    DuckdbSinkSpec: _duckdb,
+    PostgresSinkSpec: _postgres,
+    FilesystemSinkSpec: _filesystem,
+}
+
+
+def make_sink(spec: SinkSpec, *, env: Mapping[str, str], clock: Clock = utc_now) -> Sink:
+    """The sink of ``spec``; a connection string's ``${VAR}`` references resolve in ``env``.
+
+    ``strategy`` belongs to each load (:class:`~dpone.connectors.base.LoadSpec`), not here.
     """
-    kind = config.get("type")
-    base_dir = Path(base_dir)
-    dataset = str(config.get("dataset") or DEFAULT_DATASET)
-    table = str(config.get("table") or pipeline_name)
-    if kind == "duckdb":
-        from dpone.connectors.sinks.duckdb import DuckDbSink
-
-        database = config.get("database")
-        path = Path(database) if database else Path(work_dir) / f"{pipeline_name}.duckdb"
-        full = path if path.is_absolute() else base_dir / path
-        return DuckDbSink(full, _display_path(full, base_dir), dataset, table, clock=clock)
-    if kind == "postgres":
-        from dpone.connectors.sinks.postgres import PostgresSink
-
-        conn = secrets_resolved_connection
-        if not conn or "${" in conn:
-            raise SinkConfigError(
-                "a postgres sink needs a resolved connection string",
-                code="DPONE_SECRET_UNRESOLVED",
-            )
-        return PostgresSink(conn, dataset, table, clock=clock)
-    if kind == "filesystem":
-        from dpone.connectors.sinks.filesystem import FilesystemSink
-
-        root = config.get("path")
-        if not isinstance(root, str) or not root:
-            raise SinkConfigError("a filesystem sink needs path: a directory")
-        full = Path(root) if Path(root).is_absolute() else base_dir / root
-        return FilesystemSink(full, _display_path(full, base_dir), dataset, table, clock=clock)
-    raise SinkConfigError(f"unknown sink type; expected one of {', '.join(SINK_TYPES)}")
+    factory = SINKS.get(type(spec))
+    if factory is None:
+        raise SinkConfigError(f"no sink connector is registered for {type(spec).__name__}")
+    return factory(spec, env, clock)
 
 
-__all__ = ["DEFAULT_DATASET", "SINK_TYPES", "make_sink"]
+__all__ = ["SINKS", "SinkFactory", "make_sink"]

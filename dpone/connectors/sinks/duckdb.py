@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -51,6 +50,7 @@ from dpone.connectors.sinks._common import (
 )
 from dpone.connectors.sinks._duck_errors import duck_error
 from dpone.connectors.sources.duckdb import interruptible, utc_labels
+from dpone.manifest.specs import DuckdbSinkSpec
 
 _LOADS = "_dpone_loads"
 _STAGES = "_dpone_stages"
@@ -82,19 +82,17 @@ class DuckDbSink(KeyProbes):
 
     def __init__(
         self,
-        database: Path,
-        display_path: str,
-        dataset: str,
-        table: str,
+        spec: DuckdbSinkSpec,
         *,
         config: Mapping[str, Any] | None = None,
         clock: Clock = utc_now,
     ) -> None:
-        self.database = Path(database)
-        self.dataset = dataset
-        self.table = table
-        self.target = f"{dataset}.{table}"
-        self.identity = f"duckdb:{display_path}:{self.target}"
+        """``config`` is DuckDB's own connection configuration (``access_mode`` ...)."""
+        self.database = spec.database
+        self.dataset = spec.dataset
+        self.table = spec.table
+        self.target = f"{spec.dataset}.{spec.table}"
+        self.identity = f"duckdb:{spec.display}:{self.target}"
         self._config = dict(config or {})
         self._clock = clock
         self._pinned: duckdb.DuckDBPyConnection | None = None

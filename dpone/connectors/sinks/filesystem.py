@@ -56,6 +56,7 @@ from dpone.connectors.sinks.fsmarkers import (
 )
 from dpone.dlq.canonical import with_checksum
 from dpone.errors import DponeError
+from dpone.manifest.specs import FilesystemSinkSpec
 
 _READ_BATCH = 65_536
 
@@ -65,14 +66,12 @@ class FilesystemSink:
 
     def __init__(
         self,
-        root: Path,
-        display_path: str,
-        dataset: str,
-        table: str,
+        spec: FilesystemSinkSpec,
         *,
         clock: Clock = utc_now,
         max_rows_per_file: int = 1_000_000,
     ) -> None:
+        root, dataset, table = spec.path, spec.dataset, spec.table
         for part in (dataset, table):
             if not ID_PATTERN.fullmatch(part) or part.startswith((".", "_dpone")):
                 raise SinkConfigError("filesystem dataset and table must be plain folder names")
@@ -80,7 +79,7 @@ class FilesystemSink:
         self.dataset = dataset
         self.table = table
         self.target = f"{dataset}.{table}"
-        self.identity = f"filesystem:{display_path}:{self.target}"
+        self.identity = f"filesystem:{spec.display}:{self.target}"
         self.table_dir = self.root / dataset / table
         self._clock = clock
         self.max_rows_per_file = max_rows_per_file

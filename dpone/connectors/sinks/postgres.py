@@ -51,6 +51,7 @@ from dpone.connectors.sinks._common import (
     probe_join_sql,
 )
 from dpone.errors import DponeError
+from dpone.manifest.specs import PostgresSinkSpec
 
 _LOADS = "_dpone_loads"
 _SEQ = "_dpone_seq"
@@ -76,9 +77,9 @@ _COLUMNS_SQL = (
 class PostgresSink(KeyProbes):
     """``dataset.table`` (schema.table) on the server of ``connection`` (already resolved)."""
 
-    def __init__(
-        self, connection: str, dataset: str, table: str, *, clock: Clock = utc_now
-    ) -> None:
+    def __init__(self, spec: PostgresSinkSpec, connection: str, *, clock: Clock = utc_now) -> None:
+        """``connection`` is ``spec.connection`` resolved: kept private, never shown."""
+        dataset, table = spec.dataset, spec.table
         for what, name in (("dataset", dataset), ("table", table)):
             if too_long(name):
                 raise SinkConfigError(

@@ -1,96 +1,79 @@
-"""Sources: ``make_source`` turns the manifest's ``source`` section into a :class:`Source`."""
+"""Sources: ``make_source`` builds the :class:`Source` of a compiled source spec.
+
+The spec (``dpone.manifest.specs``) carries every setting, defaults included; a connector
+adds none. A new source type registers its factory in :data:`SOURCES` under its spec class.
+"""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
-from pathlib import Path
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from dpone.connectors.base import Source
 from dpone.connectors.errors import SourceConfigError
-from dpone.connectors.sources._sql import Incremental, Relation
+from dpone.manifest.specs import (
+    DuckdbSourceSpec,
+    FileSourceSpec,
+    PostgresSourceSpec,
+    PythonSourceSpec,
+    SourceSpec,
+    SqliteSourceSpec,
+)
 
-SOURCE_TYPES: tuple[str, ...] = ("file", "python", "duckdb", "sqlite", "postgres")
+#: Builds a source from its spec, the environment secrets resolve in, and whether CSV and
+#: JSONL columns arrive all as text.
+SourceFactory = Callable[[Any, Mapping[str, str], bool], Source]
 
 
-def make_source(
-    config: Mapping[str, Any],
-    base_dir: Path,
-    *,
-    read_all_as_text: bool,
-    connection: str | None = None,
-) -> Source:
-    """The source of a manifest's ``source`` section; paths are relative to ``base_dir``.
+def _file(spec: FileSourceSpec, env: Mapping[str, str], as_text: bool) -> Source:
+    from dpone.connectors.sources.file import FileSource
 
-    ``connection`` is the resolved connection string of a postgres source (defaults to
-    ``config["connection"]``, which must then hold no ``${...}`` reference any more).
+    return FileSource(spec, read_all_as_text=as_text)
+
+
+def _python(spec: PythonSourceSpec, env: Mapping[str, str], as_text: bool) -> Source:
+    from dpone.connectors.sources.python import PythonSource
+
+    return PythonSource(spec)
+
+
+def _duckdb(spec: DuckdbSourceSpec, env: Mapping[str, str], as_text: bool) -> Source:
+    from dpone.connectors.sources.duckdb import DuckDbSource
+
+    return DuckDbSource(spec)
+
+
+def _sqlite(spec: SqliteSourceSpec, env: Mapping[str, str], as_text: bool) -> Source:
+    from dpone.connectors.sources.sqlite import SqliteSource
+
+    return SqliteSource(spec)
+
+
+def _postgres(spec: PostgresSourceSpec, env: Mapping[str, str], as_text: bool) -> Source:
+    from dpone.connectors.sources.postgres import PostgresSource
+
+    return PostgresSource(spec, spec.connection.resolve(env))
+
+
+#: Spec class -> the factory of its connector (imported only when a manifest uses it).
+SOURCES: dict[type[Any], SourceFactory] = {
+    FileSourceSpec: _file,
+    PythonSourceSpec: _python,
+    DuckdbSourceSpec: _duckdb,
+    SqliteSourceSpec: _sqlite,
+    PostgresSourceSpec: _postgres,
+}
+
+
+def make_source(spec: SourceSpec, *, env: Mapping[str, str], read_all_as_text: bool) -> Source:
+    """The source of ``spec``; a connection string's ``${VAR}`` references resolve in ``env``.
+
     ``read_all_as_text`` makes CSV and JSONL columns all ``string``; other formats keep types.
     """
-    kind = config.get("type")
-    base_dir = Path(base_dir)
-    if kind == "file":
-        from dpone.connectors.sources.file import CsvOptions, FileSource
-
-        fmt = config.get("format")
-        path = config.get("path")
-        if fmt not in ("csv", "jsonl", "parquet") or not isinstance(path, str):
-            raise SourceConfigError("a file source needs format (csv|jsonl|parquet) and path")
-        options = config.get("options") or {}
-        jsonl = options.get("jsonl") or {}
-        return FileSource(
-            base_dir,
-            path,
-            fmt,
-            csv=CsvOptions.from_config(options.get("csv")),
-            read_all_as_text=read_all_as_text,
-            jsonl_encoding=str(jsonl.get("encoding", "utf-8")),
-        )
-    if kind == "python":
-        from dpone.connectors.sources.python import PythonSource
-
-        spec = config.get("callable")
-        if not isinstance(spec, str):
-            raise SourceConfigError("a python source needs callable: module:attr")
-        return PythonSource(base_dir, spec, config.get("args"))
-    if kind in ("duckdb", "sqlite"):
-        database = config.get("database")
-        if not isinstance(database, str):
-            raise SourceConfigError(f"a {kind} source needs database: a file path")
-        path = Path(database)
-        full = path if path.is_absolute() else base_dir / path
-        display = _display_path(full, base_dir)
-        relation = Relation.from_config(config)
-        incremental = Incremental.from_config(config.get("incremental"))
-        if kind == "duckdb":
-            from dpone.connectors.sources.duckdb import DuckDbSource
-
-            return DuckDbSource(full, display, relation, incremental)
-        from dpone.connectors.sources.sqlite import SqliteSource
-
-        return SqliteSource(full, display, relation, incremental)
-    if kind == "postgres":
-        from dpone.connectors.sources.postgres import PostgresSource
-
-        conn = connection if connection is not None else config.get("connection")
-        if not isinstance(conn, str) or not conn or "${" in conn:
-            raise SourceConfigError(
-                "a postgres source needs a resolved connection string",
-                code="DPONE_SECRET_UNRESOLVED",
-            )
-        return PostgresSource(
-            conn, Relation.from_config(config), Incremental.from_config(config.get("incremental"))
-        )
-    raise SourceConfigError(f"unknown source type; expected one of {', '.join(SOURCE_TYPES)}")
+    factory = SOURCES.get(type(spec))
+    if factory is None:
+        raise SourceConfigError(f"no source connector is registered for {type(spec).__name__}")
+    return factory(spec, env, read_all_as_text)
 
 
-def _display_path(path: Path, base_dir: Path) -> str:
-    """Relative to the manifest's folder when possible, else the bare file name."""
-    try:
-        rel = os.path.relpath(path.resolve(), base_dir.resolve())
-    except ValueError:
-        return path.name
-    return path.name if rel.startswith("..") else Path(rel).as_posix()
-
-
-__all__ = ["SOURCE_TYPES", "make_source"]
+__all__ = ["SOURCES", "SourceFactory", "make_source"]

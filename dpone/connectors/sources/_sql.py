@@ -1,35 +1,18 @@
-"""What database sources share: the incremental spec and the SELECT with cursor pushdown."""
+"""What database sources share: the relation and the SELECT with cursor pushdown."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import pyarrow as pa
 
 from dpone.connectors._util import qualify, quote_ident, short_hash
 from dpone.connectors.base import SourceChunk
 from dpone.connectors.errors import SourceConfigError
-
-
-@dataclass(frozen=True, slots=True)
-class Incremental:
-    """``source.incremental``: rows with ``cursor_column`` beyond the committed cursor."""
-
-    cursor_column: str
-    initial_value: object | None = None
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any] | None) -> Incremental | None:
-        if not config:
-            return None
-        column = config.get("cursor_column")
-        if not isinstance(column, str) or not column:
-            raise SourceConfigError("incremental.cursor_column must be a column name")
-        return cls(column, config.get("initial_value"))
+from dpone.manifest.specs import DatabaseFileSpec, IncrementalPlan
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,12 +27,9 @@ class Relation:
             raise SourceConfigError("a database source needs exactly one of table or query")
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> Relation:
-        table, query = config.get("table"), config.get("query")
-        return cls(
-            None if table is None else str(table),
-            None if query is None else str(query).strip().rstrip(";").strip(),
-        )
+    def of(cls, table: str | None, query: str | None) -> Relation:
+        """The relation of a spec: a query loses a trailing ``;`` (it becomes a subquery)."""
+        return cls(table, None if query is None else query.strip().rstrip(";").strip())
 
     @property
     def partition(self) -> str:
@@ -77,7 +57,7 @@ class Relation:
 
 def select_sql(
     relation: Relation,
-    incremental: Incremental | None,
+    incremental: IncrementalPlan | None,
     after: object | None,
     bind: Callable[[object], str],
     catalog: str | None = None,
@@ -110,17 +90,11 @@ class DatabaseFileSource(ABC):
     kind: ClassVar[str]  # the identity's prefix
     product: ClassVar[str]  # the name in messages
 
-    def __init__(
-        self,
-        database: Path,
-        display_path: str,
-        relation: Relation,
-        incremental: Incremental | None = None,
-    ) -> None:
-        self.database = Path(database)
-        self.relation = relation
-        self.incremental = incremental
-        self.identity = f"{self.kind}:{display_path}:{relation.label}"
+    def __init__(self, spec: DatabaseFileSpec) -> None:
+        self.database = spec.database
+        self.relation = Relation.of(spec.table, spec.query)
+        self.incremental = spec.incremental
+        self.identity = f"{self.kind}:{spec.display}:{self.relation.label}"
 
     def chunks(self, chunk_size: int, after: object | None = None) -> Iterator[SourceChunk]:
         """Chunks in cursor order; ``WHERE cursor > ?`` runs inside the database."""

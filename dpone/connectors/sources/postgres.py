@@ -20,8 +20,9 @@ from dpone.connectors.errors import (
     SourceError,
     SourceUnavailable,
 )
-from dpone.connectors.sources._sql import Incremental, Relation, select_sql
+from dpone.connectors.sources._sql import Relation, select_sql
 from dpone.errors import DponeError, Interrupted
+from dpone.manifest.specs import PostgresSourceSpec
 
 
 class PostgresSource:
@@ -33,13 +34,12 @@ class PostgresSource:
 
     cursor_pushdown = True
 
-    def __init__(
-        self, connection: str, relation: Relation, incremental: Incremental | None = None
-    ) -> None:
+    def __init__(self, spec: PostgresSourceSpec, connection: str) -> None:
+        """``connection`` is ``spec.connection`` resolved: kept private, never shown."""
         self._connection = connection
-        self.relation = relation
-        self.incremental = incremental
-        self.identity = f"postgres:{relation.label}"
+        self.relation = Relation.of(spec.table, spec.query)
+        self.incremental = spec.incremental
+        self.identity = f"postgres:{self.relation.label}"
 
     def __repr__(self) -> str:  # the connection string must not leak through a repr
         return f"PostgresSource({self.identity!r})"

@@ -1,14 +1,13 @@
 """A Python callable as a source: ``module:attr`` (or ``module.attr``) called with ``args``.
 
 It may yield (or return an iterable of) dicts, Arrow RecordBatches or Tables, in any mix;
-they are re-chunked to ``chunk_size`` rows. Dicts are typed by Arrow per chunk. The manifest's
-folder is put on ``sys.path`` first, so a ``my_source.py`` next to the manifest imports.
+they are re-chunked to ``chunk_size`` rows. Dicts are typed by Arrow per chunk. A
+``my_source.py`` next to the manifest is found first (``dpone.usercode``), without leaving the
+manifest's folder on ``sys.path``.
 """
 
 from __future__ import annotations
 
-import importlib
-import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -18,35 +17,27 @@ import pyarrow as pa
 from dpone.connectors._util import rechunk
 from dpone.connectors.base import SourceChunk
 from dpone.connectors.errors import SourceConfigError, SourceDecodeError, SourceError
+from dpone.manifest.specs import PythonSourceSpec
+from dpone.usercode import UserCodeError, load_callable
 
 
 def resolve_callable(spec: str, base_dir: Path) -> Callable[..., Any]:
-    """Import ``module:attr`` / ``module.attr`` with ``base_dir`` on ``sys.path``."""
-    module_name, sep, attr = spec.partition(":")
-    if not sep:
-        module_name, _, attr = spec.rpartition(".")
-    if not module_name or not attr:
-        raise SourceConfigError(
-            f"callable {spec!r} is not module:attr or module.attr",
-            code="DPONE_SOURCE_CALLABLE_IMPORT",
-        )
-    folder = str(Path(base_dir).resolve())
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
+    """Import ``module:attr`` / ``module.attr``, the manifest's folder first."""
     try:
-        target: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            target = getattr(target, part)
-    except (ImportError, AttributeError) as exc:
-        raise SourceConfigError(
-            f"callable {spec!r} does not import ({type(exc).__name__})",
-            code="DPONE_SOURCE_CALLABLE_IMPORT",
-        ) from None
-    if not callable(target):
-        raise SourceConfigError(
-            f"{spec!r} is not callable", code="DPONE_SOURCE_CALLABLE_NOT_CALLABLE"
+        return load_callable(spec, base_dir)
+    except UserCodeError as err:
+        if err.failure == "not_callable":
+            raise SourceConfigError(
+                f"{spec!r} is not callable", code="DPONE_SOURCE_CALLABLE_NOT_CALLABLE"
+            ) from None
+        what = (
+            "is not module:attr or module.attr"
+            if err.failure == "malformed"
+            else f"does not import ({err.cause})"
         )
-    return target  # type: ignore[no-any-return]
+        raise SourceConfigError(
+            f"callable {spec!r} {what}", code="DPONE_SOURCE_CALLABLE_IMPORT"
+        ) from None
 
 
 class PythonSource:
@@ -54,13 +45,11 @@ class PythonSource:
 
     cursor_pushdown = False
 
-    def __init__(
-        self, base_dir: Path, callable_spec: str, args: Mapping[str, Any] | None = None
-    ) -> None:
-        self.base_dir = Path(base_dir)
-        self.callable_spec = callable_spec
-        self.args = dict(args or {})
-        self.identity = f"python:{callable_spec}"
+    def __init__(self, spec: PythonSourceSpec) -> None:
+        self.base_dir = spec.base_dir
+        self.callable_spec = spec.callable
+        self.args = dict(spec.args)
+        self.identity = f"python:{spec.callable}"
 
     def chunks(self, chunk_size: int, after: object | None = None) -> Iterator[SourceChunk]:
         """Re-chunked output of the callable; ``after`` is ignored (the lifecycle filters)."""

@@ -1,0 +1,297 @@
+"""Typed, frozen specs of a manifest's source and sink: what a connector is built from.
+
+The compiler builds them from the normalized document, where every default is already filled
+from the JSON Schema (``dpone.manifest.defaults``); the connectors take them as they are and
+default nothing themselves, so no field here has a default either. Paths are absolute
+(resolved against the manifest's folder); ``display`` is how such a path appears in an
+identity: relative to the manifest's folder, else the bare file name, never absolute.
+Connection strings stay :class:`SecretRef` templates until a connector resolves them.
+
+Adding a source or sink type (Step 12: rest_api, dlt) is four small edits: its spec class and
+builder here (added to ``SourceSpec``/``SOURCE_SPECS`` or ``SinkSpec``/``SINK_SPECS``), its
+branch in the manifest schema (with its defaults), and its connector registered in
+``dpone.connectors.sources.SOURCES`` (or ``sinks.SINKS``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from dpone.manifest.secrets import SecretRef
+
+FileFormat = Literal["csv", "jsonl", "parquet"]
+Section = Mapping[str, Any]
+
+
+def resolve_under(base: Path, text: str) -> Path:
+    """A path as written in the manifest, resolved against the manifest's folder."""
+    return (base / Path(text).expanduser()).resolve(strict=False)
+
+
+def display_path(path: Path, base: Path) -> str:
+    """Relative to the manifest's folder when ``path`` is under it, else the bare file name."""
+    try:
+        rel = os.path.relpath(path, base.resolve())
+    except ValueError:
+        return path.name
+    return path.name if rel.startswith("..") else Path(rel).as_posix()
+
+
+@dataclass(frozen=True, slots=True)
+class IncrementalPlan:
+    """``source.incremental``: rows with ``cursor_column`` beyond the committed cursor."""
+
+    cursor_column: str
+    initial_value: str | int | float | None
+
+
+# --- sources ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CsvOptions:
+    """``source.options.csv``: how CSV text is read (see the manifest schema for each key)."""
+
+    delimiter: str
+    header: bool
+    encoding: str
+    quote_char: str
+    null_values: tuple[str, ...]
+    newlines_in_values: bool
+    max_row_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class JsonlOptions:
+    """``source.options.jsonl``."""
+
+    encoding: str
+
+
+@dataclass(frozen=True, slots=True)
+class FileSourceSpec:
+    """Files matching the glob ``path`` (as written; relative paths under ``base_dir``)."""
+
+    type: ClassVar[str] = "file"
+    base_dir: Path
+    path: str
+    format: FileFormat
+    csv: CsvOptions
+    jsonl: JsonlOptions
+    incremental: IncrementalPlan | None
+
+
+@dataclass(frozen=True, slots=True)
+class PythonSourceSpec:
+    """A callable ``module:attr`` (found next to the manifest first), called with ``args``."""
+
+    type: ClassVar[str] = "python"
+    base_dir: Path
+    callable: str
+    args: Mapping[str, Any]
+    incremental: IncrementalPlan | None
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseFileSpec:
+    """A table or a read-only query of a database file (exactly one of ``table``/``query``)."""
+
+    type: ClassVar[str]
+    database: Path
+    display: str
+    table: str | None
+    query: str | None
+    incremental: IncrementalPlan | None
+
+
+@dataclass(frozen=True, slots=True)
+class DuckdbSourceSpec(DatabaseFileSpec):
+    """A DuckDB file."""
+
+    type: ClassVar[str] = "duckdb"
+
+
+@dataclass(frozen=True, slots=True)
+class SqliteSourceSpec(DatabaseFileSpec):
+    """A SQLite file."""
+
+    type: ClassVar[str] = "sqlite"
+
+
+@dataclass(frozen=True, slots=True)
+class PostgresSourceSpec:
+    """A table or a read-only query of a PostgreSQL database."""
+
+    type: ClassVar[str] = "postgres"
+    connection: SecretRef
+    table: str | None
+    query: str | None
+    incremental: IncrementalPlan | None
+
+
+SourceSpec = (
+    FileSourceSpec | PythonSourceSpec | DuckdbSourceSpec | SqliteSourceSpec | PostgresSourceSpec
+)
+
+
+def _incremental(section: Section) -> IncrementalPlan | None:
+    found = section.get("incremental")
+    if found is None:
+        return None
+    return IncrementalPlan(found["cursor_column"], found["initial_value"])
+
+
+def _file_source(section: Section, base: Path) -> FileSourceSpec:
+    options = section["options"]
+    csv = options["csv"]
+    return FileSourceSpec(
+        base_dir=base,
+        path=section["path"],
+        format=section["format"],
+        csv=CsvOptions(
+            delimiter=csv["delimiter"],
+            header=csv["header"],
+            encoding=csv["encoding"],
+            quote_char=csv["quote_char"],
+            null_values=tuple(csv["null_values"]),
+            newlines_in_values=csv["newlines_in_values"],
+            max_row_bytes=csv["max_row_bytes"],
+        ),
+        jsonl=JsonlOptions(encoding=options["jsonl"]["encoding"]),
+        incremental=_incremental(section),
+    )
+
+
+def _python_source(section: Section, base: Path) -> PythonSourceSpec:
+    return PythonSourceSpec(
+        base_dir=base,
+        callable=section["callable"],
+        args=dict(section["args"]),
+        incremental=_incremental(section),
+    )
+
+
+def _database_file_source(
+    cls: type[DuckdbSourceSpec] | type[SqliteSourceSpec],
+) -> Callable[[Section, Path], SourceSpec]:
+    def build(section: Section, base: Path) -> SourceSpec:
+        database = resolve_under(base, section["database"])
+        return cls(
+            database=database,
+            display=display_path(database, base),
+            table=section.get("table"),
+            query=section.get("query"),
+            incremental=_incremental(section),
+        )
+
+    return build
+
+
+def _postgres_source(section: Section, base: Path) -> PostgresSourceSpec:
+    return PostgresSourceSpec(
+        connection=SecretRef(section["connection"]),
+        table=section.get("table"),
+        query=section.get("query"),
+        incremental=_incremental(section),
+    )
+
+
+#: ``source.type`` -> the builder of its spec from the normalized ``source`` section.
+SOURCE_SPECS: dict[str, Callable[[Section, Path], SourceSpec]] = {
+    "file": _file_source,
+    "python": _python_source,
+    "duckdb": _database_file_source(DuckdbSourceSpec),
+    "sqlite": _database_file_source(SqliteSourceSpec),
+    "postgres": _postgres_source,
+}
+
+
+def source_spec(section: Section, base: Path) -> SourceSpec:
+    """The spec of a normalized ``source`` section; relative paths resolve under ``base``."""
+    return SOURCE_SPECS[section["type"]](section, base)
+
+
+# --- sinks ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SinkTarget:
+    """What every sink loads into: ``dataset.table``."""
+
+    type: ClassVar[str]
+    dataset: str
+    table: str
+
+
+@dataclass(frozen=True, slots=True)
+class DuckdbSinkSpec(SinkTarget):
+    """A DuckDB file."""
+
+    type: ClassVar[str] = "duckdb"
+    database: Path
+    display: str
+
+
+@dataclass(frozen=True, slots=True)
+class PostgresSinkSpec(SinkTarget):
+    """A PostgreSQL database (``dataset`` is the schema)."""
+
+    type: ClassVar[str] = "postgres"
+    connection: SecretRef
+
+
+@dataclass(frozen=True, slots=True)
+class FilesystemSinkSpec(SinkTarget):
+    """Parquet files under ``path/dataset/table``."""
+
+    type: ClassVar[str] = "filesystem"
+    path: Path
+    display: str
+
+
+SinkSpec = DuckdbSinkSpec | PostgresSinkSpec | FilesystemSinkSpec
+
+
+def _duckdb_sink(section: Section, base: Path) -> DuckdbSinkSpec:
+    database = resolve_under(base, section["database"])
+    return DuckdbSinkSpec(
+        database=database,
+        display=display_path(database, base),
+        dataset=section["dataset"],
+        table=section["table"],
+    )
+
+
+def _postgres_sink(section: Section, base: Path) -> PostgresSinkSpec:
+    return PostgresSinkSpec(
+        connection=SecretRef(section["connection"]),
+        dataset=section["dataset"],
+        table=section["table"],
+    )
+
+
+def _filesystem_sink(section: Section, base: Path) -> FilesystemSinkSpec:
+    root = resolve_under(base, section["path"])
+    return FilesystemSinkSpec(
+        path=root,
+        display=display_path(root, base),
+        dataset=section["dataset"],
+        table=section["table"],
+    )
+
+
+#: ``sink.type`` -> the builder of its spec from the normalized ``sink`` section.
+SINK_SPECS: dict[str, Callable[[Section, Path], SinkSpec]] = {
+    "duckdb": _duckdb_sink,
+    "postgres": _postgres_sink,
+    "filesystem": _filesystem_sink,
+}
+
+
+def sink_spec(section: Section, base: Path) -> SinkSpec:
+    """The spec of a normalized ``sink`` section; relative paths resolve under ``base``."""
+    return SINK_SPECS[section["type"]](section, base)
