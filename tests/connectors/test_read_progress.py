@@ -13,9 +13,12 @@ import pyarrow.parquet as pq
 
 from dpone import api
 from dpone.connectors.progress import MeasuredSource, ReadProgress, compressed
-from dpone.connectors.sources.file import CsvOptions, FileSource
+from dpone.connectors.sources.file import FileSource
+from dpone.manifest.specs import FileSourceSpec
 from dpone.runtime.report import RowCounts, RunProgress
 from dpone.testing import MemorySink, MemorySource, run_plan
+
+from .specs import source_spec
 
 
 def _csv(path: Path, rows: int, *, start: int = 1) -> Path:
@@ -23,6 +26,23 @@ def _csv(path: Path, rows: int, *, start: int = 1) -> Path:
     body = "".join(f"{i},name-{i:05d}\n" for i in range(start, start + rows))
     path.write_text("id,name\n" + body, encoding="utf-8")
     return path
+
+
+def _file(
+    base: Path,
+    path: str,
+    fmt: str,
+    *,
+    block_size: int = 1 << 20,
+    csv: dict[str, object] | None = None,
+) -> FileSource:
+    """A file source over ``base/path`` with the manifest's defaults (``csv``: options.csv)."""
+    config: dict[str, object] = {"type": "file", "format": fmt, "path": path}
+    if csv:
+        config["options"] = {"csv": csv}
+    spec = source_spec(config, base)
+    assert isinstance(spec, FileSourceSpec)
+    return FileSource(spec, read_all_as_text=True, block_size=block_size)
 
 
 def _read(source: FileSource, chunk_size: int) -> list[tuple[int, int | None]]:
@@ -36,7 +56,7 @@ def _read(source: FileSource, chunk_size: int) -> list[tuple[int, int | None]]:
 
 def test_a_plain_csv_moves_block_by_block_to_its_size(tmp_path: Path) -> None:
     size = _csv(tmp_path / "a.csv", 400).stat().st_size
-    source = FileSource(tmp_path, "a.csv", "csv", block_size=256)
+    source = _file(tmp_path, "a.csv", "csv", block_size=256)
 
     seen = _read(source, 20)
 
@@ -54,7 +74,7 @@ def test_several_files_add_up_and_a_compressed_one_moves_when_done(tmp_path: Pat
     packed = tmp_path / "d" / "b.csv.gz"
     packed.write_bytes(gzip.compress(_csv(tmp_path / "raw.csv", 200, start=201).read_bytes()))
     total = plain.stat().st_size + packed.stat().st_size
-    source = FileSource(tmp_path, "d/*", "csv", block_size=256)
+    source = _file(tmp_path, "d/*", "csv", block_size=256)
 
     chunks = list(source.chunks(50))  # a.csv read whole, then b.csv.gz
     assert [c.partition for c in chunks] == ["d/a.csv"] * 4 + ["d/b.csv.gz"] * 4
@@ -74,7 +94,7 @@ def test_several_files_add_up_and_a_compressed_one_moves_when_done(tmp_path: Pat
 def test_jsonl_moves_by_block_and_parquet_by_file(tmp_path: Path) -> None:
     lines = "".join(json.dumps({"id": i, "name": f"n{i:04d}"}) + "\n" for i in range(300))
     (tmp_path / "e.jsonl").write_text(lines, encoding="utf-8")
-    jsonl = FileSource(tmp_path, "e.jsonl", "jsonl", block_size=512)
+    jsonl = _file(tmp_path, "e.jsonl", "jsonl", block_size=512)
     size = (tmp_path / "e.jsonl").stat().st_size
 
     done = [read for read, _ in _read(jsonl, 25)]
@@ -82,7 +102,7 @@ def test_jsonl_moves_by_block_and_parquet_by_file(tmp_path: Path) -> None:
     assert done[-1] == size
 
     pq.write_table(pa.table({"id": list(range(300))}), tmp_path / "f.parquet", row_group_size=50)
-    parquet = FileSource(tmp_path, "f.parquet", "parquet")
+    parquet = _file(tmp_path, "f.parquet", "parquet")
     psize = (tmp_path / "f.parquet").stat().st_size
 
     assert [read for read, _ in _read(parquet, 50)] == [0] * 6 + [psize]
@@ -91,9 +111,7 @@ def test_jsonl_moves_by_block_and_parquet_by_file(tmp_path: Path) -> None:
 def test_a_transcoded_file_never_counts_past_its_size(tmp_path: Path) -> None:
     text = "id,name\n" + "".join(f"{i},é{'ü' * 20}\n" for i in range(200))
     (tmp_path / "l.csv").write_bytes(text.encode("latin-1"))  # grows as UTF-8
-    source = FileSource(
-        tmp_path, "l.csv", "csv", block_size=256, csv=CsvOptions(encoding="latin-1")
-    )
+    source = _file(tmp_path, "l.csv", "csv", block_size=256, csv={"encoding": "latin-1"})
     size = (tmp_path / "l.csv").stat().st_size
 
     done = [read for read, _ in _read(source, 20)]
@@ -105,7 +123,7 @@ def test_a_transcoded_file_never_counts_past_its_size(tmp_path: Path) -> None:
 def test_each_read_starts_from_zero(tmp_path: Path) -> None:
     assert ReadProgress().snapshot() == (0, None)
     size = _csv(tmp_path / "a.csv", 400).stat().st_size
-    source = FileSource(tmp_path, "a.csv", "csv", block_size=256)
+    source = _file(tmp_path, "a.csv", "csv", block_size=256)
     assert _read(source, 20)[-1] == (size, size)
 
     again = source.chunks(20)
