@@ -34,7 +34,7 @@ import pyarrow as pa
 import structlog
 
 from dpone.dlq import DlqPolicy, DlqStore, file_refs, rejected_rows
-from dpone.dlq.replay import plan
+from dpone.ops.replay import plan
 from dpone.testing import FrozenClock
 
 TARGET_ROWS_PER_S = 5_000

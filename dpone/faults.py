@@ -23,7 +23,7 @@ POINTS: tuple[str, ...] = (
     "after_evidence",
     "during_state_replace",
     "after_state",
-    # Not on the path of `dpone run`: the replay executor (dpone/dlq/replay.py and
+    # Not on the path of `dpone run`: the replay executor (dpone/ops/replay.py and
     # dpone/runtime/replay.py), around each batch load and its acknowledgements.
     "replay_before_batch_commit",  # the k-th batch is staged in the sink, not committed
     "replay_after_batch_commit",  # the k-th batch committed with its keys, not acknowledged

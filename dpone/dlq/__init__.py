@@ -1,4 +1,4 @@
-"""Dead-letter store: record model and checksum, create-only store, index, replay, retention.
+"""Dead-letter store: record model, create-only segments, index, acknowledgements, the writer.
 
 The lifecycle uses::
 
@@ -9,8 +9,8 @@ The lifecycle uses::
     result = writer.close()                         # or writer.abort() on failure
 """
 
+from dpone.canonical import canonical_json, checksum
 from dpone.dlq.ack import ACK_SCHEMA, ReplayAck
-from dpone.dlq.canonical import canonical_json, checksum
 from dpone.dlq.errors import (
     DlqChecksumMismatch,
     DlqError,
@@ -21,6 +21,7 @@ from dpone.dlq.errors import (
     DlqStorageError,
 )
 from dpone.dlq.index import INDEX_SCHEMA, DlqIndex, IndexEntry
+from dpone.dlq.integrity import Finding
 from dpone.dlq.model import (
     RECORD_SCHEMA,
     REDACTED,
@@ -31,8 +32,6 @@ from dpone.dlq.model import (
 from dpone.dlq.policy import DlqPolicy
 from dpone.dlq.refs import file_ref, file_refs, parse_ref, run_row_ref, run_row_refs
 from dpone.dlq.store import DlqStore
-from dpone.dlq.summary import DlqSummary
-from dpone.dlq.verify import Finding
 from dpone.dlq.writer import RunResult, RunWriter
 
 __all__ = [
@@ -51,7 +50,6 @@ __all__ = [
     "DlqRecordConflict",
     "DlqStorageError",
     "DlqStore",
-    "DlqSummary",
     "Finding",
     "IndexEntry",
     "RejectedRow",

@@ -25,7 +25,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import structlog
-from ulid import ULID
 
 from dpone.assertions.engine import AssertionEngine
 from dpone.clock import Clock, iso_utc, utc_now
@@ -39,7 +38,6 @@ from dpone.contracts.reasons import ReasonCode
 from dpone.contracts.result import EnforcementResult
 from dpone.contracts.types import sink_schema
 from dpone.dlq.errors import DlqRunNotFound
-from dpone.dlq.ids import is_identifier
 from dpone.dlq.model import RejectedRow, rejected_rows
 from dpone.dlq.refs import file_line_refs, file_refs, run_row_refs
 from dpone.dlq.store import DlqStore
@@ -49,6 +47,7 @@ from dpone.evidence import lineage
 from dpone.evidence.model import DlqEvidence, Evidence, Summary, schema_changes
 from dpone.evidence.writer import EVIDENCE_FILE, bundle_dir, publish_evidence_doc
 from dpone.faults import checkpoint
+from dpone.ids import is_identifier, new_ulid
 from dpone.manifest.plan import Plan
 from dpone.runtime.cursor import CursorTracker
 from dpone.runtime.interrupts import InterruptWatch
@@ -185,8 +184,8 @@ class _Run:
         self.options = options
         self.clock = options.clock
         self.started = time.perf_counter()
-        self.run_id = options.run_id or str(ULID.from_datetime(self.clock()))
-        self.load_id = str(ULID.from_datetime(self.clock()))
+        self.run_id = options.run_id or new_ulid(self.clock())
+        self.load_id = new_ulid(self.clock())
         self.paths = Paths.of(plan)
         self.report = RunReport(
             run_id=self.run_id,

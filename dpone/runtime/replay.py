@@ -1,6 +1,6 @@
 """The first-party replay executor for file sources (``quarantine-replay --execute --manifest``).
 
-It binds :mod:`dpone.dlq.replay` to a manifest:
+It binds :mod:`dpone.ops.replay` to a manifest:
 
 * :class:`FileRowResolver` re-reads the quarantined rows from the manifest's file source by
   their ``record_ref`` (path, SHA-256, row). Every file's SHA-256 is checked before any row is
@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 import structlog
 
 from dpone.assertions.engine import AssertionEngine
+from dpone.canonical import checksum
 from dpone.clock import Clock, utc_now
 from dpone.connectors._util import conform, position_mask, sha256_file
 from dpone.connectors.base import KeyedSink, LoadSpec
@@ -48,10 +49,12 @@ from dpone.contracts.enforcer import ContractEnforcementService
 from dpone.contracts.errors import SchemaFrozen
 from dpone.contracts.reasons import ReasonCode
 from dpone.contracts.result import TABLE_SCOPE
-from dpone.dlq.canonical import checksum
 from dpone.dlq.model import DlqRecord, format_timestamp
 from dpone.dlq.refs import FileRef, parse_ref
-from dpone.dlq.replay import (
+from dpone.dlq.store import DlqStore
+from dpone.faults import checkpoint
+from dpone.manifest.plan import Plan
+from dpone.ops.replay import (
     ReplayError,
     ReplayLoadNotCommitted,
     ReplayPlan,
@@ -67,9 +70,6 @@ from dpone.dlq.replay import (
     read_run,
     replayable_index,
 )
-from dpone.dlq.store import DlqStore
-from dpone.faults import checkpoint
-from dpone.manifest.plan import Plan
 from dpone.runtime.journal import RunJournal
 
 log = structlog.get_logger("dpone.replay")
@@ -462,7 +462,7 @@ def bind(
         raise ReplayUnsupported(
             f"the first-party replay executor re-reads file sources; this manifest reads "
             f"a {manifest.source.type} source",
-            fixes=("replay through dpone.dlq.replay with a resolver for that source",),
+            fixes=("replay through dpone.ops.replay with a resolver for that source",),
         )
     environ = dict(os.environ) if env is None else env
     sink_conn = manifest.sink.connection.resolve(environ) if manifest.sink.connection else None

@@ -13,7 +13,7 @@ import pytest
 
 from dpone.connectors import SourceChunk, make_source
 from dpone.connectors.errors import SourceConfigError, SourceUnavailable
-from tests.postgres import pg_query
+from tests.support.postgres import pg_query
 
 
 def ids(chunks: list[SourceChunk]) -> list[int]:

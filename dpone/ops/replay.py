@@ -42,14 +42,15 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 import orjson
 import structlog
 
-from dpone.dlq.canonical import CHECKSUM_PATTERN, CHECKSUM_PREFIX
+from dpone.canonical import CHECKSUM_PATTERN, CHECKSUM_PREFIX
 from dpone.dlq.errors import DlqAckMismatch
-from dpone.dlq.ids import check_identifier, is_identifier, is_ulid
+from dpone.dlq.fsio import check_identifier
 from dpone.dlq.index import PIPELINE_PATTERN, DlqIndex
 from dpone.dlq.model import TIMESTAMP_PATTERN, DlqRecord, format_timestamp
 from dpone.dlq.policy import MAX_RECORDS_PER_RUN
 from dpone.errors import EXIT_CONFIG, EXIT_REPLAY_EXECUTOR_REQUIRED, DponeError, Stage
 from dpone.faults import checkpoint
+from dpone.ids import is_identifier, is_ulid
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -398,10 +399,10 @@ def plan_body(
 
 
 def body_checksum(body: dict[str, Any]) -> str:
-    """``dpone.dlq.canonical.checksum`` of a plan body, without its generic domain check.
+    """``dpone.canonical.checksum`` of a plan body, without its generic domain check.
 
     A body holds fixed ASCII keys, strings, booleans and one small integer, which is exactly
-    where orjson with sorted keys writes the RFC 8785 bytes (see ``dpone.dlq.canonical``);
+    where orjson with sorted keys writes the RFC 8785 bytes (see ``dpone.canonical``);
     skipping the per-value check saves a walk over every item (a test compares the two).
     """
     return CHECKSUM_PREFIX + hashlib.sha256(orjson.dumps(body, option=_SORTED)).hexdigest()

@@ -43,8 +43,8 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 import orjson
 import structlog
 
+from dpone.canonical import checksum, verify_checksum
 from dpone.dlq import fsio
-from dpone.dlq.canonical import checksum, verify_checksum
 from dpone.dlq.index import DlqIndex, fingerprint, pairs_checksum
 from dpone.dlq.model import format_timestamp, parse_timestamp
 from dpone.dlq.segments import SEGMENT_FILE, SEGMENTS_DIR, SegmentEntry
@@ -52,8 +52,8 @@ from dpone.dlq.store import INDEX_FILE, RUNS_DIR
 from dpone.errors import EXIT_CONFIG, DponeError, Stage
 
 if TYPE_CHECKING:
+    from dpone.dlq.integrity import Finding
     from dpone.dlq.store import DlqStore
-    from dpone.dlq.verify import Finding
 
 log = structlog.get_logger("dpone.retention")
 
