@@ -13,9 +13,9 @@ neither pyarrow nor duckdb nor dlt: an orchestrator can import it at DAG parse t
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from dpone._lazy import exports
 from dpone.errors import ConfigError, DponeError, ErrorDetail, ManifestError, RunFailed
 
 if TYPE_CHECKING:
@@ -26,33 +26,19 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
-#: name -> the module that defines it, imported by :func:`__getattr__` on first use.
-_LAZY: dict[str, str] = {
-    "validate": "dpone.api",
-    "compile": "dpone.api",
-    "run": "dpone.api",
-    "Validation": "dpone.api",
-    "Plan": "dpone.manifest.plan",
-    "RunReport": "dpone.runtime.report",
-    "RowCounts": "dpone.runtime.report",
-}
-_SUBMODULES = frozenset({"ops"})
-
-
-def __getattr__(name: str) -> Any:
-    if name in _SUBMODULES:
-        return importlib.import_module(f"dpone.{name}")
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'dpone' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # the next access skips __getattr__
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
-
+__getattr__, __dir__ = exports(
+    __name__,
+    {
+        "validate": "dpone.api",
+        "compile": "dpone.api",
+        "run": "dpone.api",
+        "Validation": "dpone.api",
+        "Plan": "dpone.manifest.plan",
+        "RunReport": "dpone.runtime.report",
+        "RowCounts": "dpone.runtime.report",
+    },
+    submodules=("ops",),
+)
 
 __all__ = [
     "ConfigError",

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dpone.connectors._util import Clock, utc_now
-from dpone.connectors.base import Sink
+from dpone.clock import Clock, utc_now
 from dpone.connectors.errors import SinkConfigError
 from dpone.connectors.sources import _display_path
+
+if TYPE_CHECKING:
+    from dpone.connectors.base import Sink
 
 SINK_TYPES: tuple[str, ...] = ("duckdb", "postgres", "filesystem")
 DEFAULT_DATASET = "dpone"

@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dpone.connectors.base import Source
 from dpone.connectors.errors import SourceConfigError
-from dpone.connectors.sources._sql import Incremental, Relation
+
+if TYPE_CHECKING:
+    from dpone.connectors.base import Source
 
 SOURCE_TYPES: tuple[str, ...] = ("file", "python", "duckdb", "sqlite", "postgres")
 
@@ -27,6 +28,8 @@ def make_source(
     ``config["connection"]``, which must then hold no ``${...}`` reference any more).
     ``read_all_as_text`` makes CSV and JSONL columns all ``string``; other formats keep types.
     """
+    from dpone.connectors.sources._sql import Incremental, Relation  # Arrow: only when used
+
     kind = config.get("type")
     base_dir = Path(base_dir)
     if kind == "file":
