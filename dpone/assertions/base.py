@@ -8,13 +8,12 @@ assertion for one run, so a type may keep bounded state (``unique_columns`` keep
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+
+from dpone.assertions.spec import Scope, ValueKind
 
 if TYPE_CHECKING:
     import pyarrow as pa
-
-Scope = Literal["row", "batch"]
-ValueKind = Literal["count", "columns", "any"]
 
 
 @runtime_checkable

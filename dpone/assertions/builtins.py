@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from dpone.assertions.base import Scope, ValueKind
+from dpone.assertions.spec import Scope, ValueKind
 
 if TYPE_CHECKING:
     import pyarrow as pa

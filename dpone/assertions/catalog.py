@@ -12,14 +12,13 @@ import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any, Literal
+from typing import Any
 
 import structlog
 
 from dpone.assertions.builtins import BUILTINS
+from dpone.assertions.spec import Scope, ValueKind
 
-Scope = Literal["row", "batch"]
-ValueKind = Literal["count", "columns", "any"]
 ENTRY_POINT_GROUP = "dpone.assertion"
 
 log = structlog.get_logger("dpone.assertions")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dpone import __version__
-from dpone.evidence.model import AssertionVerdict
+from dpone.assertions.spec import AssertionVerdict
 from dpone.ids import ulid_to_uuid
 
 PRODUCER = f"https://dpone.dev/dpone/{__version__}"

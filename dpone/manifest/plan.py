@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from dpone.assertions.spec import AssertionSpec, Policy
 from dpone.contracts.spec import ContractSpec
 from dpone.dlq.policy import DlqPolicy
 from dpone.manifest.secrets import SecretRef
@@ -20,8 +21,6 @@ PLAN_SCHEMA_ID = "dpone.plan.v1"
 SourceType = Literal["file", "python", "duckdb", "sqlite", "postgres"]
 SinkType = Literal["duckdb", "postgres", "filesystem"]
 StrategyMode = Literal["append", "replace", "merge"]
-Policy = Literal["fail", "quarantine", "warn"]
-Scope = Literal["row", "batch"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,25 +64,6 @@ class SinkPlan:
     database: Path | None = None
     path: Path | None = None
     connection: SecretRef | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class AssertionSpec:
-    """One configured assertion, its policy already resolved by precedence."""
-
-    type: str
-    params: dict[str, Any]
-    on_failure: Policy
-    pointer: str
-    name: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "type": self.type,
-            "name": self.name,
-            "params": self.params,
-            "on_failure": self.on_failure,
-        }
 
 
 @dataclass(frozen=True, slots=True)
