@@ -13,6 +13,7 @@ neither pyarrow nor duckdb nor dlt: an orchestrator can import it at DAG parse t
 
 from __future__ import annotations
 
+from importlib import metadata
 from typing import TYPE_CHECKING
 
 from dpone._lazy import exports
@@ -24,7 +25,10 @@ if TYPE_CHECKING:
     from dpone.manifest.plan import Plan
     from dpone.runtime.report import RowCounts, RunReport
 
-__version__ = "0.1.0"
+try:
+    __version__ = metadata.version("dpone")  # the one version: pyproject.toml's
+except metadata.PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"
 
 __getattr__, __dir__ = exports(
     __name__,

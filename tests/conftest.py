@@ -1,3 +1,17 @@
 """The suite's shared fixtures live in :mod:`tests.support`; this registers them."""
 
+from __future__ import annotations
+
+import pytest
+
 pytest_plugins = ["tests.support.paths", "tests.support.postgres"]
+
+#: A fault-injection test runs dpone several times, each a process of its own with a 300 s
+#: limit (tests.support.processes); the default test timeout (pyproject.toml) is for one.
+CRASH_TIMEOUT = 1800
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("crash") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(CRASH_TIMEOUT))

@@ -85,7 +85,7 @@ class ReplayAck:
         return doc
 
     @classmethod
-    def from_json(cls, doc: Any, *, require_checksum: bool = True) -> ReplayAck:
+    def from_json(cls, doc: Any, *, require_checksum: bool = True) -> ReplayAck:  # noqa: C901 (a flat check per field of an untrusted document)
         """Check ``doc`` against the acknowledgement contract (not its checksum)."""
         if not isinstance(doc, Mapping):
             raise _invalid("/")

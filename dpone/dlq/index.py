@@ -307,7 +307,7 @@ def _segments_from_json(value: Any, ids: list[str]) -> tuple[SegmentEntry, ...]:
     return segments
 
 
-def _check_header(doc: dict[str, Any]) -> None:
+def _check_header(doc: dict[str, Any]) -> None:  # noqa: C901 (a flat check per field of an untrusted document)
     if doc["schema"] != INDEX_SCHEMA:
         raise _invalid("/schema")
     for key in ("run_id", "load_id"):

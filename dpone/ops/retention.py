@@ -610,7 +610,7 @@ def apply_retention(store: DlqStore, plan: RetentionPlan) -> RetentionResult:
     )
 
 
-def _checked_deletes(
+def _checked_deletes(  # noqa: C901 (each refusal is one branch, in the order the plan is checked)
     plan: RetentionPlan, seen: Mapping[str, _Seen], pinned: Sequence[str], resumed: set[str]
 ) -> dict[str, set[str]]:
     """The record ids to delete per run, each one re-judged from the store, not the plan.

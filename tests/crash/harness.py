@@ -423,7 +423,7 @@ def moment_of(text: str | None) -> datetime | None:
     return None if text is None else datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def check_outcome(
+def check_outcome(  # noqa: C901 (one invariant per block, checked in order)
     project: Project,
     model: Model,
     files: Mapping[str, Sequence[SourceRow]],
