@@ -29,10 +29,11 @@ test-fast: $(STAMP) ## the suite without the slow tests
 test-crash: $(STAMP) ## the full fault-injection matrix
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m crash tests
 
-lint: $(STAMP) ## ruff format check, ruff lint, mypy --strict on dpone/
+lint: $(STAMP) ## ruff format check, ruff lint, mypy --strict on dpone/, the import layers
 	$(BIN)/ruff format --check dpone tests bench
 	$(BIN)/ruff check dpone tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 format: $(STAMP) ## apply ruff format and the safe ruff fixes
 	$(BIN)/ruff format dpone tests bench

@@ -18,8 +18,8 @@ import pyarrow as pa
 from bench.bench_contracts import contract, generate
 from dpone.assertions.builtins import UniqueColumns
 from dpone.assertions.engine import AssertionEngine
+from dpone.assertions.spec import AssertionSpec
 from dpone.contracts.enforcer import ContractEnforcementService
-from dpone.manifest.plan import AssertionSpec
 
 ROWS = 1_000_000
 CHUNK = 100_000

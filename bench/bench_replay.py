@@ -34,7 +34,7 @@ import pyarrow as pa
 import structlog
 
 from dpone.dlq import DlqPolicy, DlqStore, file_refs, rejected_rows
-from dpone.dlq.replay import plan
+from dpone.ops.replay import plan
 from dpone.testing import FrozenClock
 
 TARGET_ROWS_PER_S = 5_000
@@ -173,8 +173,8 @@ def _timed(store: DlqStore, name: str, spent: list[float]) -> None:
 
 def _bench_execute(base: Path, kind: str) -> None:
     from dpone.manifest.compiler import compile_manifest
+    from dpone.ops.replay_run import bind, execute_replay
     from dpone.runtime.lifecycle import RunOptions, run_pipeline
-    from dpone.runtime.replay_run import bind, execute_replay
 
     folder = base / kind
     (folder / "data").mkdir(parents=True)

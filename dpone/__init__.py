@@ -13,9 +13,10 @@ neither pyarrow nor duckdb nor dlt: an orchestrator can import it at DAG parse t
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from importlib import metadata
+from typing import TYPE_CHECKING
 
+from dpone._lazy import exports
 from dpone.errors import ConfigError, DponeError, ErrorDetail, ManifestError, RunFailed
 
 if TYPE_CHECKING:
@@ -24,35 +25,24 @@ if TYPE_CHECKING:
     from dpone.manifest.plan import Plan
     from dpone.runtime.report import RowCounts, RunReport
 
-__version__ = "0.1.0"
+try:
+    __version__ = metadata.version("dpone")  # the one version: pyproject.toml's
+except metadata.PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"
 
-#: name -> the module that defines it, imported by :func:`__getattr__` on first use.
-_LAZY: dict[str, str] = {
-    "validate": "dpone.api",
-    "compile": "dpone.api",
-    "run": "dpone.api",
-    "Validation": "dpone.api",
-    "Plan": "dpone.manifest.plan",
-    "RunReport": "dpone.runtime.report",
-    "RowCounts": "dpone.runtime.report",
-}
-_SUBMODULES = frozenset({"ops"})
-
-
-def __getattr__(name: str) -> Any:
-    if name in _SUBMODULES:
-        return importlib.import_module(f"dpone.{name}")
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'dpone' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # the next access skips __getattr__
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
-
+__getattr__, __dir__ = exports(
+    __name__,
+    {
+        "validate": "dpone.api",
+        "compile": "dpone.api",
+        "run": "dpone.api",
+        "Validation": "dpone.api",
+        "Plan": "dpone.manifest.plan",
+        "RunReport": "dpone.runtime.report",
+        "RowCounts": "dpone.runtime.report",
+    },
+    submodules=("ops",),
+)
 
 __all__ = [
     "ConfigError",

@@ -1,4 +1,5 @@
-"""The published JSON Schemas (``schemas/``, shipped in the wheel as ``dpone/schemas``).
+"""The published JSON Schemas (``dpone/schemas/``, in the wheel too; the top-level ``schemas/``
+of SPEC §1 is a link to it).
 
 One source of truth: the program validates what it reads and writes against these files,
 and ``dpone schemas export`` copies them out unchanged.

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from dpone.canonical import canonical_json
 from dpone.errors import ConfigError, DponeError, Stage
 
 ALG = "hmac-sha256"
@@ -163,8 +164,6 @@ def require_key() -> Keyring:
 
 def signed_bytes(doc: Mapping[str, Any]) -> bytes:
     """The canonical bytes a signature (and the ``sha256``) covers."""
-    from dpone.dlq.canonical import canonical_json  # dpone.dlq imports this module
-
     return canonical_json({k: v for k, v in doc.items() if k not in ("sha256", MEMBER)})
 
 

@@ -1,85 +1,17 @@
-"""Shared fixtures: the repository root, the example manifests, the PostgreSQL server."""
+"""The suite's shared fixtures live in :mod:`tests.support`; this registers them."""
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
-
 import pytest
 
-from tests.postgres import pg_schema, pg_url
+pytest_plugins = ["tests.support.paths", "tests.support.postgres"]
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = ROOT / "manifests_examples"
-
-
-@pytest.fixture
-def examples() -> Path:
-    return EXAMPLES
+#: A fault-injection test runs dpone several times, each a process of its own with a 300 s
+#: limit (tests.support.processes); the default test timeout (pyproject.toml) is for one.
+CRASH_TIMEOUT = 1800
 
 
-def example_manifests() -> list[Path]:
-    return sorted(EXAMPLES.glob("*/manifest.yaml"))
-
-
-@dataclass
-class CliRun:
-    """What one CLI invocation printed, and its exit code."""
-
-    exit_code: int
-    stdout: str
-    stderr: str
-
-    @property
-    def doc(self) -> dict[str, Any]:
-        parsed: dict[str, Any] = json.loads(self.stdout)
-        return parsed
-
-
-def dpone_subprocess(
-    args: Sequence[str],
-    *,
-    cwd: Path,
-    env: Mapping[str, str],
-    fault: str | None = None,
-    timeout: float = 300,
-) -> subprocess.CompletedProcess[str]:
-    """``python -m dpone ARGS`` as a process of its own, with no inherited ``DPONE_*``
-    variable but ``env``; SIGKILLed by itself at the lifecycle point ``fault`` (dpone.faults)."""
-    full = {k: v for k, v in os.environ.items() if not k.startswith("DPONE_")}
-    full.update(env)
-    if fault is not None:
-        full["DPONE_FAULT_POINT"] = fault
-    return subprocess.run(
-        [sys.executable, "-m", "dpone", *args],
-        cwd=cwd,
-        env=full,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-
-
-def dpone_killed_at(fault: str, args: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> None:
-    """:func:`dpone_subprocess` that must have died by its own SIGKILL at ``fault``."""
-    proc = dpone_subprocess(args, cwd=cwd, env=env, fault=fault)
-    assert proc.returncode == -signal.SIGKILL, proc.stderr
-
-
-__all__ = [
-    "CliRun",
-    "dpone_killed_at",
-    "dpone_subprocess",
-    "example_manifests",
-    "examples",
-    "pg_schema",
-    "pg_url",
-]
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("crash") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(CRASH_TIMEOUT))

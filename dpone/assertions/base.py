@@ -8,13 +8,12 @@ assertion for one run, so a type may keep bounded state (``unique_columns`` keep
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
-import pyarrow as pa
+from dpone.assertions.spec import Scope, ValueKind
 
-#: Whether an assertion judges rows (a mask per chunk) or the whole load (after the last chunk).
-Scope = Literal["row", "batch"]
-ValueKind = Literal["count", "columns", "any"]
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 @runtime_checkable

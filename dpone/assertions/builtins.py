@@ -1,17 +1,21 @@
-"""The four built-in assertion types, registered under ``dpone.assertion`` like any plugin."""
+"""The four built-in assertion types, registered under ``dpone.assertion`` like any plugin.
+
+The compiler reads their names, scopes and config checks from the catalog, so this module
+imports Arrow (and the contracts' kernels) only in the methods that look at rows: compiling a
+manifest loads no Arrow.
+"""
 
 from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import pyarrow as pa
-import pyarrow.compute as pc
+from dpone.assertions.spec import Scope, ValueKind
 
-from dpone.assertions.base import Scope, ValueKind
-from dpone.contracts.convert import as_text
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 def _count_problems(name: str, params: Mapping[str, Any], minimum: int) -> list[str]:
@@ -101,6 +105,8 @@ class RequiredColumns:
     def observe(
         self, batch: pa.RecordBatch, source_columns: Collection[str] | None = None
     ) -> pa.BooleanArray | None:
+        import pyarrow as pa
+
         keys = batch.schema.names if source_columns is None else source_columns
         missing = any(c not in keys for c in self.columns)
         return pa.repeat(pa.scalar(missing, pa.bool_()), batch.num_rows)
@@ -133,6 +139,9 @@ class UniqueColumns:
         self.seen: set[bytes] = set()
 
     def observe(self, batch: pa.RecordBatch) -> pa.BooleanArray | None:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         present = [c for c in self.columns if c in batch.schema.names]
         if not present:
             return pa.repeat(pa.scalar(False, pa.bool_()), batch.num_rows)
@@ -157,6 +166,11 @@ class UniqueColumns:
 
 def _netstring(column: pa.Array) -> pa.Array:
     """Each value as ``<byte length>:<bytes>``, NULL as ``-`` (binary, never NULL)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from dpone.contracts.convert import as_text
+
     t = column.type
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t):
         data = column.cast(pa.binary())

@@ -16,8 +16,8 @@ from typing import Any
 
 import structlog
 
-from dpone.assertions.base import Scope, ValueKind
 from dpone.assertions.builtins import BUILTINS
+from dpone.assertions.spec import Scope, ValueKind
 
 ENTRY_POINT_GROUP = "dpone.assertion"
 

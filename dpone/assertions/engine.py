@@ -21,10 +21,9 @@ import pyarrow.compute as pc
 import structlog
 
 from dpone.assertions.catalog import AssertionTypeInfo, registry
+from dpone.assertions.spec import AssertionSpec, AssertionVerdict
 from dpone.contracts.kernels import falses
 from dpone.errors import DponeError
-from dpone.evidence.model import AssertionVerdict
-from dpone.manifest.plan import AssertionSpec
 from dpone.usercode import UserCodeError, load_callable, split_reference
 
 log = structlog.get_logger("dpone.assertions")

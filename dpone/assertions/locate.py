@@ -81,7 +81,7 @@ def _installed_spec(module_name: str) -> importlib.machinery.ModuleSpec | None:
     return spec
 
 
-def _bindings(body: list[ast.stmt]) -> dict[str, ast.AST | None]:
+def _bindings(body: list[ast.stmt]) -> dict[str, ast.AST | None]:  # noqa: C901 (one branch per kind of statement that binds a name)
     """Names bound at module level (through if/try/with blocks, not into defs or classes).
 
     The value is the bound expression where there is one, else ``None`` (def, class, import).

@@ -97,9 +97,11 @@ def summary_cmd(directory: Path, run_id: str | None, fmt: str) -> None:
     """Records per reason code and column, per run (from verified indexes)."""
 
     def body() -> int:
+        from dpone.ops.summary import summarize
+
         _logs_to_stderr()
         store = _store_at(directory)
-        summary = store.summary(run_id)
+        summary = summarize(store, run_id)
         if fmt == "json":
             print_json(summary.to_json())
         else:

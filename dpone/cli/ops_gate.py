@@ -62,7 +62,7 @@ def release_gate_cmd(
 
     def body() -> int:
         from dpone import ops
-        from dpone.evidence.gate import render_markdown
+        from dpone.ops.gate import render_markdown
 
         doc = ops.release_gate(
             evidence,

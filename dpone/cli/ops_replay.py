@@ -3,7 +3,7 @@
 Without ``--manifest`` the command prints the run's plan with ``unbound`` identities: it shows
 what a replay would touch and can never apply anything. ``--manifest M`` pins M's resolver and
 sink; ``--execute`` applies the plan with the first-party file executor
-(:mod:`dpone.runtime.replay_run`). ``--yes`` is the old "apply" switch: it exits 4
+(:mod:`dpone.ops.replay_run`). ``--yes`` is the old "apply" switch: it exits 4
 (``DPONE_DLQ_REPLAY_EXECUTOR_REQUIRED``) and applies nothing.
 """
 
@@ -22,7 +22,7 @@ from dpone.errors import UsageError
 MD_ITEMS = 50
 EXECUTOR_FIX = (
     "pass --execute --manifest M to apply the plan with the first-party file executor, or "
-    "use dpone.dlq.replay with a resolver and sink of your own"
+    "use dpone.ops.replay with a resolver and sink of your own"
 )
 
 
@@ -80,7 +80,7 @@ def quarantine_replay_cmd(
 
     def body() -> int:
         from dpone import ops
-        from dpone.dlq import replay
+        from dpone.ops import replay
 
         _logs_to_stderr()
         if (yes or execute) and (not execute or manifest is None):

@@ -211,7 +211,7 @@ _TRANSIENT_STATUS = {
 # --- types ----------------------------------------------------------------------------------------
 
 
-def pg_type(arrow: pa.DataType, *, staging: bool = False) -> str:
+def pg_type(arrow: pa.DataType, *, staging: bool = False) -> str:  # noqa: C901 (a flat ladder, one branch per Arrow type)
     """The PostgreSQL column type for an Arrow type (``staging`` keeps JSON as text for COPY)."""
     t = pa.types
     if t.is_boolean(arrow):

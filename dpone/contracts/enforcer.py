@@ -299,7 +299,7 @@ class ContractEnforcementService:
 
     # --- enforcement -----------------------------------------------------------------------------
 
-    def enforce(
+    def enforce(  # noqa: C901 (the §3 steps in order; each is a call, the branches are the policies)
         self, batch: pa.RecordBatch, *, existing_schema: pa.Schema | None = None
     ) -> EnforcementResult:
         """Enforce the contract on ``batch``.

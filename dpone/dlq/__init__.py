@@ -1,4 +1,4 @@
-"""Dead-letter store: record model and checksum, create-only store, index, replay, retention.
+"""Dead-letter store: record model, create-only segments, index, acknowledgements, the writer.
 
 The lifecycle uses::
 
@@ -7,33 +7,71 @@ The lifecycle uses::
     writer = store.open_run(run_id, load_id, pipeline=name)
     ids = writer.write_chunk(rejected_rows(refs, reasons, columns=...))   # durable on return
     result = writer.close()                         # or writer.abort() on failure
+
+The names below are imported on first use (:mod:`dpone._lazy`): importing a light module of
+this package (``dpone.dlq.policy``, which the manifest compiler needs) loads no writer.
 """
 
-from dpone.dlq.ack import ACK_SCHEMA, ReplayAck
-from dpone.dlq.canonical import canonical_json, checksum
-from dpone.dlq.errors import (
-    DlqChecksumMismatch,
-    DlqError,
-    DlqIntegrityError,
-    DlqLimitExceeded,
-    DlqPathEscape,
-    DlqRecordConflict,
-    DlqStorageError,
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dpone._lazy import exports
+
+if TYPE_CHECKING:
+    from dpone.canonical import canonical_json, checksum
+    from dpone.dlq.ack import ACK_SCHEMA, ReplayAck
+    from dpone.dlq.errors import (
+        DlqChecksumMismatch,
+        DlqError,
+        DlqIntegrityError,
+        DlqLimitExceeded,
+        DlqPathEscape,
+        DlqRecordConflict,
+        DlqStorageError,
+    )
+    from dpone.dlq.index import INDEX_SCHEMA, DlqIndex, IndexEntry
+    from dpone.dlq.integrity import Finding
+    from dpone.dlq.model import RECORD_SCHEMA, REDACTED, DlqRecord, RejectedRow, rejected_rows
+    from dpone.dlq.policy import DlqPolicy
+    from dpone.dlq.refs import file_ref, file_refs, parse_ref, run_row_ref, run_row_refs
+    from dpone.dlq.store import DlqStore
+    from dpone.dlq.writer import RunResult, RunWriter
+
+__getattr__, __dir__ = exports(
+    __name__,
+    {
+        "canonical_json": "dpone.canonical",
+        "checksum": "dpone.canonical",
+        "ACK_SCHEMA": "dpone.dlq.ack",
+        "ReplayAck": "dpone.dlq.ack",
+        "DlqChecksumMismatch": "dpone.dlq.errors",
+        "DlqError": "dpone.dlq.errors",
+        "DlqIntegrityError": "dpone.dlq.errors",
+        "DlqLimitExceeded": "dpone.dlq.errors",
+        "DlqPathEscape": "dpone.dlq.errors",
+        "DlqRecordConflict": "dpone.dlq.errors",
+        "DlqStorageError": "dpone.dlq.errors",
+        "INDEX_SCHEMA": "dpone.dlq.index",
+        "DlqIndex": "dpone.dlq.index",
+        "IndexEntry": "dpone.dlq.index",
+        "Finding": "dpone.dlq.integrity",
+        "RECORD_SCHEMA": "dpone.dlq.model",
+        "REDACTED": "dpone.dlq.model",
+        "DlqRecord": "dpone.dlq.model",
+        "RejectedRow": "dpone.dlq.model",
+        "rejected_rows": "dpone.dlq.model",
+        "DlqPolicy": "dpone.dlq.policy",
+        "file_ref": "dpone.dlq.refs",
+        "file_refs": "dpone.dlq.refs",
+        "parse_ref": "dpone.dlq.refs",
+        "run_row_ref": "dpone.dlq.refs",
+        "run_row_refs": "dpone.dlq.refs",
+        "DlqStore": "dpone.dlq.store",
+        "RunResult": "dpone.dlq.writer",
+        "RunWriter": "dpone.dlq.writer",
+    },
 )
-from dpone.dlq.index import INDEX_SCHEMA, DlqIndex, IndexEntry
-from dpone.dlq.model import (
-    RECORD_SCHEMA,
-    REDACTED,
-    DlqRecord,
-    RejectedRow,
-    rejected_rows,
-)
-from dpone.dlq.policy import DlqPolicy
-from dpone.dlq.refs import file_ref, file_refs, parse_ref, run_row_ref, run_row_refs
-from dpone.dlq.store import DlqStore
-from dpone.dlq.summary import DlqSummary
-from dpone.dlq.verify import Finding
-from dpone.dlq.writer import RunResult, RunWriter
 
 __all__ = [
     "ACK_SCHEMA",
@@ -51,7 +89,6 @@ __all__ = [
     "DlqRecordConflict",
     "DlqStorageError",
     "DlqStore",
-    "DlqSummary",
     "Finding",
     "IndexEntry",
     "RejectedRow",

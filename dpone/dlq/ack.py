@@ -13,10 +13,10 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Literal, get_args
 
-from dpone.dlq.canonical import CHECKSUM_PATTERN, checksum
+from dpone.canonical import CHECKSUM_PATTERN, checksum
 from dpone.dlq.errors import DlqAckInvalid
-from dpone.dlq.ids import is_identifier, is_ulid
 from dpone.dlq.model import TIMESTAMP_PATTERN
+from dpone.ids import is_identifier, is_ulid
 
 ACK_SCHEMA = "dpone.dlq-replay-ack.v1"
 AckOutcome = Literal["applied", "still_rejected"]
@@ -85,7 +85,7 @@ class ReplayAck:
         return doc
 
     @classmethod
-    def from_json(cls, doc: Any, *, require_checksum: bool = True) -> ReplayAck:
+    def from_json(cls, doc: Any, *, require_checksum: bool = True) -> ReplayAck:  # noqa: C901 (a flat check per field of an untrusted document)
         """Check ``doc`` against the acknowledgement contract (not its checksum)."""
         if not isinstance(doc, Mapping):
             raise _invalid("/")

@@ -19,8 +19,8 @@ from typing import Any
 
 import orjson
 
+from dpone.canonical import canonical_json
 from dpone.contracts.reasons import ReasonCode
-from dpone.dlq.canonical import canonical_json
 from dpone.dlq.model import (
     RECORD_SCHEMA,
     RejectedRow,

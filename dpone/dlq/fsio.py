@@ -1,10 +1,12 @@
-"""Durable, confined file operations on directory file descriptors (POSIX).
+"""Confined file operations of the DLQ store on directory file descriptors (POSIX), and the
+translation of ``OSError`` into typed DLQ errors. The durable writes themselves are
+:mod:`dpone.durable`'s; this module adds confinement and the error contract on top.
 
 Confinement: the store opens its root once and reaches everything else relative to an open
 directory descriptor, one safe name at a time, with ``O_NOFOLLOW``. A symlink planted anywhere
 inside the tree therefore fails the open (``ELOOP``) instead of being followed, and is
-reported as ``DPONE_DLQ_PATH_ESCAPE``; ``..`` and absolute names never get this far (see
-:mod:`dpone.dlq.ids`). The root itself may be a symlink: the operator chose it.
+reported as ``DPONE_DLQ_PATH_ESCAPE``; ``..`` and absolute names never get this far
+(:func:`check_identifier`). The root itself may be a symlink: the operator chose it.
 
 Durability:
 
@@ -18,20 +20,43 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 import stat
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 
-from dpone.dlq.errors import DlqError, DlqPathEscape, DlqStorageError
+from dpone import durable
+from dpone.dlq.errors import DlqError, DlqInvalidIdentifier, DlqPathEscape, DlqStorageError
+from dpone.ids import is_identifier
 
 FILE_MODE = 0o640
 DIR_MODE = 0o750
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _NOFOLLOW = os.O_NOFOLLOW
-_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | _NOFOLLOW
 _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | _NOFOLLOW | os.O_NONBLOCK
+
+
+def check_identifier(value: object, kind: str) -> str:
+    """Return ``value`` if it is a safe identifier (:func:`dpone.ids.is_identifier`); refuse it
+    otherwise.
+
+    A value that could move a path (a separator, ``..``, an absolute path) is a
+    ``DPONE_DLQ_PATH_ESCAPE``; any other unsafe value is ``DPONE_DLQ_INVALID_ID``. The message
+    never repeats the value.
+    """
+    if is_identifier(value):
+        return value
+    if isinstance(value, str) and (
+        "/" in value or "\\" in value or value.startswith(".") or "\x00" in value
+    ):
+        raise DlqPathEscape(
+            f"the {kind} would leave its folder in the DLQ store; identifiers are "
+            "[A-Za-z0-9._-], 1 to 128 characters, not starting with '.'"
+        )
+    raise DlqInvalidIdentifier(
+        f"the {kind} is not a safe identifier: [A-Za-z0-9._-], 1 to 128 characters, "
+        "not starting with '.'"
+    )
 
 
 @contextmanager
@@ -140,54 +165,16 @@ def read_file(dir_fd: int, name: str, where: str, limit: int) -> bytes | None:
             os.close(fd)
 
 
-def create_exclusive(dir_fd: int, name: str, data: bytes, *, fsync: bool) -> bool:
-    """Create ``name`` holding ``data``; ``False`` (nothing written) if the name exists.
-
-    A failed write removes the file it created, so a full disk never leaves a torn file.
-    Raises ``OSError``; callers translate it (this runs in worker threads).
-    """
-    try:
-        fd = os.open(name, _CREATE_FLAGS, FILE_MODE, dir_fd=dir_fd)
-    except FileExistsError:
-        return False
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        if fsync:
-            os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        unlink_quietly(dir_fd, name)
-        raise
-    os.close(fd)
-    return True
-
-
-def unlink_quietly(dir_fd: int, name: str) -> None:
-    with suppress(OSError):
-        os.unlink(name, dir_fd=dir_fd)
-
-
-def temp_name(name: str) -> str:
-    return f".{name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
-
-
 def replace_atomic(dir_fd: int, name: str, data: bytes, where: str) -> None:
-    """Write ``data`` to a temp file, fsync it, rename it over ``name``, fsync the folder."""
-    tmp = temp_name(name)
+    """:func:`dpone.durable.replace_at` with the store's file mode and error contract."""
     with os_errors("write", where):
-        create_exclusive(dir_fd, tmp, data, fsync=True)
-        try:
-            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        except BaseException:
-            unlink_quietly(dir_fd, tmp)
-            raise
-        os.fsync(dir_fd)
+        durable.replace_at(dir_fd, name, data, mode=FILE_MODE)
 
 
 __all__ = [
-    "create_exclusive",
+    "DIR_MODE",
+    "FILE_MODE",
+    "check_identifier",
     "entries",
     "escape",
     "fsync_fd",
@@ -196,6 +183,4 @@ __all__ = [
     "os_errors",
     "read_file",
     "replace_atomic",
-    "temp_name",
-    "unlink_quietly",
 ]

@@ -25,13 +25,13 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, Literal, get_args
 
+from dpone.canonical import CHECKSUM_PATTERN, checksum
 from dpone.contracts.reasons import ReasonCode
-from dpone.dlq.canonical import CHECKSUM_PATTERN, checksum
 from dpone.dlq.errors import DlqIndexInvalid
-from dpone.dlq.ids import is_identifier, is_ulid
 from dpone.dlq.model import MAX_NAME_LENGTH, TIMESTAMP_PATTERN
 from dpone.dlq.policy import PII_POLICIES, RETENTION_DAYS, PiiPolicy
 from dpone.dlq.segments import SegmentEntry
+from dpone.ids import is_identifier, is_ulid
 from dpone.signing import well_formed
 
 INDEX_SCHEMA = "dpone.dlq-index.v1"
@@ -307,7 +307,7 @@ def _segments_from_json(value: Any, ids: list[str]) -> tuple[SegmentEntry, ...]:
     return segments
 
 
-def _check_header(doc: dict[str, Any]) -> None:
+def _check_header(doc: dict[str, Any]) -> None:  # noqa: C901 (a flat check per field of an untrusted document)
     if doc["schema"] != INDEX_SCHEMA:
         raise _invalid("/schema")
     for key in ("run_id", "load_id"):

@@ -19,12 +19,12 @@ from typing import Any, ClassVar, Literal, get_args
 
 import orjson
 
+from dpone.canonical import CHECKSUM_PATTERN, canonical_json, fast_path_ok
 from dpone.contracts.reasons import REASONS, ReasonCode
-from dpone.dlq.canonical import CHECKSUM_PATTERN, canonical_json, fast_path_ok
 from dpone.dlq.errors import DlqInvalidReject, DlqRecordInvalid
-from dpone.dlq.ids import is_identifier, is_ulid
 from dpone.dlq.policy import PII_POLICIES, PiiPolicy
 from dpone.dlq.refs import MAX_REF_LENGTH, has_ref_shape, is_replayable
+from dpone.ids import is_identifier, is_ulid
 
 RECORD_SCHEMA = "dpone.dlq.v1"
 REDACTED = "[REDACTED]"
@@ -305,7 +305,7 @@ def record_canonical_json(doc: dict[str, Any]) -> bytes:
     """RFC 8785 bytes of a record that :func:`build_record_doc` made from a checked row.
 
     Everything but ``payload.value`` is in the fast-path domain of
-    :func:`dpone.dlq.canonical.canonical_json` by construction: fixed ASCII keys, strings,
+    :func:`dpone.canonical.canonical_json` by construction: fixed ASCII keys, strings,
     ``None``, booleans and integers that :func:`check_reject` bounded. Only the payload needs
     the check, which keeps the per-record cost of the checksum near one orjson call (a
     property test compares this with the ``rfc8785`` package).

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
 from dpone.dlq.errors import DlqInvalidRef
-from dpone.dlq.ids import IDENTIFIER_PATTERN, check_identifier
+from dpone.dlq.fsio import check_identifier
+from dpone.ids import IDENTIFIER_PATTERN
 from dpone.sourcepaths import source_path_problem
 
 REF_PREFIX = "dpone://"

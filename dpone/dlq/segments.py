@@ -19,7 +19,6 @@ reported with the segment's name and the line number, never with a value.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,17 +26,18 @@ from typing import Any
 
 import orjson
 
+from dpone import durable
+from dpone.canonical import CHECKSUM_PATTERN, verify_sealed
 from dpone.dlq import fsio
-from dpone.dlq.canonical import CHECKSUM_PATTERN, verify_sealed
 from dpone.dlq.errors import (
     DlqChecksumMismatch,
     DlqError,
     DlqIndexInvalid,
     DlqRecordInvalid,
 )
-from dpone.dlq.ids import is_ulid
 from dpone.dlq.model import TIMESTAMP_PATTERN, DlqRecord
 from dpone.faults import checkpoint
+from dpone.ids import is_ulid
 
 SEGMENTS_DIR = "segments"
 SEGMENT_SUFFIX = ".jsonl"
@@ -62,11 +62,6 @@ def compacted_name(name: str, data: bytes) -> str:
     interrupted compaction that runs again publishes the very same file (a no-op)."""
     stem = _COMPACTED.sub("", name[: -len(SEGMENT_SUFFIX)])
     return f"{stem}-k{hashlib.sha256(data).hexdigest()[:12]}{SEGMENT_SUFFIX}"
-
-
-def is_temp_name(name: str) -> bool:
-    """A temporary file of an interrupted publish (see :func:`dpone.dlq.fsio.temp_name`)."""
-    return name.startswith(".") and ".tmp-" in name
 
 
 def bytes_checksum(data: bytes) -> str:
@@ -265,22 +260,17 @@ def pinned_lines(data: bytes, where: str, entry: SegmentEntry) -> list[Line]:
 def publish(dir_fd: int, name: str, data: bytes, where: str) -> bool:
     """Publish ``data`` as ``name``, create-only and durable; ``False`` if ``name`` exists.
 
-    Temp file, fsync, ``link`` to the final name, unlink the temp name, fsync the folder.
+    Temp file, fsync, ``link`` to the final name, unlink the temp name, fsync the folder
+    (:func:`dpone.durable.link_at`).
     """
-    tmp = fsio.temp_name(name)
     with fsio.os_errors("write", where):
-        fsio.create_exclusive(dir_fd, tmp, data, fsync=True)
-        try:
-            checkpoint("during_dlq_group_commit")
-            try:
-                os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
-                created = True
-            except FileExistsError:
-                created = False
-        finally:
-            fsio.unlink_quietly(dir_fd, tmp)
-        os.fsync(dir_fd)
-    return created
+        return durable.link_at(
+            dir_fd,
+            name,
+            data,
+            mode=fsio.FILE_MODE,
+            before_link=lambda: checkpoint("during_dlq_group_commit"),
+        )
 
 
 __all__ = [
@@ -294,7 +284,6 @@ __all__ = [
     "decode",
     "encode",
     "entry_of",
-    "is_temp_name",
     "parse_line",
     "pinned_lines",
     "publish",

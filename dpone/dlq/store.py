@@ -10,7 +10,7 @@ Layout under the root::
 A run directory appears atomically: it is built as ``runs/.new-<run_id>-<token>`` (lock taken,
 ``open`` index durable) and renamed into place, so a run folder without an index or without a
 lock holder at birth never exists. Segments are published whole (:mod:`dpone.dlq.segments`).
-Every read verifies checksums; :mod:`dpone.dlq.verify` checks a whole store. POSIX only
+Every read verifies checksums; :mod:`dpone.ops.verification` checks a whole store. POSIX only
 (``fcntl.flock``, directory descriptors).
 """
 
@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import structlog
 
-from dpone import signing
+from dpone import durable, signing
+from dpone.canonical import skip_signature, verify_sealed
 from dpone.dlq import fsio, segments
 from dpone.dlq.ack import ReplayAck
-from dpone.dlq.canonical import skip_signature, verify_sealed
 from dpone.dlq.errors import (
     DlqAckChecksumMismatch,
     DlqAckConflict,
@@ -59,7 +59,7 @@ from dpone.dlq.errors import (
     DlqRunNotFound,
     DlqRunNotOpen,
 )
-from dpone.dlq.ids import check_identifier, is_ulid
+from dpone.dlq.fsio import check_identifier
 from dpone.dlq.index import (
     PIPELINE_PATTERN,
     DlqIndex,
@@ -79,10 +79,10 @@ from dpone.dlq.policy import (
 )
 from dpone.dlq.segments import SEGMENT_FILE, SEGMENTS_DIR, SegmentEntry
 from dpone.faults import checkpoint
+from dpone.ids import is_ulid
 
 if TYPE_CHECKING:
-    from dpone.dlq.summary import DlqSummary
-    from dpone.dlq.verify import Finding
+    from dpone.dlq.integrity import Finding
     from dpone.dlq.writer import RunWriter
 
 RUNS_DIR = "runs"
@@ -225,10 +225,10 @@ def scan_segments(segments_fd: int, run_id: str, *, remove_temps: bool) -> Segme
         if item.is_symlink() or not item.is_file(follow_symlinks=False):
             scan.bad.append((name, None, fsio.escape(where)))
             continue
-        if segments.is_temp_name(name):
+        if durable.is_temp_name(name):
             scan.temps.append(name)
             if remove_temps:
-                fsio.unlink_quietly(segments_fd, name)
+                durable.unlink_quietly(segments_fd, name)
             continue
         if SEGMENT_FILE.fullmatch(name) is None:
             scan.stray.append(name)
@@ -896,7 +896,7 @@ class DlqStore:
         lists every kept record exactly once: the leftovers (an unlisted compacted segment, an
         old segment the index no longer lists) hold nothing the index needs, and calling this
         again with the same ids, or ``verify --repair``, removes them. The caller decides what
-        may go (``dpone.dlq.retention``); an open run, or one with a live writer, is refused.
+        may go (``dpone.ops.retention``); an open run, or one with a live writer, is refused.
         ``known`` is the run's index as the caller verified it (see :func:`read_index_at`).
         """
         check_identifier(run_id, "run id")
@@ -917,7 +917,7 @@ class DlqStore:
                 try:
                     index, replaced = self._compact(run_fd, segments_fd, index, doomed)
                     for name in replaced:
-                        fsio.unlink_quietly(segments_fd, name)
+                        durable.unlink_quietly(segments_fd, name)
                     if replaced:
                         fsio.fsync_fd(segments_fd, seg_where)
                     remove_leftovers(segments_fd, run_id, index)
@@ -1025,36 +1025,19 @@ class DlqStore:
                     digest = segments.bytes_checksum(new_data)[7:19]
                     new_name = f"{stem}.k{digest}-{match[2]}.jsonl"
                     segments.publish(fd, new_name, new_data, f"{folder}/{new_name}")
-                fsio.unlink_quietly(fd, name)
+                durable.unlink_quietly(fd, name)
             fsio.fsync_fd(fd, folder)
 
-    # --- whole-store services -------------------------------------------------------------------
-
-    def verify(self, run_id: str | None = None, *, deep: bool = True) -> list[Finding]:
-        """Every integrity finding of the store (or of one run); empty when clean."""
-        from dpone.dlq.verify import verify_store
-
-        return verify_store(self, run_id, deep=deep)
+    # --- the writer's own check -----------------------------------------------------------------
 
     def check_written(self, index: DlqIndex) -> list[Finding]:
         """The findings of an ended run that this process just wrote ``index`` for: the file
         must hold that very index, and every segment it lists the bytes it lists (checked by
-        their SHA-256; the lines were verified when they were written or compacted)."""
-        from dpone.dlq.verify import verify_written
+        their SHA-256; the lines were verified when they were written or compacted). The
+        whole-store verify is :func:`dpone.ops.verification.verify_store`."""
+        from dpone.dlq.integrity import verify_written
 
         return verify_written(self, index)
-
-    def repair(self, run_id: str | None = None) -> list[Finding]:
-        """Fix what is safe to fix (abandoned runs, torn files, stale temp files)."""
-        from dpone.dlq.verify import repair_store
-
-        return repair_store(self, run_id)
-
-    def summary(self, run_id: str | None = None) -> DlqSummary:
-        """Counts per reason code and column, per run."""
-        from dpone.dlq.summary import summarize
-
-        return summarize(self, run_id)
 
 
 # --- helpers shared with the writer and verify --------------------------------------------------
@@ -1122,10 +1105,10 @@ def remove_leftovers(segments_fd: int, run_id: str, index: DlqIndex) -> list[str
     where = segment_where(run_id, "")
     listed = {s.name for s in index.segments}
     names = [e.name for e in fsio.entries(segments_fd, where)]
-    temps = [n for n in names if segments.is_temp_name(n)]
+    temps = [n for n in names if durable.is_temp_name(n)]
     unlisted = [n for n in names if SEGMENT_FILE.fullmatch(n) and n not in listed]
     for name in temps:
-        fsio.unlink_quietly(segments_fd, name)
+        durable.unlink_quietly(segments_fd, name)
     doomed = []
     checksums = index.checksums()
     for name in unlisted:
@@ -1134,7 +1117,7 @@ def remove_leftovers(segments_fd: int, run_id: str, index: DlqIndex) -> list[str
         if not decoded.problems and all(
             checksums.get(r.record_id) in (None, r.sha256) for r in decoded.records
         ):
-            fsio.unlink_quietly(segments_fd, name)
+            durable.unlink_quietly(segments_fd, name)
             doomed.append(name)
     if temps or doomed:
         fsio.fsync_fd(segments_fd, where)
@@ -1248,7 +1231,7 @@ def release_lock(run_fd: int, lock_fd: int) -> None:
     opened the old file meanwhile gets the lock only after we let go, and then sees that
     the name is gone (:func:`take_lock` checks the inode after ``flock``) and backs off.
     """
-    fsio.unlink_quietly(run_fd, LOCK_FILE)
+    durable.unlink_quietly(run_fd, LOCK_FILE)
     os.close(lock_fd)
 
 

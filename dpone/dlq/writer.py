@@ -28,9 +28,9 @@ from typing import Any, Literal
 import orjson
 import structlog
 
+from dpone.canonical import verify_checksum
 from dpone.contracts.reasons import ReasonCode
 from dpone.dlq import fsio, segments
-from dpone.dlq.canonical import verify_checksum
 from dpone.dlq.encode import RecordEncoder
 from dpone.dlq.errors import (
     DlqError,
@@ -42,7 +42,6 @@ from dpone.dlq.errors import (
     DlqRunNotOpen,
     DlqWriterFailed,
 )
-from dpone.dlq.ids import UlidSequence
 from dpone.dlq.index import StatusReason, entry
 from dpone.dlq.model import (
     MAX_SAFE_INT,
@@ -65,6 +64,7 @@ from dpone.dlq.store import (
     scan_segments,
     take_lock,
 )
+from dpone.ids import UlidSequence
 
 log = structlog.get_logger("dpone.dlq")
 

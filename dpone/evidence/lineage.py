@@ -12,12 +12,14 @@ absolute path.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from dpone import __version__
-from dpone.evidence.model import AssertionVerdict
+from dpone.assertions.spec import AssertionVerdict
+from dpone.ids import ulid_to_uuid
 
 PRODUCER = f"https://dpone.dev/dpone/{__version__}"
 DPONE_FACET_SCHEMA = "https://dpone.dev/schemas/openlineage/DponeRunFacet.json"
@@ -171,12 +173,8 @@ class LineageEmitter:
 
 def _uuid_of(run_id: str) -> str:
     """OpenLineage run ids are UUIDs; a ULID is 128 bits too, so it maps one to one."""
-    import uuid
-
     try:
-        from ulid import ULID
-
-        return str(ULID.from_str(run_id).to_uuid())
+        return str(ulid_to_uuid(run_id))
     except ValueError:
         return str(uuid.uuid5(uuid.NAMESPACE_URL, f"dpone:{run_id}"))
 

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
+from dpone.assertions.spec import AssertionVerdict
 from dpone.contracts.spec import VARIANT_PREFIX
 from dpone.contracts.types import TYPE_METADATA_KEY
 
@@ -20,7 +21,6 @@ ExecutionStatus = Literal["succeeded", "failed"]
 DataOutcome = Literal[
     "passed", "passed_with_quarantine", "passed_with_warnings", "failed_quality_gate"
 ]
-Verdict = Literal["passed", "failed", "warned", "quarantined"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,28 +40,6 @@ class Summary:
             "rows_warned": self.rows_warned,
             "rows_skipped": self.rows_skipped,
             "chunks": self.chunks,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class AssertionVerdict:
-    name: str
-    type: str
-    scope: Literal["row", "batch"]
-    on_failure: Literal["fail", "quarantine", "warn"]
-    verdict: Verdict
-    failed_rows: int = 0
-    observed_rows: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "type": self.type,
-            "scope": self.scope,
-            "on_failure": self.on_failure,
-            "verdict": self.verdict,
-            "failed_rows": self.failed_rows,
-            "observed_rows": self.observed_rows,
         }
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from dpone import signing
-from dpone.dlq.canonical import with_checksum
+from dpone.canonical import with_checksum
 from dpone.durable import create_only
 from dpone.errors import DponeError
 from dpone.evidence.model import Evidence

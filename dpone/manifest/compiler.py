@@ -14,13 +14,13 @@ from typing import Any
 import rfc8785
 
 from dpone.assertions.catalog import AssertionTypeInfo, registry
+from dpone.assertions.spec import AssertionSpec
 from dpone.contracts.spec import ContractSpec, EvolutionSpec, TypeInferenceSpec
 from dpone.dlq.policy import DlqPolicy
 from dpone.errors import ManifestError
 from dpone.manifest import passes
 from dpone.manifest.loader import LoadedManifest, join_pointer, load_manifest, parse_manifest
 from dpone.manifest.plan import (
-    AssertionSpec,
     Plan,
     QualityPlan,
     RuntimePlan,

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from dpone.assertions.spec import AssertionSpec, Policy
 from dpone.contracts.spec import ContractSpec
 from dpone.dlq.policy import DlqPolicy, is_production
 from dpone.manifest.secrets import SecretRef
@@ -20,7 +21,6 @@ from dpone.manifest.specs import IncrementalPlan, SinkSpec, SourceSpec
 PLAN_SCHEMA_ID = "dpone.plan.v1"
 
 StrategyMode = Literal["append", "replace", "merge"]
-Policy = Literal["fail", "quarantine", "warn"]
 
 
 def _connection(spec: SourceSpec | SinkSpec) -> SecretRef | None:
@@ -78,25 +78,6 @@ class SinkPlan:
     def connection(self) -> SecretRef | None:
         """The connection string template of a sink that has one."""
         return _connection(self.spec)
-
-
-@dataclass(frozen=True, slots=True)
-class AssertionSpec:
-    """One configured assertion, its policy already resolved by precedence."""
-
-    type: str
-    params: dict[str, Any]
-    on_failure: Policy
-    pointer: str
-    name: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "type": self.type,
-            "name": self.name,
-            "params": self.params,
-            "on_failure": self.on_failure,
-        }
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,8 +19,8 @@ from ulid import ULID
 
 from dpone.clock import Clock, iso_utc, utc_now
 from dpone.connectors.base import LoadSpec, Sink, Source
-from dpone.dlq.ids import is_identifier
 from dpone.errors import ConfigError, UsageError
+from dpone.ids import is_identifier
 from dpone.manifest.plan import Plan
 from dpone.runtime.interrupts import InterruptWatch
 from dpone.runtime.labels import ColumnLabels

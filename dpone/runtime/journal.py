@@ -22,10 +22,10 @@ from typing import Any, Literal
 
 import orjson
 
-from dpone.dlq.canonical import verify_checksum, with_checksum
-from dpone.dlq.ids import is_identifier
+from dpone.canonical import verify_checksum, with_checksum
 from dpone.durable import replace_atomic
 from dpone.errors import DponeError
+from dpone.ids import is_identifier
 from dpone.published import schema_errors
 
 JOURNAL_SCHEMA = "dpone.run-journal.v1"

@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 
 from dpone import signing
-from dpone.dlq.canonical import verify_checksum, with_checksum
+from dpone.canonical import verify_checksum, with_checksum
 from dpone.durable import replace_atomic
 from dpone.errors import DponeError
 from dpone.published import schema_errors
@@ -127,8 +127,11 @@ class StateStore:
             self.write(txn.next, before_publish=txn.before_publish)
 
     def _remove_dead_temps(self, pipeline: str) -> None:
-        """Drop temp files of a replace that died before its rename (``durable.py`` names
-        them ``.<file>.<token>.tmp``). Commits run under the pipeline lock, so any such file
-        belongs to a dead process, and nothing reads it."""
-        for temp in self.directory.glob(f".{self.path(pipeline).name}.*.tmp"):
-            temp.unlink(missing_ok=True)
+        """Drop temp files of a replace that died before its rename (:mod:`dpone.durable`
+        names them ``.<file>.tmp-<pid>-<token>``; dpone 0.1 wrote ``.<file>.<token>.tmp``).
+        Commits run under the pipeline lock, so any such file belongs to a dead process, and
+        nothing reads it."""
+        name = self.path(pipeline).name
+        for pattern in (f".{name}.tmp-*", f".{name}.*.tmp"):
+            for temp in self.directory.glob(pattern):
+                temp.unlink(missing_ok=True)

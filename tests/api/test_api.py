@@ -10,7 +10,7 @@ import pytest
 
 import dpone
 from dpone.published import schema_errors
-from tests.conftest import EXAMPLES
+from tests.support.paths import EXAMPLES
 
 INVALID = sorted((EXAMPLES / "invalid").glob("*.yaml"))
 

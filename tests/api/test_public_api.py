@@ -73,3 +73,12 @@ def test_import_dpone_loads_no_heavy_module() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == ""
+
+
+def test_the_version_is_the_one_in_pyproject() -> None:
+    import tomllib
+
+    from tests.support.paths import ROOT
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert dpone.__version__ == project["version"]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dpone.assertions.locate import check_reference
-from tests.conftest import dpone_subprocess
+from tests.support.processes import dpone_subprocess
 
 CANARY_MODULE = """\
 import pathlib

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from dpone import __version__
 from dpone.cli.main import cli
 from dpone.published import schema_errors, schema_names
-from tests.conftest import EXAMPLES, example_manifests
+from tests.support.paths import EXAMPLES, example_manifests
 
 ORDERS = str(EXAMPLES / "orders_csv" / "manifest.yaml")
 

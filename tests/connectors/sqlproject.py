@@ -18,8 +18,8 @@ import duckdb
 from click.testing import CliRunner
 
 from dpone.cli.main import cli
-from tests.conftest import CliRun
-from tests.postgres import PG_URL, pg_query
+from tests.support.postgres import PG_URL, pg_query
+from tests.support.processes import CliRun
 
 PG_ENV = "DPONE_TEST_SQL_PG_URL"
 #: A row value: no output of dpone may ever contain it.

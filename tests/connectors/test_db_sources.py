@@ -14,7 +14,7 @@ import pytest
 from dpone.connectors import SourceChunk
 from dpone.connectors.errors import SourceConfigError, SourceUnavailable
 from dpone.errors import SecretError
-from tests.postgres import pg_query
+from tests.support.postgres import pg_query
 
 from .specs import build_source
 

@@ -16,8 +16,8 @@ from click.testing import CliRunner
 
 from dpone.cli.main import cli
 from dpone.connectors._util import qualify, quote_ident
-from tests import dlqfiles
-from tests.postgres import pg_url  # noqa: F401 (fixture)
+from tests.support import dlqfiles
+from tests.support.postgres import pg_url  # noqa: F401 (fixture)
 
 from .sqlproject import CANARY, SqlProject
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.postgres import PG_URL, pg_query, pg_url  # noqa: F401 (fixture)
+from tests.support.postgres import PG_URL, pg_query, pg_url  # noqa: F401 (fixture)
 
 from .sqlproject import SqlProject, hold_duckdb_file
 

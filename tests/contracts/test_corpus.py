@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from dpone.contracts import convert
+from dpone.contracts.convert import convert
 from tests.contracts.corpus import CASES, SAME, R
 from tests.contracts.helpers import same_value, spec_of
 

@@ -18,8 +18,9 @@ import pyarrow.compute as pc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpone.contracts import ColumnSpec, ContractEnforcementService, convert
+from dpone.contracts import ColumnSpec, ContractEnforcementService
 from dpone.contracts import text as text_mod
+from dpone.contracts.convert import convert
 from dpone.contracts.spec import Enforcement, TypeInferenceSpec
 from tests.contracts.corpus import CASES
 from tests.contracts.helpers import contract, same_value, spec_of

@@ -31,12 +31,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
+from dpone import durable
 from dpone.dlq.refs import FileRef, parse_ref
 from dpone.dlq.store import DlqStore
+from dpone.ops.verification import verify_store
 from dpone.published import schema_errors
 from dpone.runtime.journal import RunJournal
-from tests.conftest import dpone_subprocess
 from tests.runtime.conftest import CANARY, CliRun, Project
+from tests.support.processes import dpone_subprocess
 
 Mode = Literal["strict", "strict_bad", "quarantine", "warn"]
 Strategy = Literal["append", "merge"]
@@ -421,7 +423,7 @@ def moment_of(text: str | None) -> datetime | None:
     return None if text is None else datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def check_outcome(
+def check_outcome(  # noqa: C901 (one invariant per block, checked in order)
     project: Project,
     model: Model,
     files: Mapping[str, Sequence[SourceRow]],
@@ -457,7 +459,7 @@ def check_outcome(
     # The DLQ: a closed run per committed load with bad rows, holding exactly them; the dead
     # run's records (if any) in an aborted run; nothing unindexed.
     store = project.dlq()
-    assert store.verify() == []
+    assert verify_store(store) == []
     on_disk = set(store.run_ids())
     for run in model.runs:
         if run.run_id not in on_disk:
@@ -515,7 +517,7 @@ def check_outcome(
         model.runs[-1].run_id,
         "failed" if model.runs[-1].failed else "finished",
     )
-    leftovers = [p for p in project.work_dir.rglob("*") if p.name.endswith(".tmp")]
+    leftovers = [p for p in project.work_dir.rglob("*") if durable.is_temp_name(p.name)]
     assert leftovers == []
     project.check_artifacts()
 

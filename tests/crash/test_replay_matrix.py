@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from dpone.ops.verification import verify_store
 from tests.replay.conftest import Pipeline, make_pipeline
 
 SINKS = ("duckdb", "postgres", "filesystem")
@@ -65,7 +66,7 @@ def _assert_exactly_once(pipeline: Pipeline, run_id: str) -> None:
     assert len(acks) == FIXABLE
     keys = pipeline.committed_keys()
     assert sorted(ack.idempotency_key for ack in acks.values()) == sorted(keys)
-    assert pipeline.store().verify() == []
+    assert verify_store(pipeline.store()) == []
 
 
 @pytest.mark.parametrize(("point", "sink"), _cells())

@@ -10,14 +10,14 @@ import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpone.contracts.reasons import ReasonCode
-from dpone.dlq.canonical import (
+from dpone.canonical import (
     CanonicalizationError,
     canonical_json,
     checksum,
     verify_checksum,
     with_checksum,
 )
+from dpone.contracts.reasons import ReasonCode
 from dpone.dlq.model import (
     RejectedRow,
     build_record_doc,

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from dpone.cli.ops_dlq import dlq_group
 from dpone.contracts.reasons import ReasonCode
 from dpone.dlq.store import DlqStore
-from tests.dlqfiles import lines_of, rewrite_line, segment_files
+from tests.support.dlqfiles import lines_of, rewrite_line, segment_files
 
 from .conftest import rows
 

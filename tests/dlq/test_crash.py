@@ -17,7 +17,8 @@ from click.testing import CliRunner
 
 from dpone.cli.ops_dlq import dlq_group
 from dpone.dlq.store import DlqStore
-from tests.dlqfiles import record_ids_on_disk, segment_files, temp_files
+from dpone.ops.verification import verify_store
+from tests.support.dlqfiles import record_ids_on_disk, segment_files, temp_files
 
 from .conftest import start_writer
 
@@ -81,7 +82,7 @@ def test_sigkill_mid_chunk_then_verify_and_repair(root: Path, store: DlqStore) -
     for segment in index["segments"]:  # found by id through each segment's first/last ids
         for record_id in (segment["first_record_id"], segment["last_record_id"]):
             assert store.read_record(RUN, record_id).record_id == record_id
-    assert store.verify() == []
+    assert verify_store(store) == []
     assert not (root / "runs" / RUN / "writer.lock").exists()
     assert orjson.loads((root / "runs" / RUN / "index.json").read_bytes())["owner"] is None
 
@@ -95,4 +96,4 @@ def test_sigkill_then_recovery_by_the_next_run(root: Path, store: DlqStore) -> N
     assert index.record_ids == tuple(sorted(reported))
     assert [s.name for s in index.segments] == ["00000001.jsonl"]
     assert temp_files(root, RUN) == []
-    assert store.verify() == []
+    assert verify_store(store) == []

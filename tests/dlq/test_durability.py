@@ -13,10 +13,17 @@ from typing import Any
 import pytest
 
 import dpone.faults
-from dpone.dlq import fsio
+from dpone import durable
 from dpone.dlq.errors import DlqDiskFull, DlqStorageError, DlqWriterFailed
 from dpone.errors import TransientError
-from tests.dlqfiles import lines_of, record_ids_on_disk, segment_files, segments_dir, temp_files
+from dpone.ops.verification import verify_store
+from tests.support.dlqfiles import (
+    lines_of,
+    record_ids_on_disk,
+    segment_files,
+    segments_dir,
+    temp_files,
+)
 
 from .conftest import StoreFactory, rows
 
@@ -79,7 +86,7 @@ def test_one_fsynced_temp_file_and_one_link_per_chunk(
     make_store: StoreFactory, monkeypatch: pytest.MonkeyPatch, root: Path
 ) -> None:
     writer = make_store().open_run("run-1", "load-1")
-    creates = _calls(monkeypatch, fsio, "create_exclusive")
+    creates = _calls(monkeypatch, durable, "create_exclusive")
     links = _calls(monkeypatch, os, "link")
     order: list[str] = []  # the durable steps, in the order they happen
     real_fsync, real_link = os.fsync, os.link
@@ -98,8 +105,9 @@ def test_one_fsynced_temp_file_and_one_link_per_chunk(
         for calls in (creates, links, order):
             calls.clear()
         writer.write_chunk(rows(500, start=start))
-        [(_, temp, data, fsync)] = creates
+        [(_, temp, data, fsync, mode)] = creates
         assert fsync is True
+        assert mode == 0o640
         assert temp.startswith(f".{number:08d}.jsonl.tmp-")
         assert len(lines_of(segment_files(root, "run-1")[-1])) == 500
         assert data == segment_files(root, "run-1")[-1].read_bytes()
@@ -163,7 +171,7 @@ def test_nothing_is_reported_before_the_publish(
     assert published.read_bytes() == data
     assert record_ids_on_disk(root, "run-1") == sorted(ids)
     assert writer.close().record_ids == tuple(sorted(ids))
-    assert store.verify() == []
+    assert verify_store(store) == []
 
 
 @pytest.mark.parametrize("where", ["temp file", "link"])
@@ -177,22 +185,22 @@ def test_a_full_disk_is_transient_and_leaves_no_temp_file(
     store = make_store(**SPLIT)
     writer = store.open_run("run-1", "load-1")
     first = writer.write_chunk(rows(5))
-    real_create, real_link = fsio.create_exclusive, os.link
+    real_create, real_link = durable.create_exclusive, os.link
     made: list[str] = []
 
-    def create(dir_fd: int, name: str, data: bytes, *, fsync: bool) -> bool:
+    def create(dir_fd: int, name: str, data: bytes, *, fsync: bool, mode: int) -> bool:
         if where == "temp file" and len(made) == 1:
             # A partial write, then ENOSPC: create_exclusive must remove what it created.
-            return real_create(dir_fd, name, _Short(data), fsync=fsync)  # type: ignore[arg-type]
+            return real_create(dir_fd, name, _Short(data), fsync=fsync, mode=mode)  # type: ignore[arg-type]
         made.append(name)
-        return real_create(dir_fd, name, data, fsync=fsync)
+        return real_create(dir_fd, name, data, fsync=fsync, mode=mode)
 
     def link(src: str, dst: str, **kwargs: Any) -> None:
         if where == "link" and len(made) == 2:
             raise OSError(errno.ENOSPC, "No space left on device")
         real_link(src, dst, **kwargs)
 
-    monkeypatch.setattr(fsio, "create_exclusive", create)
+    monkeypatch.setattr(durable, "create_exclusive", create)
     monkeypatch.setattr(os, "link", link)
     with pytest.raises(DlqDiskFull) as caught:
         writer.write_chunk(rows(BIG, start=6))  # three segments; the second one fails
@@ -210,20 +218,20 @@ def test_a_full_disk_is_transient_and_leaves_no_temp_file(
     result = writer.abort()  # the run fails; what reached the disk is indexed
     assert result.status == "aborted"
     assert list(result.record_ids) == on_disk
-    assert store.verify() == []
+    assert verify_store(store) == []
 
 
 def test_a_write_error_removes_the_file_it_created(tmp_path: Path, short_writes: None) -> None:
     fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         with pytest.raises(TypeError):
-            fsio.create_exclusive(fd, "x.json", "not bytes", fsync=False)  # type: ignore[arg-type]
+            durable.create_exclusive(fd, "x.json", "not bytes", fsync=False)  # type: ignore[arg-type]
         assert not (tmp_path / "x.json").exists()
         with pytest.raises(OSError, match="No space left"):
-            fsio.create_exclusive(fd, "y.json", _Short(b"0123456789"), fsync=True)
+            durable.create_exclusive(fd, "y.json", _Short(b"0123456789"), fsync=True)
         assert not (tmp_path / "y.json").exists()
-        assert fsio.create_exclusive(fd, "x.json", b"{}", fsync=True)
-        assert not fsio.create_exclusive(fd, "x.json", b"[]", fsync=True)
+        assert durable.create_exclusive(fd, "x.json", b"{}", fsync=True)
+        assert not durable.create_exclusive(fd, "x.json", b"[]", fsync=True)
         assert (tmp_path / "x.json").read_bytes() == b"{}"
     finally:
         os.close(fd)
@@ -235,16 +243,16 @@ def test_close_refuses_records_a_failed_chunk_left_behind(
     store = make_store(**SPLIT)
     writer = store.open_run("run-1", "load-1")
     writer.write_chunk(rows(5))
-    real = fsio.create_exclusive
+    real = durable.create_exclusive
     made: list[str] = []
 
-    def fill_up(dir_fd: int, name: str, data: bytes, *, fsync: bool) -> bool:
+    def fill_up(dir_fd: int, name: str, data: bytes, *, fsync: bool, mode: int) -> bool:
         if len(made) == 2:
             raise OSError(errno.EDQUOT, "Disk quota exceeded")
         made.append(name)
-        return real(dir_fd, name, data, fsync=fsync)
+        return real(dir_fd, name, data, fsync=fsync, mode=mode)
 
-    monkeypatch.setattr(fsio, "create_exclusive", fill_up)
+    monkeypatch.setattr(durable, "create_exclusive", fill_up)
     with pytest.raises(DlqDiskFull):
         writer.write_chunk(rows(BIG, start=6))  # two of its three segments published
     monkeypatch.undo()
@@ -255,7 +263,7 @@ def test_close_refuses_records_a_failed_chunk_left_behind(
     result = writer.abort()
     assert 5 + 3 < result.record_count < 5 + BIG + 3
     assert list(result.record_ids) == record_ids_on_disk(root, "run-1")
-    assert store.verify() == []
+    assert verify_store(store) == []
 
 
 def test_a_retried_chunk_reuses_its_segments(
@@ -263,16 +271,16 @@ def test_a_retried_chunk_reuses_its_segments(
 ) -> None:
     store = make_store(**SPLIT)
     writer = store.open_run("run-1", "load-1")
-    real = fsio.create_exclusive
+    real = durable.create_exclusive
     made: list[str] = []
 
-    def fill_up(dir_fd: int, name: str, data: bytes, *, fsync: bool) -> bool:
+    def fill_up(dir_fd: int, name: str, data: bytes, *, fsync: bool, mode: int) -> bool:
         if len(made) == 1:
             raise OSError(errno.ENOSPC, "No space left on device")
         made.append(name)
-        return real(dir_fd, name, data, fsync=fsync)
+        return real(dir_fd, name, data, fsync=fsync, mode=mode)
 
-    monkeypatch.setattr(fsio, "create_exclusive", fill_up)
+    monkeypatch.setattr(durable, "create_exclusive", fill_up)
     with pytest.raises(DlqDiskFull):
         writer.write_chunk(rows(BIG))
     monkeypatch.undo()
@@ -290,4 +298,4 @@ def test_a_retried_chunk_reuses_its_segments(
     ]
     assert record_ids_on_disk(root, "run-1") == sorted(ids)
     assert writer.close().record_count == BIG
-    assert store.verify() == []
+    assert verify_store(store) == []

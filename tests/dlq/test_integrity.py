@@ -11,8 +11,8 @@ from typing import Any
 import orjson
 import pytest
 
-from dpone.dlq import fsio
-from dpone.dlq.canonical import checksum
+from dpone import durable
+from dpone.canonical import checksum
 from dpone.dlq.errors import (
     DlqAckChecksumMismatch,
     DlqChecksumMismatch,
@@ -21,15 +21,10 @@ from dpone.dlq.errors import (
     DlqIndexMissing,
     DlqRecordInvalid,
 )
+from dpone.dlq.integrity import Finding
 from dpone.dlq.store import DlqStore, replay_id_of
-from dpone.dlq.verify import Finding
-from tests.dlqfiles import (
-    ack_files,
-    lines_of,
-    rewrite_line,
-    segment_files,
-    segments_dir,
-)
+from dpone.ops.verification import repair_store, verify_store
+from tests.support.dlqfiles import ack_files, lines_of, rewrite_line, segment_files, segments_dir
 
 from .conftest import StoreFactory, rows, run_writer
 
@@ -49,7 +44,7 @@ def closed(store: DlqStore) -> list[str]:
     writer = store.open_run("run-1", "load-1", pipeline="orders")
     ids = writer.write_chunk(rows(5))
     writer.close()
-    assert store.verify() == []
+    assert verify_store(store) == []
     return ids
 
 
@@ -60,7 +55,7 @@ def segment(root: Path, closed: list[str]) -> Path:
 
 
 def _codes(store: DlqStore) -> list[str]:
-    return sorted(f.code for f in store.verify())
+    return sorted(f.code for f in verify_store(store))
 
 
 def _where(finding: Finding) -> tuple[str, str | None, int | None]:
@@ -77,8 +72,8 @@ def _resealed(line: bytes, **changes: Any) -> bytes:
 
 
 def _assert_not_repaired(store: DlqStore, before: list[Finding]) -> None:
-    assert store.repair() == []  # tampering is never "repaired"
-    assert store.verify() == before
+    assert repair_store(store) == []  # tampering is never "repaired"
+    assert verify_store(store) == before
 
 
 # --- one tamper at a time -----------------------------------------------------------------------
@@ -86,7 +81,7 @@ def _assert_not_repaired(store: DlqStore, before: list[Finding]) -> None:
 
 def test_a_line_whose_checksum_fails(store: DlqStore, segment: Path, closed: list[str]) -> None:
     rewrite_line(segment, 3, lines_of(segment)[2].replace(b"amount", b"amounT"))
-    findings = store.verify()
+    findings = verify_store(store)
     assert [_where(f) for f in findings] == [("DPONE_DLQ_CHECKSUM_MISMATCH", SEGMENT, 3)]
     assert "line 3" in findings[0].message
     with pytest.raises(DlqChecksumMismatch, match=f"{SEGMENT} line 3"):
@@ -100,7 +95,7 @@ def test_a_line_whose_checksum_fails(store: DlqStore, segment: Path, closed: lis
 
 def test_a_truncated_line(store: DlqStore, segment: Path, closed: list[str]) -> None:
     segment.write_bytes(segment.read_bytes()[:-40])
-    findings = store.verify()
+    findings = verify_store(store)
     assert [_where(f) for f in findings] == [("DPONE_DLQ_CHECKSUM_MISMATCH", SEGMENT, 5)]
     assert "truncated" in findings[0].message
     _assert_not_repaired(store, findings)
@@ -111,7 +106,7 @@ def test_a_segment_whose_bytes_fail(store: DlqStore, segment: Path, closed: list
     line = lines_of(segment)[1]
     diagnostics = {**orjson.loads(line)["diagnostics"], "source_offset": 999}
     rewrite_line(segment, 2, _resealed(line, diagnostics=diagnostics))
-    findings = store.verify()
+    findings = verify_store(store)
     assert sorted(_where(f) for f in findings) == [
         ("DPONE_DLQ_CHECKSUM_MISMATCH", SEGMENT, None),
         ("DPONE_DLQ_INDEX_DRIFT", SEGMENT, 2),
@@ -127,7 +122,7 @@ def test_a_segment_whose_bytes_fail(store: DlqStore, segment: Path, closed: list
 
 def test_a_line_removed(store: DlqStore, segment: Path, closed: list[str]) -> None:
     rewrite_line(segment, 3, None)
-    findings = store.verify()
+    findings = verify_store(store)
     assert sorted(_where(f) for f in findings) == [
         ("DPONE_DLQ_CHECKSUM_MISMATCH", SEGMENT, None),
         ("DPONE_DLQ_INDEX_DRIFT", SEGMENT, 2),
@@ -144,7 +139,7 @@ def test_lines_reordered(store: DlqStore, segment: Path, closed: list[str]) -> N
     lines = lines_of(segment)
     lines[1], lines[2] = lines[2], lines[1]
     segment.write_bytes(b"".join(line + b"\n" for line in lines))
-    findings = store.verify()
+    findings = verify_store(store)
     assert [_where(f) for f in findings] == [("DPONE_DLQ_RECORD_INVALID", SEGMENT, 3)]
     assert "out of record-id order" in findings[0].message
     with pytest.raises(DlqRecordInvalid):
@@ -154,7 +149,7 @@ def test_lines_reordered(store: DlqStore, segment: Path, closed: list[str]) -> N
 
 def test_a_segment_deleted(store: DlqStore, segment: Path, closed: list[str]) -> None:
     segment.unlink()
-    findings = store.verify()
+    findings = verify_store(store)
     assert [_where(f) for f in findings] == [("DPONE_DLQ_INDEX_DRIFT", SEGMENT, None)]
     assert "in the index but not on disk" in findings[0].message
     with pytest.raises(DlqIndexDrift):
@@ -170,7 +165,7 @@ def test_an_unlisted_segment_holding_listed_records(
     # The listed segment renamed: the index's records are in a segment it does not list.
     moved = segment.with_name("00000009.jsonl")
     segment.rename(moved)
-    findings = store.verify()
+    findings = verify_store(store)
     assert sorted((_where(f), f.repairable) for f in findings) == [
         (("DPONE_DLQ_INDEX_DRIFT", SEGMENT, None), False),
         (("DPONE_DLQ_SEGMENT_UNLISTED", "runs/run-1/segments/00000009.jsonl", None), False),
@@ -186,7 +181,7 @@ def test_a_segment_of_another_run_copied_in(store: DlqStore, root: Path, closed:
         writer.write_chunk(rows(1, start=100))
     [other] = segment_files(root, "run-2")
     (segments_dir(root, "run-1") / "00000002.jsonl").write_bytes(other.read_bytes())
-    findings = store.verify()
+    findings = verify_store(store)
     assert [_where(f) for f in findings] == [
         ("DPONE_DLQ_RECORD_INVALID", "runs/run-1/segments/00000002.jsonl", 1)
     ]
@@ -198,14 +193,14 @@ def test_a_segment_of_another_run_copied_in(store: DlqStore, root: Path, closed:
 
 
 def test_a_torn_temp_file_is_repaired(store: DlqStore, root: Path, closed: list[str]) -> None:
-    torn = segments_dir(root, "run-1") / fsio.temp_name("00000002.jsonl")
+    torn = segments_dir(root, "run-1") / durable.temp_name("00000002.jsonl")
     torn.write_bytes(b'{"schema":"dpone.dlq.v1","rec')  # a publish interrupted mid-write
-    [finding] = store.verify()
+    [finding] = verify_store(store)
     assert _where(finding) == ("DPONE_DLQ_TORN_SEGMENT", f"runs/run-1/segments/{torn.name}", None)
     assert finding.repairable
-    assert store.repair() == [finding]
+    assert repair_store(store) == [finding]
     assert not torn.exists()
-    assert store.verify() == []
+    assert verify_store(store) == []
     assert store.read_index("run-1").record_ids == tuple(closed)
 
 
@@ -216,14 +211,14 @@ def test_a_compaction_leftover_is_repaired(
     # holding a part of the listed one's lines, under its compacted name.
     leftover = segments_dir(root, "run-1") / "00000001-k0123456789ab.jsonl"
     leftover.write_bytes(b"".join(line + b"\n" for line in lines_of(segment)[2:]))
-    [finding] = store.verify()
+    [finding] = verify_store(store)
     where = f"runs/run-1/segments/{leftover.name}"
     assert _where(finding) == ("DPONE_DLQ_SEGMENT_UNLISTED", where, None)
     assert finding.repairable
-    assert store.repair() == [finding]
+    assert repair_store(store) == [finding]
     assert not leftover.exists()
     assert segment_files(root, "run-1") == [segment]
-    assert store.verify() == []
+    assert verify_store(store) == []
 
 
 def test_repair_fixes_exactly_the_crash_cases(make_store: StoreFactory, root: Path) -> None:
@@ -237,12 +232,12 @@ def test_repair_fixes_exactly_the_crash_cases(make_store: StoreFactory, root: Pa
     [line_removed] = segment_files(root, "tamper-2")
     rewrite_line(line_removed, 4, None)
     segment_files(root, "tamper-3")[0].unlink()
-    torn = segments_dir(root, "torn") / fsio.temp_name("00000002.jsonl")
+    torn = segments_dir(root, "torn") / durable.temp_name("00000002.jsonl")
     torn.write_bytes(b"")
     [kept] = segment_files(root, "compacted")
     leftover = segments_dir(root, "compacted") / "00000001-kabcdefabcdef.jsonl"
     leftover.write_bytes(b"".join(line + b"\n" for line in lines_of(kept)[:1]))
-    before = store.verify()
+    before = verify_store(store)
     crash = {
         ("DPONE_DLQ_RUN_ABANDONED", "runs/abandoned", None),
         ("DPONE_DLQ_TORN_SEGMENT", f"runs/torn/segments/{torn.name}", None),
@@ -257,15 +252,15 @@ def test_repair_fixes_exactly_the_crash_cases(make_store: StoreFactory, root: Pa
     assert {_where(f) for f in before if f.repairable} == crash
     assert sorted((_where(f) for f in before if not f.repairable), key=str) == tamper
 
-    repaired = store.repair()
+    repaired = repair_store(store)
 
     assert {_where(f) for f in repaired} == crash
-    assert sorted((_where(f) for f in store.verify()), key=str) == tamper
+    assert sorted((_where(f) for f in verify_store(store)), key=str) == tamper
     assert store.read_index("abandoned").status == "aborted"
     assert not torn.exists()
     assert not leftover.exists()
     assert kept.exists()
-    assert store.repair() == []  # nothing left a repair may touch
+    assert repair_store(store) == []  # nothing left a repair may touch
 
 
 # --- index and acknowledgements -----------------------------------------------------------------
@@ -300,14 +295,14 @@ def test_a_missing_index(store: DlqStore, root: Path, closed: list[str]) -> None
     assert _codes(store) == ["DPONE_DLQ_INDEX_MISSING"]
     with pytest.raises(DlqIndexMissing):
         store.read_index("run-1")
-    [repaired] = store.repair()
+    [repaired] = repair_store(store)
     assert repaired.code == "DPONE_DLQ_INDEX_MISSING"
     index = store.read_index("run-1")
     assert index.status == "aborted"
     assert index.status_reason == "index_missing"
     assert index.record_ids == tuple(closed)
     assert [s.name for s in index.segments] == ["00000001.jsonl"]
-    assert store.verify() == []
+    assert verify_store(store) == []
 
 
 def test_a_tampered_ack(store: DlqStore, root: Path, closed: list[str]) -> None:
@@ -316,7 +311,7 @@ def test_a_tampered_ack(store: DlqStore, root: Path, closed: list[str]) -> None:
         store.write_ack("run-1", record_id, {**ACK, "record_sha256": sha})
     first, second = ack_files(root, "run-1")
     second.write_bytes(second.read_bytes().replace(b"applied", b"still_rejected"))
-    findings = store.verify()
+    findings = verify_store(store)
     assert [_where(f) for f in findings] == [
         ("DPONE_DLQ_ACK_CHECKSUM_MISMATCH", f"acks/run-1/{second.name}", 1)
     ]
@@ -338,7 +333,7 @@ def test_an_ack_of_a_record_the_run_does_not_hold(
     doc["sha256"] = checksum(doc)
     forged = real.with_name(real.name.replace("-000001", "-000002"))
     forged.write_bytes(real.read_bytes() + orjson.dumps(doc) + b"\n")
-    findings = store.verify()
+    findings = verify_store(store)
     assert [(_where(f), f.record_id, f.repairable) for f in findings] == [
         (
             ("DPONE_DLQ_ACK_ORPHAN", f"acks/run-1/{forged.name}", 2),
@@ -348,17 +343,17 @@ def test_an_ack_of_a_record_the_run_does_not_hold(
     ]
     # It acknowledges nothing the run holds (what an interrupted retention leaves): repair
     # removes it and keeps the real acknowledgement.
-    assert store.repair() == findings
-    assert store.verify() == []
+    assert repair_store(store) == findings
+    assert verify_store(store) == []
     assert list(store.read_acks("run-1")) == [closed[0]]
 
 
 def test_stray_files_are_reported(store: DlqStore, root: Path, closed: list[str]) -> None:
     (segments_dir(root, "run-1") / "notes.txt").write_text("hello")
     (root / "runs" / "run-1" / ".index.json.tmp-1-abcd").write_text("{")
-    codes = {(f.code, f.repairable) for f in store.verify()}
+    codes = {(f.code, f.repairable) for f in verify_store(store)}
     assert codes == {("DPONE_DLQ_STRAY_FILE", False), ("DPONE_DLQ_STRAY_FILE", True)}
-    assert [f.code for f in store.repair()] == ["DPONE_DLQ_STRAY_FILE"]
-    assert [f.path for f in store.verify()] == ["runs/run-1/segments/notes.txt"]
+    assert [f.code for f in repair_store(store)] == ["DPONE_DLQ_STRAY_FILE"]
+    assert [f.path for f in verify_store(store)] == ["runs/run-1/segments/notes.txt"]
     assert not (root / "runs" / "run-1" / ".index.json.tmp-1-abcd").exists()
     assert (segments_dir(root, "run-1") / "notes.txt").exists()

@@ -13,7 +13,7 @@ from dpone.dlq.errors import DlqLimitExceeded, DlqPolicyInvalid
 from dpone.dlq.index import entry
 from dpone.dlq.policy import LIMITS
 from dpone.dlq.writer import _INDEX_OVERHEAD, _SEGMENT_ENTRY_BYTES
-from tests.dlqfiles import lines_of, record_ids_on_disk, segment_files
+from tests.support.dlqfiles import lines_of, record_ids_on_disk, segment_files
 
 from .conftest import StoreFactory, rows, run_writer
 

@@ -9,7 +9,8 @@ import pytest
 
 from dpone.dlq.errors import DlqPathEscape
 from dpone.dlq.store import DlqStore
-from tests.dlqfiles import segment_files, segments_dir, temp_files
+from dpone.ops.verification import repair_store, verify_store
+from tests.support.dlqfiles import segment_files, segments_dir, temp_files
 
 from .conftest import rows
 
@@ -52,7 +53,7 @@ def test_ids_that_leave_the_store(store: DlqStore, bad: str, closed: list[str]) 
     with pytest.raises(DlqPathEscape):
         store.write_ack(bad, closed[0], ACK)
     with pytest.raises(DlqPathEscape):
-        store.verify(bad)
+        verify_store(store, bad)
     assert bad not in str(caught.value)
 
 
@@ -66,7 +67,7 @@ def test_symlinked_run_folder(store: DlqStore, root: Path, outside: Path) -> Non
     ):
         with pytest.raises(DlqPathEscape):
             call()
-    assert [f.code for f in store.verify()] == ["DPONE_DLQ_PATH_ESCAPE"]
+    assert [f.code for f in verify_store(store)] == ["DPONE_DLQ_PATH_ESCAPE"]
     assert sorted(p.name for p in outside.iterdir()) == ["secret.json"]
 
 
@@ -80,12 +81,12 @@ def test_symlinked_segment_file(
         store.read_record("run-1", closed[0])
     with pytest.raises(DlqPathEscape):
         list(store.iter_records("run-1"))
-    [finding] = store.verify()
+    [finding] = verify_store(store)
     assert (finding.code, finding.path) == (
         "DPONE_DLQ_PATH_ESCAPE",
         f"runs/run-1/segments/{segment.name}",
     )
-    assert store.repair() == []
+    assert repair_store(store) == []
     assert segment.is_symlink()
     assert (outside / "secret.json").read_text() == '{"do not": "touch"}'
 
@@ -113,7 +114,7 @@ def test_symlinked_parts_of_a_run(
     moved = outside / f"moved-{target}"
     os.rename(path, moved)
     path.symlink_to(moved)
-    assert "DPONE_DLQ_PATH_ESCAPE" in {f.code for f in store.verify()}
+    assert "DPONE_DLQ_PATH_ESCAPE" in {f.code for f in verify_store(store)}
     with pytest.raises(DlqPathEscape):
         list(store.iter_records("run-1"))
 
@@ -124,7 +125,7 @@ def test_symlinked_runs_and_acks_folders(
     os.rename(root / "runs", outside / "runs")
     (root / "runs").symlink_to(outside / "runs")
     (root / "acks").symlink_to(outside)
-    assert sorted(f.code for f in store.verify()) == ["DPONE_DLQ_PATH_ESCAPE"] * 2
+    assert sorted(f.code for f in verify_store(store)) == ["DPONE_DLQ_PATH_ESCAPE"] * 2
     with pytest.raises(DlqPathEscape):
         store.open_run("run-2", "load-1")
     with pytest.raises(DlqPathEscape):
@@ -140,7 +141,7 @@ def test_symlinked_ack_folder_refuses_writes(
     with pytest.raises(DlqPathEscape):
         store.write_ack("run-1", closed[0], {**ACK, "record_sha256": sha})
     assert sorted(p.name for p in outside.iterdir()) == ["secret.json"]
-    assert [f.code for f in store.verify()] == ["DPONE_DLQ_PATH_ESCAPE"]
+    assert [f.code for f in verify_store(store)] == ["DPONE_DLQ_PATH_ESCAPE"]
 
 
 def test_a_store_root_that_is_a_symlink_is_allowed(tmp_path: Path, clock: object) -> None:
@@ -150,4 +151,4 @@ def test_a_store_root_that_is_a_symlink_is_allowed(tmp_path: Path, clock: object
     store = DlqStore(tmp_path / "link", clock=clock)  # type: ignore[arg-type]
     with store.open_run("run-1", "load-1") as writer:
         writer.write_chunk(rows(1))
-    assert store.verify() == []
+    assert verify_store(store) == []

@@ -20,7 +20,8 @@ from dpone.cli.ops_dlq import dlq_group
 from dpone.dlq.errors import DlqError, DlqPreserveRefused
 from dpone.dlq.model import REDACTED, to_json_safe
 from dpone.dlq.store import DlqStore
-from tests.dlqfiles import records_on_disk, segment_files
+from dpone.ops.verification import verify_store
+from tests.support.dlqfiles import records_on_disk, segment_files
 
 from .conftest import StoreFactory, files_under, rows
 
@@ -68,7 +69,7 @@ def _exercise(store: DlqStore, root: Path) -> list[str]:
             messages += [str(err), repr(err), orjson.dumps(err.to_json()).decode()]
     failing.abort()
     list(store.iter_records("run-1"))
-    store.verify()
+    verify_store(store)
     runner = CliRunner()
     for args in (["verify"], ["summary"], ["summary", "--format", "json"]):
         messages.append(runner.invoke(dlq_group, [*args, "--dir", str(root)]).output)

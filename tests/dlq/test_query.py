@@ -8,6 +8,7 @@ import duckdb
 
 from dpone.contracts.reasons import ReasonCode
 from dpone.dlq.store import DlqStore
+from dpone.ops.summary import summarize
 from tests.dlq.conftest import rows
 
 DOC = Path(__file__).parents[2] / "docs" / "dlq.md"
@@ -33,7 +34,7 @@ def test_the_documented_duckdb_query_counts_every_record(store: DlqStore, root: 
         ("schema.required_null", "id", 24),
         ("schema.type_mismatch", "amount", 60),
     ]
-    summary = store.summary()
+    summary = summarize(store)
     assert summary.record_count == sum(n for _, _, n in found)
 
 

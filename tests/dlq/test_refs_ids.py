@@ -8,7 +8,7 @@ import pytest
 from ulid import ULID
 
 from dpone.dlq.errors import DlqInvalidIdentifier, DlqInvalidRef, DlqPathEscape
-from dpone.dlq.ids import UlidSequence, check_identifier, is_ulid, new_ulid, ulid_time_ms
+from dpone.dlq.fsio import check_identifier
 from dpone.dlq.refs import (
     FileLineRef,
     FileRef,
@@ -23,6 +23,7 @@ from dpone.dlq.refs import (
     run_row_ref,
     run_row_refs,
 )
+from dpone.ids import UlidSequence, is_ulid, new_ulid, ulid_time_ms, ulid_to_uuid
 
 SHA = "0123456789abcdef" * 4
 
@@ -147,3 +148,19 @@ def test_new_ulid_is_a_safe_identifier_with_the_time() -> None:
     assert check_identifier(value, "run id") == value
     assert ULID.from_str(value).datetime == now
     assert new_ulid(now) != value
+
+
+def test_ulid_to_uuid_keeps_the_128_bits() -> None:
+    # The ULID spec's example, and python-ulid as the oracle for fresh ids in either case.
+    assert str(ulid_to_uuid("01ARZ3NDEKTSV4RRFFQ69G5FAV")) == "01563e3a-b5d3-d676-4c61-efb99302bd5b"
+    value = new_ulid(datetime(2026, 3, 1, 12, tzinfo=UTC))
+    assert ulid_to_uuid(value) == ULID.from_str(value).to_uuid()
+    assert ulid_to_uuid(value.lower()) == ulid_to_uuid(value)
+
+
+@pytest.mark.parametrize(
+    "value", ["nightly-2026-01-31", "8ZZZZZZZZZZZZZZZZZZZZZZZZZ", "01ARZ3NDEKTSV4RRFFQ69G5FAI", ""]
+)
+def test_ulid_to_uuid_refuses_what_is_not_a_ulid(value: str) -> None:
+    with pytest.raises(ValueError, match="not a ULID"):
+        ulid_to_uuid(value)

@@ -15,7 +15,7 @@ from dpone.dlq.model import REPLAY_STATUSES
 from dpone.dlq.policy import PII_POLICIES, RETENTION_DAYS
 from dpone.dlq.store import DlqStore
 from dpone.published import load_schema, schema_errors, schema_names
-from tests.dlqfiles import lines_of, segment_files
+from tests.support.dlqfiles import lines_of, segment_files
 
 from .conftest import StoreFactory, files_under, rows, run_writer
 

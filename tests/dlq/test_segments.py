@@ -12,10 +12,11 @@ import orjson
 import pytest
 
 from dpone.dlq.errors import DlqAckConflict, DlqRecordNotFound, DlqRunLocked, DlqRunNotOpen
-from dpone.dlq.ids import UlidSequence
 from dpone.dlq.store import DlqStore, replay_id_of
+from dpone.ids import UlidSequence
+from dpone.ops.verification import verify_store
 from dpone.testing import FrozenClock
-from tests.dlqfiles import (
+from tests.support.dlqfiles import (
     ack_files,
     acked_ids,
     lines_of,
@@ -76,7 +77,7 @@ def test_max_segment_bytes_cuts_one_chunk_into_several_segments(
     ]
     assert sum(s.record_count for s in index.segments) == index.record_count == 25
     assert temp_files(root, "run-1") == []
-    assert store.verify() == []
+    assert verify_store(store) == []
 
 
 def test_a_record_is_found_through_the_first_and_last_ids_of_its_segment(
@@ -131,7 +132,7 @@ def test_acks_of_one_replay_are_one_segment_and_a_repeat_is_a_noop(
     assert ack_files(root, "run-1") == [path, second]
     assert [orjson.loads(line)["record_id"] for line in lines_of(second)] == ids[3:]
     assert sorted(store.read_acks("run-1")) == sorted(ids)
-    assert store.verify() == []
+    assert verify_store(store) == []
 
 
 def test_another_ack_of_an_acknowledged_record_is_a_conflict(store: DlqStore, root: Path) -> None:
@@ -151,7 +152,7 @@ def test_another_ack_of_an_acknowledged_record_is_a_conflict(store: DlqStore, ro
         assert caught.value.code == "DPONE_DLQ_ACK_CONFLICT"
     assert ack_files(root, "run-1") == files  # nothing of a refused batch is written
     assert acked_ids(root, "run-1") == [ids[0]]
-    assert store.verify() == []
+    assert verify_store(store) == []
 
 
 # --- retention compaction -----------------------------------------------------------------------
@@ -208,7 +209,7 @@ def test_delete_records_drops_whole_segments_and_compacts_the_rest(
     assert index.segment_of(second[2]) == index.segments[0]
     with pytest.raises(DlqRecordNotFound):
         store.read_record("run-1", second[2])
-    assert store.verify() == []
+    assert verify_store(store) == []
 
     # The same deletion again is a no-op; a compacted segment compacts again by its stem.
     assert store.delete_records("run-1", doomed) == index
@@ -219,7 +220,7 @@ def test_delete_records_drops_whole_segments_and_compacts_the_rest(
     assert lines_of(again) == kept_lines[1:]
     assert index.record_ids == (second[3], *third)
     assert record_ids_on_disk(root, "run-1") == sorted(index.record_ids)
-    assert store.verify() == []
+    assert verify_store(store) == []
 
 
 def test_delete_records_refuses_an_open_run(store: DlqStore, root: Path) -> None:
@@ -233,7 +234,7 @@ def test_delete_records_refuses_an_open_run(store: DlqStore, root: Path) -> None
     with pytest.raises(DlqRunLocked):
         store.delete_records("run-2", [])
     live.close()
-    assert store.verify() == []
+    assert verify_store(store) == []
 
 
 def test_delete_records_of_a_run_left_open_is_refused(make_store: StoreFactory, root: Path) -> None:

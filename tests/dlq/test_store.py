@@ -10,9 +10,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from dpone.canonical import checksum, verify_checksum
 from dpone.contracts.reasons import ReasonCode
 from dpone.dlq import store as store_module
-from dpone.dlq.canonical import checksum, verify_checksum
 from dpone.dlq.errors import (
     DlqAckConflict,
     DlqAckMismatch,
@@ -24,8 +24,9 @@ from dpone.dlq.errors import (
 )
 from dpone.dlq.model import DlqRecord, Reason
 from dpone.dlq.store import DlqStore
+from dpone.ops.verification import verify_store
 from dpone.testing import FrozenClock
-from tests.dlqfiles import lines_of, record_ids_on_disk, segment_files
+from tests.support.dlqfiles import lines_of, record_ids_on_disk, segment_files
 
 from .conftest import StoreFactory, rows, run_writer
 
@@ -85,7 +86,7 @@ def test_chunk_is_written_and_closed(store: DlqStore, root: Path) -> None:
         }
         for path, chunk in zip(files, (first, second), strict=True)
     ]
-    assert store.verify() == []
+    assert verify_store(store) == []
 
 
 def test_record_line_is_canonical_and_checksummed(store: DlqStore, root: Path) -> None:
@@ -131,7 +132,7 @@ def test_same_id_same_checksum_is_a_noop(store: DlqStore, root: Path) -> None:
         before.st_size,
     )
     assert writer.close().record_ids == (record_id,)
-    assert store.verify() == []
+    assert verify_store(store) == []
 
 
 def test_same_id_other_checksum_is_a_conflict(store: DlqStore, root: Path) -> None:
@@ -155,7 +156,7 @@ def test_same_id_other_checksum_is_a_conflict(store: DlqStore, root: Path) -> No
     assert path.read_bytes() == original
     assert writer.abort().record_ids == (record_id,)
     assert store.read_record("run-1", record_id) == record
-    assert store.verify() == []
+    assert verify_store(store) == []
 
 
 def test_a_closed_run_cannot_be_written(store: DlqStore) -> None:
@@ -172,7 +173,7 @@ def test_a_live_writer_locks_its_run(store: DlqStore) -> None:
     with pytest.raises(DlqRunLocked):
         store.open_run("run-1", "load-1")
     assert store.recover_abandoned() == []  # alive: not touched
-    assert store.verify() == []
+    assert verify_store(store) == []
     writer.close()
 
 
@@ -202,7 +203,7 @@ def test_abort_after_close_marks_the_run_aborted(store: DlqStore) -> None:
     assert result.status == "aborted"
     assert list(result.record_ids) == ids
     assert store.read_index("run-1").status_reason == "run_failed"
-    assert store.verify() == []
+    assert verify_store(store) == []
 
 
 def test_restarted_writer_resumes_with_the_records_on_disk(
@@ -241,7 +242,7 @@ def test_recover_abandoned_aborts_only_dead_writers_of_the_pipeline(
     assert store.read_index("run-live").status == "open"
     assert store.recover_abandoned() == []
     live.close()
-    assert store.verify() == []
+    assert verify_store(store) == []
 
 
 def test_acks_are_create_only(store: DlqStore, clock: FrozenClock, root: Path) -> None:
@@ -264,7 +265,7 @@ def test_acks_are_create_only(store: DlqStore, clock: FrozenClock, root: Path) -
     assert [p.name for p in (root / "acks" / "run-1").iterdir()] == [
         f"{store_module.replay_id_of(ACK['plan_id'])}-000001.jsonl"
     ]
-    assert store.verify() == []
+    assert verify_store(store) == []
 
 
 def test_reading_an_unknown_run(store: DlqStore) -> None:

@@ -19,10 +19,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from dpone.canonical import checksum, verify_checksum, with_checksum
 from dpone.cli.main import cli
-from dpone.dlq.canonical import checksum, verify_checksum, with_checksum
 from dpone.dlq.index import fingerprint
-from dpone.evidence.gate import (
+from dpone.evidence.model import EVIDENCE_SCHEMA_ID
+from dpone.manifest.compiler import compile_text
+from dpone.ops.gate import (
     DATA_OUTCOMES,
     DEFAULT_ALLOWED_OUTCOMES,
     GATE_SCHEMA_ID,
@@ -38,8 +40,6 @@ from dpone.evidence.gate import (
     quarantine_ratio,
     write_report,
 )
-from dpone.evidence.model import EVIDENCE_SCHEMA_ID
-from dpone.manifest.compiler import compile_text
 from dpone.published import load_schema, schema_errors
 from dpone.runtime.lifecycle import run_pipeline
 from dpone.testing import FrozenClock

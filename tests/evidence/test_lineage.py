@@ -80,8 +80,8 @@ def test_facets_are_what_the_openlineage_client_serializes() -> None:
     )
     from openlineage.client.serde import Serde
 
+    from dpone.assertions.spec import AssertionVerdict
     from dpone.evidence.lineage import PRODUCER, facets
-    from dpone.evidence.model import AssertionVerdict
 
     verdicts = [
         AssertionVerdict("ids", "unique_columns", "row", "quarantine", "passed"),

@@ -8,10 +8,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from dpone.dlq.canonical import with_checksum
+from dpone.canonical import with_checksum
 from dpone.signing import key_id_of, keyring_from, signature_of
-from tests.conftest import dpone_subprocess
-from tests.dlqfiles import reseal_index
+from tests.support.dlqfiles import reseal_index
+from tests.support.processes import dpone_subprocess
 
 KEY = "k" * 40
 ENV = {"DPONE_SIGNING_KEY": KEY}

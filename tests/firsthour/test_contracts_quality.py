@@ -17,7 +17,8 @@ from click.testing import CliRunner
 
 from dpone.cli.main import cli
 from dpone.published import schema_errors
-from tests.conftest import EXAMPLES, CliRun
+from tests.support.paths import EXAMPLES
+from tests.support.processes import CliRun
 
 PG_URL_VARIABLE = "DPONE_PG_URL"
 

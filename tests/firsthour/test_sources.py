@@ -24,11 +24,11 @@ from click.testing import CliRunner
 from dpone.cli.main import cli
 from dpone.dlq.model import DlqRecord
 from dpone.dlq.refs import file_line_refs, file_ref
-from dpone.dlq.replay import RowStillRejected
 from dpone.dlq.store import DlqStore
 from dpone.manifest.compiler import compile_manifest
-from dpone.runtime.replay_run import ReplayRefOutsideSource, bind
-from tests.conftest import CliRun
+from dpone.ops.replay import RowStillRejected
+from dpone.ops.replay_run import ReplayRefOutsideSource, bind
+from tests.support.processes import CliRun
 
 CANARY = "canary-9f3b"  # a value that must never leave the data files
 

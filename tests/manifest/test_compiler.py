@@ -10,8 +10,8 @@ from dpone.errors import ManifestError, SecretError
 from dpone.manifest.compiler import compile_manifest, compile_text
 from dpone.manifest.specs import DuckdbSinkSpec, FileSourceSpec
 from dpone.published import schema_errors
-from tests.conftest import example_manifests
 from tests.manifest.helpers import BASE
+from tests.support.paths import example_manifests
 
 
 def errors_of(text: str) -> list[tuple[str, int | None, int | None]]:

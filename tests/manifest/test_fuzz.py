@@ -14,7 +14,7 @@ from dpone.errors import DponeError
 from dpone.manifest.compiler import compile_text
 from dpone.manifest.loader import load_manifest
 from dpone.published import schema_errors
-from tests.conftest import example_manifests
+from tests.support.paths import example_manifests
 
 EXAMPLE_DOCS = [load_manifest(p).document for p in example_manifests()]
 FUZZ = settings(

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from dpone.cli.main import cli
 from dpone.errors import ManifestError
 from dpone.manifest.compiler import compile_manifest
-from tests.conftest import EXAMPLES
+from tests.support.paths import EXAMPLES
 
 INVALID = EXAMPLES / "invalid"
 EXPECTED: dict[str, list[dict[str, object]]] = json.loads(

@@ -27,9 +27,9 @@ from dpone.manifest.compiler import compile_manifest
 from dpone.published import schema_errors
 from dpone.runtime.lifecycle import RunOptions, run_pipeline
 from dpone.testing import FrozenClock
-from tests import dlqfiles
-from tests.conftest import CliRun, dpone_killed_at
-from tests.postgres import PG_URL, pg_query
+from tests.support import dlqfiles
+from tests.support.postgres import PG_URL, pg_query
+from tests.support.processes import CliRun, dpone_killed_at
 
 PG_ENV = "DPONE_TEST_PG_URL"
 PIPELINE = "orders_rp"

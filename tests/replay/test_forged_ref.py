@@ -13,9 +13,10 @@ from pathlib import Path
 
 import orjson
 
-from dpone.dlq.canonical import checksum
-from tests.dlqfiles import reseal_index, segment_files
+from dpone.canonical import checksum
+from dpone.ops.verification import verify_store
 from tests.replay.conftest import FIRST_LOAD, Pipeline
+from tests.support.dlqfiles import reseal_index, segment_files
 
 
 def _reseal_ref(dlq: Path, run_id: str, new_path: str) -> None:
@@ -39,7 +40,9 @@ def test_a_forged_record_naming_a_file_outside_the_source_loads_nothing(duck: Pi
     outside.mkdir()
     (outside / "orders.csv").write_bytes(duck.data.read_bytes())
     _reseal_ref(duck.dlq_dir, run_id, "other/orders.csv")
-    assert duck.store().verify() == []  # the forgery is consistent: only the source check is left
+    assert (
+        verify_store(duck.store()) == []
+    )  # the forgery is consistent: only the source check is left
 
     result = duck.execute(run_id)
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from dpone.dlq.replay import KEY_PATTERN
+from dpone.ops.replay import KEY_PATTERN
+from dpone.ops.verification import verify_store
 
 from .conftest import (
     CANARY,
@@ -52,7 +53,7 @@ def test_replay_loads_exactly_the_rows_that_now_pass_once(pipeline: Pipeline) ->
     applied_ids = sorted(i["record_id"] for i in doc["items"] if i["outcome"] == "applied")
     assert pipeline.acked_ids(run_id) == applied_ids  # each applied row acknowledged once
     assert_acks_valid(pipeline, run_id)
-    assert pipeline.store().verify() == []
+    assert verify_store(pipeline.store()) == []
 
     second = pipeline.execute(run_id)
 
@@ -96,7 +97,7 @@ def test_a_replay_killed_between_commit_and_acks_loads_each_row_once(
     assert len(pipeline.load_ids()) == len(loads_before) + 1
     assert len(pipeline.acked(run_id)) == 2
     assert len(set(pipeline.acked_ids(run_id))) == 2  # on disk, each acknowledged once
-    assert pipeline.store().verify() == []
+    assert verify_store(pipeline.store()) == []
     again = pipeline.execute(run_id)
     assert again.doc["counts"]["applied"] == 0
     assert pipeline.amounts() == FIRST_LOAD | REPLAYED
@@ -326,7 +327,7 @@ def test_the_runbook_flow_ends_with_a_clean_store(duck: Pipeline, fmt: str) -> N
     # The two replayed (acknowledged) records went; the one still rejected stays pending.
     assert len(duck.record_ids(run_id)) == 1
     assert duck.acked(run_id) == []
-    assert duck.store().verify() == []
+    assert verify_store(duck.store()) == []
     assert duck.amounts() == FIRST_LOAD | REPLAYED
 
 

@@ -12,12 +12,14 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from dpone.canonical import with_checksum
 from dpone.cli.main import cli
 from dpone.contracts.reasons import ReasonCode
-from dpone.dlq.canonical import with_checksum
 from dpone.dlq.model import rejected_rows
 from dpone.dlq.refs import file_refs
-from dpone.dlq.retention import (
+from dpone.dlq.store import DlqStore
+from dpone.dlq.writer import RunWriter
+from dpone.ops.retention import (
     Cut,
     RetentionEvidenceInvalid,
     RetentionPlan,
@@ -26,11 +28,10 @@ from dpone.dlq.retention import (
     apply_retention,
     plan_retention,
 )
-from dpone.dlq.store import DlqStore
-from dpone.dlq.writer import RunWriter
+from dpone.ops.verification import repair_store, verify_store
 from dpone.testing import FrozenClock
-from tests.conftest import dpone_killed_at
-from tests.dlqfiles import acked_ids, record_ids_on_disk, segment_files
+from tests.support.dlqfiles import acked_ids, record_ids_on_disk, segment_files
+from tests.support.processes import dpone_killed_at
 
 from .conftest import T0, assert_valid
 
@@ -158,11 +159,11 @@ def test_expired_acknowledged_records_go_and_verify_stays_clean(
     assert (index.status, index.record_ids) == ("closed", tuple(seeded["a"][2:]))
     assert result.runs[0].index_fingerprint == index.fingerprint
     assert_valid(index.to_json(), "dpone.dlq-index.v1")
-    assert store.verify() == []
+    assert verify_store(store) == []
     assert len(on_disk(store, "run-b")) == 2
     # The remaining records can still be replayed and acknowledged.
     ack(store, "run-a", seeded["a"][2:3])
-    assert store.verify() == []
+    assert verify_store(store) == []
 
 
 def test_include_unacknowledged_deletes_expired_pending_records(
@@ -185,7 +186,7 @@ def test_include_unacknowledged_deletes_expired_pending_records(
         0,
     )
     assert len(on_disk(store, "run-c")) == 1  # active, whatever the flag
-    assert store.verify() == []
+    assert verify_store(store) == []
 
 
 @pytest.mark.parametrize("change", ["ack", "new_run", "open_run_grows"])
@@ -351,7 +352,7 @@ def test_an_edited_plan_that_deletes_protected_records_is_refused(
     assert {run: (on_disk(store, run), segments_of(store, run)) for run in before} == before
     assert acks_on_disk(store, "run-a") == acks_before
     assert len(on_disk(store, "run-c")) == 1
-    assert store.verify() == []
+    assert verify_store(store) == []
 
 
 def test_an_edited_plan_of_a_pinned_run_is_refused(
@@ -434,15 +435,15 @@ def test_an_apply_killed_after_the_compaction(
     assert compacted.startswith("00000001-k")
     assert segments_of(store, "run-a") == sorted([old, compacted])
     assert sorted(on_disk(store, "run-a")) == sorted([*seeded["a"], *kept])
-    [finding] = store.verify()
+    [finding] = verify_store(store)
     assert (finding.code, finding.path, finding.repairable) == (
         "DPONE_DLQ_SEGMENT_UNLISTED",
         f"runs/run-a/segments/{compacted}",
         True,
     )
     if then.startswith("repair"):
-        assert store.repair() == [finding]
-        assert store.verify() == []
+        assert repair_store(store) == [finding]
+        assert verify_store(store) == []
         assert segments_of(store, "run-a") == [old]
         assert store.read_index("run-a").record_ids == tuple(seeded["a"])
 
@@ -455,7 +456,7 @@ def test_an_apply_killed_after_the_compaction(
     assert on_disk(store, "run-a") == kept
     assert acks_on_disk(store, "run-a") == []
     assert [r.record_id for r in store.iter_records("run-a")] == kept
-    assert store.verify() == []
+    assert verify_store(store) == []
 
 
 @pytest.mark.parametrize("then", ["apply again", "repair, then apply again"])
@@ -472,14 +473,14 @@ def test_an_apply_killed_after_the_index_replace(
     assert "00000001.jsonl" in segments_of(store, "run-a")
     for record_id in kept:
         assert store.read_record("run-a", record_id).record_id == record_id
-    found = {(f.code, f.repairable) for f in store.verify(run_id="run-a")}
+    found = {(f.code, f.repairable) for f in verify_store(store, run_id="run-a")}
     assert ("DPONE_DLQ_SEGMENT_UNLISTED", True) in found
     if then.startswith("repair"):
-        store.repair()
+        repair_store(store)
         assert "00000001.jsonl" not in segments_of(store, "run-a")
         assert store.read_index("run-a").record_ids == tuple(kept)
         # SPEC §8: repair alone finishes a crashed apply (the deleted records' acks too).
-        assert store.verify() == []
+        assert verify_store(store) == []
         assert acks_on_disk(store, "run-a") == []
 
     result = apply_retention(store, plan)
@@ -492,5 +493,5 @@ def test_an_apply_killed_after_the_index_replace(
     assert [r.record_id for r in store.iter_records("run-a")] == kept
     if unacknowledged:
         assert segments_of(store, "run-a") == segments_of(store, "run-b") == []
-    assert store.verify() == []
+    assert verify_store(store) == []
     assert apply_retention(store, plan).deleted == 0  # finished: applying again is a no-op

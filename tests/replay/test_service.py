@@ -1,4 +1,4 @@
-"""The generic replay service (``dpone.dlq.replay``) behind its two Protocols, with fakes."""
+"""The generic replay service (``dpone.ops.replay``) behind its two Protocols, with fakes."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from dpone.canonical import checksum
 from dpone.contracts.reasons import ReasonCode
-from dpone.dlq.canonical import checksum
 from dpone.dlq.model import DlqRecord, rejected_rows
 from dpone.dlq.refs import file_refs, run_row_refs
-from dpone.dlq.replay import (
+from dpone.dlq.store import DlqStore
+from dpone.ops.replay import (
     OUTCOMES,
     DlqReplayService,
     ReplayError,
@@ -28,7 +29,7 @@ from dpone.dlq.replay import (
     idempotency_key,
     plan,
 )
-from dpone.dlq.store import DlqStore
+from dpone.ops.verification import verify_store
 from dpone.published import load_schema
 from dpone.testing import FrozenClock
 
@@ -167,7 +168,7 @@ def test_execute_applies_each_row_once_and_acknowledges_after_the_sink(
             item.idempotency_key,
         )
         assert ack.target_identity == FakeSink.identity
-    assert store.verify() == []
+    assert verify_store(store) == []
 
     again = service.execute(replay_plan, resolver=FakeResolver(), sink=sink)
     assert again.counts()["already_acknowledged"] == 3
@@ -296,7 +297,7 @@ def test_open_and_aborted_runs_are_refused(store: DlqStore) -> None:
 
 
 def test_vocabularies_match_the_published_schemas() -> None:
-    from dpone.dlq.retention import PROTECTIONS
+    from dpone.ops.retention import PROTECTIONS
 
     result = load_schema("dpone.dlq-replay-result.v1")
     assert tuple(result["$defs"]["item"]["properties"]["outcome"]["enum"]) == OUTCOMES

@@ -26,13 +26,14 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
+from dpone.canonical import verify_checksum
 from dpone.cli.main import cli
-from dpone.dlq.canonical import verify_checksum
 from dpone.dlq.store import DlqStore
+from dpone.ops.verification import verify_store
 from dpone.published import schema_errors
-from tests import dlqfiles
-from tests.conftest import CliRun
-from tests.postgres import PG_URL, pg_query
+from tests.support import dlqfiles
+from tests.support.postgres import PG_URL, pg_query
+from tests.support.processes import CliRun
 
 PG_ENV = "DPONE_TEST_PG_URL"
 PIPELINE = "orders_rt"
@@ -420,7 +421,7 @@ class Project:
             assert dlqfiles.temp_files(self.dlq_root, run.name) == []
             for record in dlqfiles.records_on_disk(self.dlq_root, run.name):
                 assert schema_errors(record, "dpone.dlq.v1") == [], run
-        assert self.dlq().verify() == []
+        assert verify_store(self.dlq()) == []
         for path in sorted(self.work_dir.rglob("*")):
             if path.is_file() and path.suffix in (".json", ".md", ".jsonl"):
                 assert CANARY not in path.read_text(encoding="utf-8"), path

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.postgres import PG_URL, pg_query
+from tests.support.postgres import PG_URL, pg_query
 
 from .conftest import TABLE, Project
 from .scenarios import SinkScenarios

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from dpone.dlq.canonical import with_checksum
-from tests.conftest import CliRun, dpone_subprocess
+from dpone.canonical import with_checksum
+from tests.support.processes import CliRun, dpone_subprocess
 
 PIPELINE = "sec_pipe"
 CANARY = f"canary{uuid.uuid4().hex}"

@@ -7,6 +7,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from dpone import durable
 from dpone.published import schema_errors
 from dpone.state.model import Cursor, PipelineState
 from dpone.state.store import StateChecksumMismatch, StateConflict, StateError, StateStore
@@ -51,6 +52,22 @@ def test_a_cursor_of_none_keeps_the_committed_cursor(tmp_path: Path) -> None:
     assert state.revision == 2
     assert state.cursor is not None
     assert state.cursor.value == "2026-01-02T00:00:00Z"
+
+
+def test_a_commit_removes_the_temp_files_of_a_replace_that_died(tmp_path: Path) -> None:
+    store = StateStore(tmp_path)
+    with store.commit("orders", expected_revision=0) as txn:
+        txn.set(advance(txn.current, "2026-01-02T00:00:00Z"))
+    dead = [
+        tmp_path / durable.temp_name("orders.json"),  # what dpone.durable writes now
+        tmp_path / ".orders.json.0123abcd.tmp",  # what dpone 0.1 wrote
+    ]
+    other = tmp_path / durable.temp_name("customers.json")  # another pipeline's: not ours
+    for path in [*dead, other]:
+        path.write_bytes(b"{")
+    with store.commit("orders", expected_revision=1) as txn:
+        txn.set(advance(txn.current, None, 2))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [other.name, "orders.json"]
 
 
 def test_exception_inside_commit_writes_nothing(tmp_path: Path) -> None:

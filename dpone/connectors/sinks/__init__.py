@@ -8,16 +8,18 @@ none. A new sink type registers its factory in :data:`SINKS` under its spec clas
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dpone.connectors._util import Clock, utc_now
-from dpone.connectors.base import Sink
+from dpone.clock import Clock, utc_now
 from dpone.connectors.errors import SinkConfigError
 from dpone.manifest.specs import DuckdbSinkSpec, FilesystemSinkSpec, PostgresSinkSpec, SinkSpec
 
+if TYPE_CHECKING:
+    from dpone.connectors.base import Sink
+
 #: Builds a sink from its spec, the environment secrets resolve in, and the clock of its
 #: load markers.
-SinkFactory = Callable[[Any, Mapping[str, str], Clock], Sink]
+SinkFactory = Callable[[Any, Mapping[str, str], Clock], "Sink"]
 
 
 def _duckdb(spec: DuckdbSinkSpec, env: Mapping[str, str], clock: Clock) -> Sink:

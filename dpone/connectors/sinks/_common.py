@@ -20,9 +20,9 @@ from dpone.connectors.errors import (
     SinkReadOnly,
     SinkUnavailable,
 )
-from dpone.dlq.ids import is_identifier
 from dpone.dlq.index import PIPELINE_PATTERN
 from dpone.errors import DponeError
+from dpone.ids import is_identifier
 
 
 class LoadState(ABC):

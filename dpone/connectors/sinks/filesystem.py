@@ -34,6 +34,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from dpone import durable
+from dpone.canonical import with_checksum
 from dpone.connectors._util import Clock, iso_utc, position_mask, utc_now
 from dpone.connectors.base import ID_PATTERN, LoadMarker, LoadSpec
 from dpone.connectors.errors import SinkConfigError, SinkError, SinkFileCorrupt, SinkSchemaError
@@ -54,7 +56,6 @@ from dpone.connectors.sinks.fsmarkers import (
     read_token,
     token_doc,
 )
-from dpone.dlq.canonical import with_checksum
 from dpone.errors import DponeError
 from dpone.manifest.specs import FilesystemSinkSpec
 
@@ -268,7 +269,7 @@ class FilesystemSink:
                 path.unlink(missing_ok=True)
                 touched.add(path.parent)
             for folder in touched:
-                _fsync_dir(folder)
+                durable.fsync_dir(folder, missing_ok=True)
         except OSError as exc:
             raise os_error(exc, "filesystem sink: applying a commit") from None
 
@@ -335,8 +336,8 @@ class FilesystemLoad(LoadState):
             sink.recover_all()
             adds, removes = self._plan()
             for staged, _ in adds:
-                _fsync_file(sink.root / staged)
-            _fsync_dir(self._staging)
+                durable.fsync_file(sink.root / staged)
+            durable.fsync_dir(self._staging, missing_ok=True)
             doc: dict[str, Any] = {
                 "schema": MARKER_SCHEMA,
                 **self.new_marker(sink.target, iso_utc(sink._clock())).to_json(),
@@ -514,53 +515,27 @@ def _read_committed(path: Path, read: Callable[[], Any]) -> Any:
         raise _corrupt(path) from None
 
 
+def _json_bytes(doc: dict[str, Any]) -> bytes:
+    return json.dumps(doc, sort_keys=True, indent=1).encode()
+
+
 def _write_json(path: Path, doc: dict[str, Any]) -> None:
-    tmp = path.with_name(f".tmp-{path.name}-{uuid.uuid4().hex}")
-    _write_synced(tmp, doc)
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    durable.replace_atomic(path, _json_bytes(doc))
 
 
 def _create_json(path: Path, doc: dict[str, Any]) -> bool:
     """Create ``path`` atomically and only if absent; False when it already existed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{path.name}-{uuid.uuid4().hex}")
-    _write_synced(tmp, doc)
     try:
-        os.link(tmp, path)
+        durable.create_only(path, _json_bytes(doc))
     except FileExistsError:
         return False
-    finally:
-        tmp.unlink(missing_ok=True)
-    _fsync_dir(path.parent)
     return True
-
-
-def _write_synced(path: Path, doc: dict[str, Any]) -> None:
-    data = json.dumps(doc, sort_keys=True, indent=1).encode()
-    with path.open("wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: Path) -> None:
-    if path.is_dir():
-        _fsync_file(path)
 
 
 def _rmtree(path: Path) -> None:
     if path.is_symlink():  # never follow a link out of the sink folder; drop the link itself
         path.unlink()
-        _fsync_dir(path.parent)
+        durable.fsync_dir(path.parent, missing_ok=True)
     elif path.is_dir():
         shutil.rmtree(path)
-        _fsync_dir(path.parent)
+        durable.fsync_dir(path.parent, missing_ok=True)

@@ -18,8 +18,8 @@ from typing import Any
 
 import orjson
 
+from dpone.canonical import verify_checksum
 from dpone.connectors.errors import SinkMarkerInvalid
-from dpone.dlq.canonical import verify_checksum
 from dpone.published import schema_errors
 
 MARKER_SCHEMA = "dpone.sink-load-marker.v1"

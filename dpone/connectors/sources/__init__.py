@@ -7,9 +7,8 @@ adds none. A new source type registers its factory in :data:`SOURCES` under its 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dpone.connectors.base import Source
 from dpone.connectors.errors import SourceConfigError
 from dpone.manifest.specs import (
     DuckdbSourceSpec,
@@ -20,9 +19,12 @@ from dpone.manifest.specs import (
     SqliteSourceSpec,
 )
 
+if TYPE_CHECKING:
+    from dpone.connectors.base import Source
+
 #: Builds a source from its spec, the environment secrets resolve in, and whether CSV and
 #: JSONL columns arrive all as text.
-SourceFactory = Callable[[Any, Mapping[str, str], bool], Source]
+SourceFactory = Callable[[Any, Mapping[str, str], bool], "Source"]
 
 
 def _file(spec: FileSourceSpec, env: Mapping[str, str], as_text: bool) -> Source:

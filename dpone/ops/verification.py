@@ -19,9 +19,9 @@ from __future__ import annotations
 import os
 from bisect import bisect_left
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from dpone import durable
 from dpone.dlq import fsio
 from dpone.dlq.errors import (
     DlqError,
@@ -30,13 +30,24 @@ from dpone.dlq.errors import (
     DlqPathEscape,
     DlqRunNotFound,
 )
-from dpone.dlq.ids import check_identifier, is_identifier
+from dpone.dlq.fsio import check_identifier
 from dpone.dlq.index import DlqIndex
-from dpone.dlq.segments import SEGMENTS_DIR, bytes_checksum, is_temp_name
+from dpone.dlq.integrity import (
+    ACK_ORPHAN,
+    CHECKSUM,
+    DRIFT,
+    RUN_ABANDONED,
+    STRAY_FILE,
+    TORN_SEGMENT,
+    UNLISTED,
+    Finding,
+    finding_of,
+    structural,
+)
+from dpone.dlq.segments import SEGMENTS_DIR
 from dpone.dlq.store import (
     ACK_FILE,
     ACKS_DIR,
-    HARD_MAX_SEGMENT_BYTES,
     INDEX_FILE,
     LOCK_FILE,
     MAX_ACK_SEGMENT_BYTES,
@@ -55,17 +66,10 @@ from dpone.dlq.store import (
     take_lock,
     writer_alive,
 )
+from dpone.ids import is_identifier
 
 if TYPE_CHECKING:
     from dpone.dlq.store import DlqStore
-
-RUN_ABANDONED = "DPONE_DLQ_RUN_ABANDONED"
-TORN_SEGMENT = "DPONE_DLQ_TORN_SEGMENT"
-UNLISTED = "DPONE_DLQ_SEGMENT_UNLISTED"
-STRAY_FILE = "DPONE_DLQ_STRAY_FILE"
-ACK_ORPHAN = "DPONE_DLQ_ACK_ORPHAN"
-DRIFT = "DPONE_DLQ_INDEX_DRIFT"
-CHECKSUM = "DPONE_DLQ_CHECKSUM_MISMATCH"
 
 FINDING_CODES: Mapping[str, str] = {
     CHECKSUM: "a segment or one of its lines does not verify (content changed, or not JSON)",
@@ -86,36 +90,6 @@ FINDING_CODES: Mapping[str, str] = {
     "DPONE_DLQ_PATH_ESCAPE": "a symbolic link or special file inside the store",
     STRAY_FILE: "a file the store did not write (temporary leftovers are removed by repair)",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    """One integrity problem. ``path`` is relative to the store's root."""
-
-    code: str
-    message: str
-    run_id: str | None = None
-    record_id: str | None = None
-    path: str | None = None
-    repairable: bool = False
-    line: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "code": self.code,
-            "message": self.message,
-            "run_id": self.run_id,
-            "record_id": self.record_id,
-            "path": self.path,
-            "line": self.line,
-            "repairable": self.repairable,
-        }
-
-
-def _of(
-    err: DlqError, run_id: str | None, record_id: str | None, path: str, line: int | None = None
-) -> Finding:
-    return Finding(err.code, err.message, run_id, record_id, path, line=line)
 
 
 def verify_store(store: DlqStore, run_id: str | None = None, *, deep: bool = True) -> list[Finding]:
@@ -161,7 +135,7 @@ def _verify_top(store: DlqStore) -> list[Finding]:
             try:
                 name_exists(root_fd, name, name)
             except DlqError as err:
-                findings.append(_of(err, None, None, name))
+                findings.append(finding_of(err, None, None, name))
     return findings
 
 
@@ -201,7 +175,7 @@ def signature_findings(store: DlqStore, run_id: str | None = None) -> list[Findi
             with store.open_path(RUNS_DIR, name) as run_fd:
                 read_index_at(run_fd, name, require_signature=True)
         except DlqIndexSignatureInvalid as err:
-            findings.append(_of(err, name, None, where))
+            findings.append(finding_of(err, name, None, where))
         except DlqError:
             continue
     return findings
@@ -231,7 +205,7 @@ def _verify_run(store: DlqStore, run_id: str, deep: bool = True) -> list[Finding
                     Finding(err.code, err.message, run_id, None, f"{where}/{INDEX_FILE}", True)
                 )
             except DlqError as err:
-                findings.append(_of(err, run_id, None, f"{where}/{INDEX_FILE}"))
+                findings.append(finding_of(err, run_id, None, f"{where}/{INDEX_FILE}"))
             if index is not None and index.status == "open" and writer_alive(run_fd, where):
                 return findings  # in progress: its records are the writer's business
             if index is not None and index.status == "open":
@@ -247,7 +221,7 @@ def _verify_run(store: DlqStore, run_id: str, deep: bool = True) -> list[Finding
                 )
             findings.extend(_run_folder_findings(run_fd, run_id))
             if not deep and index is not None and index.status != "open":
-                findings.extend(_structural(run_fd, index))
+                findings.extend(structural(run_fd, index))
                 return findings
             scan = _scan(run_fd, run_id, findings)
             if scan is None:
@@ -256,7 +230,7 @@ def _verify_run(store: DlqStore, run_id: str, deep: bool = True) -> list[Finding
             if index is not None and index.status != "open":
                 findings.extend(_drift(scan, index, run_id))
     except DlqError as err:
-        findings.append(_of(err, run_id, None, where))
+        findings.append(finding_of(err, run_id, None, where))
     return findings
 
 
@@ -267,7 +241,7 @@ def _run_folder_findings(run_fd: int, run_id: str) -> list[Finding]:
         where = f"{RUNS_DIR}/{run_id}/{name}"
         if name in (INDEX_FILE, LOCK_FILE, SEGMENTS_DIR):
             if name == LOCK_FILE and item.is_symlink():
-                findings.append(_of(fsio.escape(where), run_id, None, where))
+                findings.append(finding_of(fsio.escape(where), run_id, None, where))
             continue
         temp = name.startswith(f".{INDEX_FILE}.tmp-") and not item.is_symlink()
         message = (
@@ -285,59 +259,13 @@ def _scan(run_fd: int, run_id: str, findings: list[Finding]) -> SegmentScan | No
         segments_fd, _ = fsio.open_dir(run_fd, SEGMENTS_DIR, where)
     except DlqError as err:
         if isinstance(err, DlqPathEscape):
-            findings.append(_of(err, run_id, None, where))
+            findings.append(finding_of(err, run_id, None, where))
             return None
         return SegmentScan()  # no segments folder: as if empty (drift reports what is missing)
     try:
         return scan_segments(segments_fd, run_id, remove_temps=False)
     finally:
         os.close(segments_fd)
-
-
-def verify_written(store: DlqStore, index: DlqIndex) -> list[Finding]:
-    """See :meth:`DlqStore.check_written`."""
-    run_id = index.run_id
-    where = f"{RUNS_DIR}/{run_id}/{INDEX_FILE}"
-    with store.open_path(RUNS_DIR, run_id, missing=DlqRunNotFound) as run_fd:
-        try:
-            found = read_index_at(run_fd, run_id, index)
-        except DlqError as err:
-            return [_of(err, run_id, None, where)]
-        if found is not index:
-            message = f"{where} is not the index this process wrote"
-            return [Finding(DRIFT, message, run_id, None, where)]
-        return _structural(run_fd, index)
-
-
-def _structural(run_fd: int, index: DlqIndex) -> list[Finding]:
-    """An ended run's segments against its index by their bytes' SHA-256 (``deep=False``)."""
-    run_id = index.run_id
-    folder = f"{RUNS_DIR}/{run_id}/{SEGMENTS_DIR}"
-    findings: list[Finding] = []
-    segments_fd, _ = fsio.open_dir(run_fd, SEGMENTS_DIR, folder, create=True)
-    try:
-        names = {e.name for e in fsio.entries(segments_fd, folder)}
-        listed = {seg.name for seg in index.segments}
-        for seg in index.segments:
-            where = segment_where(run_id, seg.name)
-            data = fsio.read_file(segments_fd, seg.name, where, HARD_MAX_SEGMENT_BYTES)
-            if data is None:
-                message = f"{where} is in the index but not on disk"
-                findings.append(Finding(DRIFT, message, run_id, None, where))
-            elif bytes_checksum(data) != seg.sha256:
-                message = f"{where} does not verify: its bytes are not the bytes the index lists"
-                findings.append(Finding(CHECKSUM, message, run_id, None, where))
-        for name in sorted(names - listed):
-            where = segment_where(run_id, name)
-            if is_temp_name(name):
-                message = f"{where} is a temporary file of a segment publish that was interrupted"
-                findings.append(Finding(TORN_SEGMENT, message, run_id, None, where, True))
-            else:
-                message = f"{where} is not a segment the index lists"
-                findings.append(Finding(UNLISTED, message, run_id, None, where))
-    finally:
-        os.close(segments_fd)
-    return findings
 
 
 def _segment_findings(scan: SegmentScan, run_id: str) -> list[Finding]:
@@ -347,7 +275,7 @@ def _segment_findings(scan: SegmentScan, run_id: str) -> list[Finding]:
         message = f"{where} is a temporary file of a segment publish that was interrupted"
         findings.append(Finding(TORN_SEGMENT, message, run_id, None, where, True))
     for name, line, err in scan.bad:
-        findings.append(_of(err, run_id, None, segment_where(run_id, name), line))
+        findings.append(finding_of(err, run_id, None, segment_where(run_id, name), line))
     for name in scan.stray:
         where = segment_where(run_id, name)
         findings.append(Finding(STRAY_FILE, f"{where} is not a segment file", run_id, None, where))
@@ -411,7 +339,7 @@ def _verify_acks(store: DlqStore, run_id: str | None) -> list[Finding]:
             if run_id is not None and name != run_id:
                 continue
             if item.is_symlink() or not item.is_dir(follow_symlinks=False):
-                findings.append(_of(fsio.escape(where), name, None, where))
+                findings.append(finding_of(fsio.escape(where), name, None, where))
                 continue
             if not is_identifier(name):
                 findings.append(Finding(STRAY_FILE, f"{where} is not an ack folder", path=where))
@@ -432,7 +360,7 @@ def _verify_run_acks(store: DlqStore, acks_fd: int, run_id: str) -> list[Finding
         for item in sorted(fsio.entries(fd, folder), key=lambda e: e.name):
             where = f"{folder}/{item.name}"
             if item.is_symlink() or not item.is_file(follow_symlinks=False):
-                findings.append(_of(fsio.escape(where), run_id, None, where))
+                findings.append(finding_of(fsio.escape(where), run_id, None, where))
                 continue
             if ACK_FILE.fullmatch(item.name) is None:
                 temp = item.name.startswith(".") and ".tmp-" in item.name
@@ -446,7 +374,7 @@ def _verify_run_acks(store: DlqStore, acks_fd: int, run_id: str) -> list[Finding
             try:
                 data = fsio.read_file(fd, item.name, where, MAX_ACK_SEGMENT_BYTES) or b""
             except DlqError as err:
-                findings.append(_of(err, run_id, None, where))
+                findings.append(finding_of(err, run_id, None, where))
                 continue
             findings.extend(_ack_lines(data, run_id, where, checksums))
     finally:
@@ -466,7 +394,7 @@ def _ack_lines(
         try:
             ack = parse_ack_line(line, run_id, f"{where} line {number}")
         except DlqError as err:
-            findings.append(_of(err, run_id, None, where, number))
+            findings.append(finding_of(err, run_id, None, where, number))
             continue
         rid = ack.record_id
         if checksums is None or rid not in checksums:
@@ -526,7 +454,7 @@ def _repair_run(store: DlqStore, run_id: str, found: list[Finding]) -> list[Find
         try:
             temps = [f for f in found if f.code == STRAY_FILE]
             for finding in temps:
-                fsio.unlink_quietly(run_fd, _tail(finding.path))
+                durable.unlink_quietly(run_fd, _tail(finding.path))
             if temps:
                 fsio.fsync_fd(run_fd, where)
                 repaired.extend(temps)
@@ -553,4 +481,10 @@ def _repair_run(store: DlqStore, run_id: str, found: list[Finding]) -> list[Find
     return repaired
 
 
-__all__ = ["FINDING_CODES", "Finding", "repair_store", "verify_store", "verify_written"]
+__all__ = [
+    "FINDING_CODES",
+    "Finding",
+    "repair_store",
+    "signature_findings",
+    "verify_store",
+]

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dpone.dlq.ids import check_identifier
+from dpone.dlq.fsio import check_identifier
 
 if TYPE_CHECKING:
     from dpone.dlq.store import DlqStore

@@ -1,18 +1,20 @@
-"""Identifiers: the safe-name rule for every path component, and ULID record ids.
+"""Identifiers: the safe-name rule for every path component, and ULIDs (the one generator of
+run, load and record ids).
 
 Run, load and record ids become directory and file names, so they are restricted to
 ``[A-Za-z0-9._-]`` (SPEC §5). dpone also refuses a leading dot: that keeps ``.`` and ``..``
-out and leaves dot-names to the store's own temporary files.
+out and leaves dot-names to the stores' own temporary files. The DLQ store turns an unsafe
+id into its typed error (:func:`dpone.dlq.fsio.check_identifier`).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import uuid
 from base64 import b32decode, b32encode
 from datetime import datetime
-
-from dpone.dlq.errors import DlqInvalidIdentifier, DlqPathEscape
+from typing import TypeGuard
 
 IDENTIFIER_PATTERN = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$"
 ULID_PATTERN = r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$"
@@ -29,29 +31,7 @@ _RANDOM_BITS = 80
 _TIME_MAX = 2**48 - 1
 
 
-def check_identifier(value: object, kind: str) -> str:
-    """Return ``value`` if it is a safe identifier; refuse it otherwise.
-
-    A value that could move a path (a separator, ``..``, an absolute path) is a
-    ``DPONE_DLQ_PATH_ESCAPE``; any other unsafe value is ``DPONE_DLQ_INVALID_ID``. The message
-    never repeats the value.
-    """
-    if isinstance(value, str) and _IDENTIFIER.fullmatch(value):
-        return value
-    if isinstance(value, str) and (
-        "/" in value or "\\" in value or value.startswith(".") or "\x00" in value
-    ):
-        raise DlqPathEscape(
-            f"the {kind} would leave its folder in the DLQ store; identifiers are "
-            "[A-Za-z0-9._-], 1 to 128 characters, not starting with '.'"
-        )
-    raise DlqInvalidIdentifier(
-        f"the {kind} is not a safe identifier: [A-Za-z0-9._-], 1 to 128 characters, "
-        "not starting with '.'"
-    )
-
-
-def is_identifier(value: object) -> bool:
+def is_identifier(value: object) -> TypeGuard[str]:
     return isinstance(value, str) and _IDENTIFIER.fullmatch(value) is not None
 
 
@@ -67,12 +47,25 @@ def _encode_time(ms: int) -> str:
     return bytes(reversed(chars)).decode("ascii")
 
 
+def _decode(digits: str) -> int:
+    number = 0
+    for char in digits.encode("ascii"):
+        number = (number << 5) | _CROCKFORD.index(char)
+    return number
+
+
 def ulid_time_ms(value: str) -> int:
     """The millisecond timestamp a ULID carries."""
-    ms = 0
-    for char in value[:10].encode("ascii"):
-        ms = (ms << 5) | _CROCKFORD.index(char)
-    return ms
+    return _decode(value[:10])
+
+
+def ulid_to_uuid(value: str) -> uuid.UUID:
+    """The UUID with the same 128 bits as ULID ``value`` (either case); ``ValueError`` if
+    ``value`` is not a ULID."""
+    upper = value.upper()
+    if not is_ulid(upper):
+        raise ValueError("not a ULID")
+    return uuid.UUID(int=_decode(upper))
 
 
 class UlidSequence:
@@ -123,9 +116,9 @@ __all__ = [
     "IDENTIFIER_PATTERN",
     "ULID_PATTERN",
     "UlidSequence",
-    "check_identifier",
     "is_identifier",
     "is_ulid",
     "new_ulid",
     "ulid_time_ms",
+    "ulid_to_uuid",
 ]

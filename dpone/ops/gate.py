@@ -32,8 +32,8 @@ from typing import Any, Literal, get_args
 import orjson
 
 from dpone import __version__
+from dpone.canonical import verify_checksum, with_checksum
 from dpone.clock import Clock, iso_utc, utc_now
-from dpone.dlq.canonical import verify_checksum, with_checksum
 from dpone.dlq.errors import DlqIndexInvalid
 from dpone.dlq.index import INDEX_SCHEMA, DlqIndex
 from dpone.dlq.store import HARD_MAX_INDEX_BYTES

@@ -23,7 +23,7 @@ record id and the record checksum, usable as a sink load id.
    only then are the batch's acknowledgements written (``store.write_acks``). A crash in
    between is harmless: step 4 of the next execution finds the keys.
 
-Nothing here knows about sources, contracts or databases; ``dpone.runtime.replay_run`` is the
+Nothing here knows about sources, contracts or databases; ``dpone.ops.replay_run`` is the
 first-party executor that binds a manifest's file source and sink.
 """
 
@@ -42,14 +42,15 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 import orjson
 import structlog
 
-from dpone.dlq.canonical import CHECKSUM_PATTERN, CHECKSUM_PREFIX
+from dpone.canonical import CHECKSUM_PATTERN, CHECKSUM_PREFIX
 from dpone.dlq.errors import DlqAckMismatch
-from dpone.dlq.ids import check_identifier, is_identifier, is_ulid
+from dpone.dlq.fsio import check_identifier
 from dpone.dlq.index import PIPELINE_PATTERN, DlqIndex
 from dpone.dlq.model import TIMESTAMP_PATTERN, DlqRecord, format_timestamp
 from dpone.dlq.policy import MAX_RECORDS_PER_RUN
 from dpone.errors import EXIT_CONFIG, EXIT_REPLAY_EXECUTOR_REQUIRED, DponeError, Stage
 from dpone.faults import checkpoint
+from dpone.ids import is_identifier, is_ulid
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -310,7 +311,7 @@ class ReplayPlan:
         return found
 
     @classmethod
-    def from_json(cls, doc: Any) -> ReplayPlan:
+    def from_json(cls, doc: Any) -> ReplayPlan:  # noqa: C901 (a flat check per field of an untrusted document)
         """Check ``doc``'s shape (not its consistency: :meth:`problems` does that)."""
         keys = {
             "schema",
@@ -398,10 +399,10 @@ def plan_body(
 
 
 def body_checksum(body: dict[str, Any]) -> str:
-    """``dpone.dlq.canonical.checksum`` of a plan body, without its generic domain check.
+    """``dpone.canonical.checksum`` of a plan body, without its generic domain check.
 
     A body holds fixed ASCII keys, strings, booleans and one small integer, which is exactly
-    where orjson with sorted keys writes the RFC 8785 bytes (see ``dpone.dlq.canonical``);
+    where orjson with sorted keys writes the RFC 8785 bytes (see ``dpone.canonical``);
     skipping the per-value check saves a walk over every item (a test compares the two).
     """
     return CHECKSUM_PREFIX + hashlib.sha256(orjson.dumps(body, option=_SORTED)).hexdigest()

@@ -1,6 +1,6 @@
 """The first-party replay executor for file sources (``quarantine-replay --execute --manifest``).
 
-It binds :mod:`dpone.dlq.replay` to a manifest, through the same component wiring as a run
+It binds :mod:`dpone.ops.replay` to a manifest, through the same component wiring as a run
 (``runtime/wiring.py``):
 
 * :class:`FileRowResolver` re-reads the quarantined rows from the manifest's file source by
@@ -41,6 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import structlog
 
+from dpone.canonical import checksum
 from dpone.clock import Clock, utc_now
 from dpone.connectors._util import conform, position_mask, sha256_file
 from dpone.connectors.base import KeyedSink, LoadSpec
@@ -50,10 +51,12 @@ from dpone.contracts.enforcer import ContractEnforcementService
 from dpone.contracts.errors import SchemaFrozen
 from dpone.contracts.reasons import ReasonCode
 from dpone.contracts.result import TABLE_SCOPE
-from dpone.dlq.canonical import checksum
 from dpone.dlq.model import DlqRecord, format_timestamp
 from dpone.dlq.refs import FileRef, parse_ref
-from dpone.dlq.replay import (
+from dpone.dlq.store import DlqStore
+from dpone.faults import checkpoint
+from dpone.manifest.plan import Plan
+from dpone.ops.replay import (
     ReplayError,
     ReplayLoadNotCommitted,
     ReplayPlan,
@@ -69,9 +72,6 @@ from dpone.dlq.replay import (
     read_run,
     replayable_index,
 )
-from dpone.dlq.store import DlqStore
-from dpone.faults import checkpoint
-from dpone.manifest.plan import Plan
 from dpone.runtime import wiring
 
 log = structlog.get_logger("dpone.replay")
@@ -464,7 +464,7 @@ def bind(
         raise ReplayUnsupported(
             f"the first-party replay executor re-reads file sources; this manifest reads "
             f"a {manifest.source.type} source",
-            fixes=("replay through dpone.dlq.replay with a resolver for that source",),
+            fixes=("replay through dpone.ops.replay with a resolver for that source",),
         )
     environ = dict(os.environ) if env is None else env
     source, sink = wiring.connectors(manifest, environ, clock)

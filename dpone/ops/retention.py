@@ -43,8 +43,8 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 import orjson
 import structlog
 
+from dpone.canonical import checksum, verify_checksum
 from dpone.dlq import fsio
-from dpone.dlq.canonical import checksum, verify_checksum
 from dpone.dlq.index import DlqIndex, fingerprint, pairs_checksum
 from dpone.dlq.model import format_timestamp, parse_timestamp
 from dpone.dlq.segments import SEGMENT_FILE, SEGMENTS_DIR, SegmentEntry
@@ -52,8 +52,8 @@ from dpone.dlq.store import INDEX_FILE, RUNS_DIR
 from dpone.errors import EXIT_CONFIG, DponeError, Stage
 
 if TYPE_CHECKING:
+    from dpone.dlq.integrity import Finding
     from dpone.dlq.store import DlqStore
-    from dpone.dlq.verify import Finding
 
 log = structlog.get_logger("dpone.retention")
 
@@ -610,7 +610,7 @@ def apply_retention(store: DlqStore, plan: RetentionPlan) -> RetentionResult:
     )
 
 
-def _checked_deletes(
+def _checked_deletes(  # noqa: C901 (each refusal is one branch, in the order the plan is checked)
     plan: RetentionPlan, seen: Mapping[str, _Seen], pinned: Sequence[str], resumed: set[str]
 ) -> dict[str, set[str]]:
     """The record ids to delete per run, each one re-judged from the store, not the plan.

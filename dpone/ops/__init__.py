@@ -1,7 +1,7 @@
 """The operations planes of SPEC §8 as functions: replay, retention, verify, release gate.
 
-Each is a thin call over the service that does the work (``dlq/replay.py``,
-``runtime/replay_run.py``, ``dlq/retention.py``, the DLQ store, ``evidence/gate.py``) and returns
+Each is a thin call over the service that does the work, in this package (``replay.py``,
+``retention.py``, ``verification.py``, ``gate.py``) and ``replay_run.py``, and returns
 the result object ``dpone ops ...`` renders; every one has a ``to_json()``. Errors follow the
 API's contract: a usage or configuration problem (a folder that is not a DLQ store, a bad
 policy) raises :class:`~dpone.errors.ConfigError`, other failures their ``DponeError``.
@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any
 from dpone.errors import UsageError
 
 if TYPE_CHECKING:
-    from dpone.dlq.replay import ReplayPlan, ReplayResult
-    from dpone.dlq.retention import RetentionPlan, RetentionResult
+    from dpone.dlq.integrity import Finding
     from dpone.dlq.store import DlqStore
-    from dpone.dlq.verify import Finding
-    from dpone.evidence.gate import GateReport
     from dpone.manifest.plan import Plan
-    from dpone.runtime.replay_run import ReplayBinding
+    from dpone.ops.gate import GateReport
+    from dpone.ops.replay import ReplayPlan, ReplayResult
+    from dpone.ops.replay_run import ReplayBinding
+    from dpone.ops.retention import RetentionPlan, RetentionResult
 
 PathLike = str | os.PathLike[str]
 
@@ -92,16 +92,16 @@ def verify(
 ) -> Verification:
     """Check every checksum, index and acknowledgement of the DLQ store (or of one run);
     ``repair`` first closes abandoned runs and removes crash leftovers."""
+    from dpone.ops.verification import repair_store, signature_findings, verify_store
+
     if require_signature:
         from dpone.signing import require_key
 
         require_key()
     store = open_store(dlq_dir)
-    repaired = store.repair(run_id) if repair else []
-    findings = store.verify(run_id)
+    repaired = repair_store(store, run_id) if repair else []
+    findings = verify_store(store, run_id)
     if require_signature:
-        from dpone.dlq.verify import signature_findings
-
         seen = {(f.code, f.run_id) for f in findings}
         findings += [f for f in signature_findings(store, run_id) if (f.code, f.run_id) not in seen]
     return Verification(os.fspath(dlq_dir), run_id, tuple(findings), tuple(repaired))
@@ -120,7 +120,7 @@ def replay_plan(
 ) -> ReplayPlan:
     """The replay plan of DLQ run ``run_id``: unbound (read-only) from ``dlq_dir`` alone, or
     bound to ``manifest``'s file source and sink (what :func:`replay_execute` applies)."""
-    from dpone.dlq import replay
+    from dpone.ops import replay
 
     if manifest is None:
         if dlq_dir is None:
@@ -142,8 +142,8 @@ def replay_execute(
     """Apply the replay of ``run_id`` with the first-party file executor: re-read, re-check
     and load each row once, then acknowledge it. ``plan`` (a file or a plan printed earlier)
     is refused unless it is the plan the store, the manifest and the sink give now."""
-    from dpone.dlq import replay
-    from dpone.runtime.replay_run import execute_replay
+    from dpone.ops import replay
+    from dpone.ops.replay_run import execute_replay
 
     binding = _binding(manifest, run_id, dlq_dir, env)
     stored = replay.load_plan(Path(plan)) if isinstance(plan, str | os.PathLike) else plan
@@ -158,7 +158,7 @@ def _binding(
 ) -> ReplayBinding:
     from dpone.manifest.compiler import compile_manifest
     from dpone.manifest.plan import Plan
-    from dpone.runtime.replay_run import bind
+    from dpone.ops.replay_run import bind
 
     if dlq_dir is not None:
         open_store(dlq_dir)  # a missing folder is a usage error, as everywhere
@@ -180,7 +180,7 @@ def retention_plan(
     """Mark: decide which records may be deleted (deletes nothing). ``now`` (a datetime with
     a time zone or ISO-8601 text; default: now) judges expiry; ``output`` keeps the plan for
     :func:`retention_apply`."""
-    from dpone.dlq.retention import plan_retention
+    from dpone.ops.retention import plan_retention
 
     store = open_store(dlq_dir)
     for folder in evidence_dirs:
@@ -227,7 +227,7 @@ def retention_apply(
 ) -> RetentionResult:
     """Sweep: refuse if the store drifted from ``plan``, else delete what it planned and
     verify every touched run (``result.clean``)."""
-    from dpone.dlq.retention import apply_retention, load_plan
+    from dpone.ops.retention import apply_retention, load_plan
 
     if isinstance(plan, str | os.PathLike):
         plan = load_plan(Path(plan))
@@ -249,7 +249,7 @@ def release_gate(
 ) -> GateReport:
     """Verify evidence bundles and apply a release policy (``report.decision`` is ``pass`` or
     ``blocked``); ``output`` is a folder for ``release_gate.json`` and ``.md``."""
-    from dpone.evidence.gate import GatePolicy, evaluate, write_report
+    from dpone.ops.gate import GatePolicy, evaluate, write_report
 
     ratio = None if max_quarantine_ratio is None else str(max_quarantine_ratio)
     policy = GatePolicy.parse(allowed_outcomes, ratio, require_signature=require_signature)
