@@ -77,7 +77,6 @@ _by_id = itemgetter("record_id")
 _PLAIN = re.compile(r"[A-Za-z0-9:._-]*")
 _ULID_LEN = 26
 _CHECKSUM_LEN = len("sha256:") + 64
-_ULIDS = re.compile(r"(?:[0-7][0-9A-HJKMNP-TV-Z]{25})*")
 _CODE_OF = {code.value: code for code in ReasonCode}
 # One string object per code (the entries of an index share them).
 _CODE_TEXT = {code.value: code.value for code in ReasonCode}
@@ -85,9 +84,11 @@ _ID_OF = itemgetter("record_id")
 _SHA_OF = itemgetter("sha256")
 _CODE_OF_ENTRY = itemgetter("code")
 _COLUMN_OF = itemgetter("column")
-_HEX_OF = itemgetter(slice(len("sha256:"), None))
-_PREFIX_OF = itemgetter(slice(0, len("sha256:")))
-_HEX_DIGITS = b"0123456789abcdef"
+_ULID_ALPHABET = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+# Every hex digit to "x" (and "x" itself away): a column of checksums becomes "sha256:"
+# with its digits as "x"s.
+_DIGITS_AS_X = bytes.maketrans(b"0123456789abcdefx", b"x" * 16 + b"\0")
+_CHECKSUM_AS_X = CHECKSUM_PREFIX.encode().translate(_DIGITS_AS_X) + b"x" * 64
 
 
 def entry(record_id: str, sha256: str, code: str, column: str | None) -> dict[str, Any]:
@@ -485,17 +486,17 @@ def _columns_from_json(items: list[Any]) -> Columns:
         if all(map(dict.__instancecheck__, items)) and set(map(len, items)) <= {4}:
             ids = tuple(map(_ID_OF, items))
             shas = tuple(map(_SHA_OF, items))
-            codes = tuple(map(_CODE_TEXT.__getitem__, map(_CODE_OF_ENTRY, items)))
+            codes = tuple(map(_CODE_OF_ENTRY, items))
             columns = tuple(map(_COLUMN_OF, items))
             if (
                 set(map(len, ids)) <= {_ULID_LEN}
                 and set(map(len, shas)) <= {_CHECKSUM_LEN}
-                and _ULIDS.fullmatch("".join(ids)) is not None
-                and set(map(_PREFIX_OF, shas)) <= {CHECKSUM_PREFIX}
-                and _is_hex("".join(map(_HEX_OF, shas)))
+                and _are_ulids(ids)
+                and _are_checksums(shas)
+                and set(codes) <= _CODE_TEXT.keys()
                 and all(_column_ok(c) for c in set(columns))
             ):
-                return ids, shas, codes, columns
+                return ids, shas, tuple(map(_CODE_TEXT.__getitem__, codes)), columns
     except (TypeError, KeyError):
         pass
     entries = [_entry_from_json(doc, position) for position, doc in enumerate(items)]
@@ -507,9 +508,29 @@ def _columns_from_json(items: list[Any]) -> Columns:
     )
 
 
-def _is_hex(text: str) -> bool:
-    """Whether ``text`` is lowercase hex digits only."""
-    return text.isascii() and not text.encode("ascii").translate(None, _HEX_DIGITS)
+def _are_ulids(ids: Sequence[str]) -> bool:
+    """Whether strings of 26 characters each are all ULIDs, judged on their concatenation:
+    Crockford base-32 characters only, and every first one 0 to 7."""
+    text = "".join(ids)
+    if not text.isascii():
+        return False
+    data = text.encode("ascii")
+    return not data.translate(None, _ULID_ALPHABET) and not data[0::_ULID_LEN].translate(
+        None, b"01234567"
+    )
+
+
+def _are_checksums(shas: Sequence[str]) -> bool:
+    """Whether strings of 71 characters each are all ``sha256:`` and 64 lowercase hex
+    digits, judged on their concatenation: the prefix at its place in each (stride by
+    stride), and the whole once every digit is made an ``x``."""
+    text = "".join(shas)
+    if not text.isascii():
+        return False
+    count = len(shas)
+    if any(text[at::_CHECKSUM_LEN] != char * count for at, char in enumerate(CHECKSUM_PREFIX)):
+        return False
+    return text.encode("ascii").translate(_DIGITS_AS_X) == _CHECKSUM_AS_X * count
 
 
 def _column_ok(column: Any) -> bool:

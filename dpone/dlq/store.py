@@ -39,11 +39,12 @@ import structlog
 from dpone import signing
 from dpone.dlq import fsio, segments
 from dpone.dlq.ack import ReplayAck
-from dpone.dlq.canonical import skip_signature, verify_sealed
+from dpone.dlq.canonical import digest_without, skip_signature, verify_sealed
 from dpone.dlq.errors import (
     DlqAckChecksumMismatch,
     DlqAckConflict,
     DlqAckMismatch,
+    DlqChecksumMismatch,
     DlqError,
     DlqIndexChecksumMismatch,
     DlqIndexDrift,
@@ -509,21 +510,31 @@ class DlqStore:
         self, run_id: str, index: DlqIndex | None = None
     ) -> Iterator[dict[str, Any]]:
         """Every record of an ended run as its JSON document, segment by segment, for readers
-        that need a few fields of many records (a replay plan of 100,000 records).
+        that need a few fields of many records.
 
-        Each segment's bytes must be the bytes its index entry pins: one SHA-256 per segment
-        covers every byte of every record, so each line is exactly the line that was
-        verified when it was written (or compacted), and its ``sha256`` member must be the
-        checksum the index lists for its id. Neither the line's checksum nor the record
-        contract is recomputed (use :meth:`iter_records` for :class:`DlqRecord` objects,
-        which does both). A segment whose bytes differ is decoded line by line to name the
-        line that does not verify.
+        Each segment's bytes must be the bytes its index entry pins (:meth:`pinned_segments`),
+        and each line's ``sha256`` member the checksum the index lists for its id
+        (:func:`segment_documents`). Neither the line's checksum nor the record contract is
+        recomputed (use :meth:`iter_records` for :class:`DlqRecord` objects, which does both).
         """
         if index is None or index.run_id != run_id:
             index = self.read_index(run_id)
+        checksums = index.checksums()
+        for _, where, data in self.pinned_segments(run_id, index):
+            yield from segment_documents(data, where, checksums)
+
+    def pinned_segments(
+        self, run_id: str, index: DlqIndex
+    ) -> Iterator[tuple[SegmentEntry, str, bytes]]:
+        """``(entry, where, bytes)`` of every segment an ended run's verified index lists, in
+        record-id order, each holding exactly the bytes its entry pins.
+
+        One SHA-256 per segment covers every byte of every record: each line is exactly the
+        line that was verified when it was written (or compacted). A segment whose bytes
+        differ is decoded line by line to name the line that does not verify.
+        """
         if index.status == "open":
             raise DlqRunNotOpen(f"run {run_id} is open; read it with iter_records")
-        checksums = index.checksums()
         with self.open_path(RUNS_DIR, run_id, SEGMENTS_DIR, missing=DlqRunNotFound) as fd:
             for seg in sorted(index.segments, key=lambda s: s.first_record_id):
                 where = segment_where(run_id, seg.name)
@@ -532,17 +543,8 @@ class DlqStore:
                     raise DlqIndexDrift(f"{where} is in the index but not on disk")
                 if segments.bytes_checksum(data) != seg.sha256:
                     segments.read_verified(data, run_id, where, seg)  # raises, naming the line
-                lines = data.split(b"\n")
-                lines.pop()
-                for number, line in enumerate(lines, start=1):
-                    doc = orjson.loads(line)
-                    if not isinstance(doc, dict) or checksums.get(
-                        doc.get("record_id", "")
-                    ) != doc.get("sha256"):
-                        raise DlqIndexDrift(
-                            f"{where} line {number} is not a record the index lists as it is"
-                        )
-                    yield doc
+                    raise DlqChecksumMismatch(f"{where} does not verify")  # not reached
+                yield seg, where, data
 
     # --- recovery -------------------------------------------------------------------------------
 
@@ -1150,6 +1152,22 @@ def _ulids_quoted(joined: bytes, count: int) -> bool:
     )
 
 
+def segment_documents(
+    data: bytes, where: str, checksums: Mapping[str, str]
+) -> Iterator[dict[str, Any]]:
+    """The records of pinned segment bytes as JSON documents, each one a record the index
+    lists as it is (``checksums``: the index's record id -> checksum)."""
+    lines = data.split(b"\n")
+    lines.pop()
+    for number, line in enumerate(lines, start=1):
+        doc = orjson.loads(line)
+        if not isinstance(doc, dict) or checksums.get(doc.get("record_id", "")) != doc.get(
+            "sha256"
+        ):
+            raise DlqIndexDrift(f"{where} line {number} is not a record the index lists as it is")
+        yield doc
+
+
 def leftover_segments(scan: SegmentScan, index: DlqIndex) -> list[str]:
     """Unlisted segments of an ended run that hold nothing the index needs.
 
@@ -1283,9 +1301,9 @@ def sealed_claim(data: bytes) -> str | None:
     if found is None:
         return None
     end = skip_signature(data, found.end())
-    body = (data[: found.start()] + data[end:]).rstrip(b"\n")
     claim = found.group(1).decode()
-    return claim if "sha256:" + hashlib.sha256(body).hexdigest() == claim else None
+    digest = digest_without(data, found.start(), end)
+    return claim if digest is not None and "sha256:" + digest == claim else None
 
 
 def take_lock(run_fd: int, where: str, *, create: bool) -> int | None:
@@ -1377,6 +1395,7 @@ __all__ = [
     "scan_segments",
     "sealed_ack_columns",
     "sealed_claim",
+    "segment_documents",
     "segment_where",
     "take_lock",
     "writer_alive",

@@ -170,6 +170,10 @@ _BAD_ENTRIES: list[tuple[str, Any, str]] = [
     ("sha256", "sha256:" + "0" * 64 + "\n", "/sha256"),
     ("sha256", "sha512:" + "0" * 64, "/sha256"),
     ("sha256", "sha256:" + "0" * 63 + "g", "/sha256"),
+    ("sha256", "sha256:" + "0" * 63 + "x", "/sha256"),
+    ("sha256", "sha256:" + "0" * 63 + "\0", "/sha256"),
+    ("sha256", "sha256:" + "0" * 63 + "é", "/sha256"),
+    ("sha256", "sha256" + "0" * 65, "/sha256"),
     ("code", "schema.nope", "/code"),
     ("code", ["schema.type_mismatch"], "/code"),
     ("column", "", "/column"),
@@ -223,3 +227,20 @@ def test_identifiers_checked_at_once_as_one_by_one(values: list[Any]) -> None:
         return True
 
     assert all_identifiers(values) == one_by_one()
+
+
+def test_digest_without_is_the_digest_of_the_joined_stripped_bytes() -> None:
+    """Every string of a, b and newlines up to 7 bytes, every part cut out of it."""
+    import hashlib
+    from itertools import product
+
+    from dpone.dlq.canonical import digest_without
+
+    for size in range(8):
+        for letters in product(b"ab\n", repeat=size):
+            data = bytes(letters)
+            for start in range(size + 1):
+                for stop in range(start, size + 1):
+                    body = (data[:start] + data[stop:]).rstrip(b"\n")
+                    expected = hashlib.sha256(body).hexdigest() if body else None
+                    assert digest_without(data, start, stop) == expected, (data, start, stop)
