@@ -131,13 +131,16 @@ class RunSnapshot:
         )
 
 
-def acks_fingerprint(acks: Mapping[str, str], gone: Collection[str] = ()) -> str:
+def acks_fingerprint(
+    acks: Mapping[str, str], gone: Collection[str] = (), *, plain: bool = False
+) -> str:
     """Checksum of the sorted ``[record_id, ack sha256]`` pairs (``acks``: id -> ack sha256),
-    leaving out the records in ``gone``."""
+    leaving out the records in ``gone``. ``plain``: ``acks`` is what the store verified
+    (:meth:`DlqStore.ack_checksums`: record ids and ``sha256:`` checksums only)."""
     ids = sorted(acks)
     if gone:
         ids = list(compress(ids, list(map(not_, map(gone.__contains__, ids)))))
-    return columns_checksum(ids, list(map(acks.__getitem__, ids)))
+    return columns_checksum(ids, list(map(acks.__getitem__, ids)), plain=plain)
 
 
 def _kept(values: Sequence[str], mask: list[bool]) -> list[str]:
@@ -173,10 +176,16 @@ def _see(store: DlqStore) -> dict[str, _Seen]:
         acks = store.ack_checksums(run_id)
         if index.status == "open":
             names = _open_names(store, run_id)
-            snap = RunSnapshot(run_id, "open", checksum(names), len(names), acks_fingerprint(acks))
+            snap = RunSnapshot(
+                run_id, "open", checksum(names), len(names), acks_fingerprint(acks, plain=True)
+            )
         else:
             snap = RunSnapshot(
-                run_id, index.status, index.fingerprint, index.record_count, acks_fingerprint(acks)
+                run_id,
+                index.status,
+                index.fingerprint,
+                index.record_count,
+                acks_fingerprint(acks, plain=True),
             )
         seen[run_id] = _Seen(snap, acks, index)
     return seen
@@ -486,7 +495,7 @@ def _decide(
                 _kept(index.record_ids, keep), _kept(index.record_checksums, keep), plain=True
             ),
             snap.record_count - len(gone),
-            acks_fingerprint(entry.acks, gone),
+            acks_fingerprint(entry.acks, gone, plain=True),
         )
     cuts_ = tuple(cuts)
     return RunDecision(snap.run_id, snap.status, snap.record_count, protected, cuts_, snapshot)
@@ -578,7 +587,9 @@ def _resumable(plan: RetentionPlan, seen: Mapping[str, _Seen], pinned: Sequence[
             listed = entry.index.checksums() if entry.index is not None else {}
             # The index already lost the planned records; acknowledgements of those records may
             # still be there (they go last), those of the others must be as planned.
-            kept = acks_fingerprint({k: v for k, v in entry.acks.items() if k in listed})
+            kept = acks_fingerprint(
+                {k: v for k, v in entry.acks.items() if k in listed}, plain=True
+            )
             current_snap = entry.snapshot
             if (
                 current_snap.status,

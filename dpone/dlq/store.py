@@ -29,7 +29,8 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
-from itertools import pairwise
+from itertools import compress, pairwise
+from operator import not_
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -1023,18 +1024,17 @@ class DlqStore:
         touched = [
             (name, data, ids)
             for name, data, ids in self.ack_segment_ids(run_id)
-            if any(rid in doomed for rid in ids)
+            if not doomed.isdisjoint(ids)
         ]
         if not touched:
             return
         with self.open_path(ACKS_DIR, run_id) as fd:
             for name, data, ids in touched:
-                lines = data.split(b"\n")
-                keep = [lines[i] + b"\n" for i, rid in enumerate(ids) if rid not in doomed]
-                if keep:
+                kept = list(map(not_, map(doomed.__contains__, ids)))
+                if any(kept):
                     match = ACK_FILE.fullmatch(name)
                     assert match is not None
-                    new_data = segments.encode(keep)
+                    new_data = b"\n".join(compress(data.split(b"\n"), kept)) + b"\n"
                     stem = re.sub(r"\.k[0-9a-f]{12}$", "", match[1])
                     digest = segments.bytes_checksum(new_data)[7:19]
                     new_name = f"{stem}.k{digest}-{match[2]}.jsonl"
