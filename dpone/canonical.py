@@ -113,15 +113,29 @@ def verify_sealed(data: bytes, doc: Mapping[str, Any], member: str = "sha256") -
     if at > 0:
         end = skip_signature(data, at + len(text))
         if data[at - 1 : at] == b",":
-            body = data[: at - 1] + data[end:]
+            digest = digest_without(data, at - 1, end)
         elif data[end : end + 1] == b",":
-            body = data[:at] + data[end + 1 :]
+            digest = digest_without(data, at, end + 1)
         else:
-            body = b""
-        body = body.rstrip(b"\n")
-        if body and hashlib.sha256(body).hexdigest() == claimed[len(CHECKSUM_PREFIX) :]:
+            digest = None
+        if digest == claimed[len(CHECKSUM_PREFIX) :]:
             return True
     return verify_checksum(doc, member)
+
+
+def digest_without(data: bytes, start: int, stop: int) -> str | None:
+    """Hex SHA-256 of ``(data[:start] + data[stop:]).rstrip(b"\\n")`` without copying
+    ``data`` (an index is up to 512 MiB); ``None`` when that is empty."""
+    size = len(data)
+    if stop < size - 1 and data[size - 1] == 10 and data[size - 2] != 10:
+        size -= 1  # the usual case: one final newline, after something that is not one
+    elif not (stop < size and data[size - 1] != 10):  # the rare other cases
+        body = (data[:start] + data[stop:]).rstrip(b"\n")
+        return hashlib.sha256(body).hexdigest() if body else None
+    view = memoryview(data)
+    digest = hashlib.sha256(view[:start])
+    digest.update(view[stop:size])
+    return digest.hexdigest()
 
 
 def skip_signature(data: bytes, end: int) -> int:
@@ -151,6 +165,7 @@ __all__ = [
     "canonical_json",
     "checksum",
     "checksum_of",
+    "digest_without",
     "fast_path_ok",
     "skip_signature",
     "verify_checksum",

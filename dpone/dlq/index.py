@@ -19,13 +19,17 @@ from __future__ import annotations
 
 import hashlib
 import re
+from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from operator import itemgetter
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import compress
+from operator import itemgetter, not_
 from typing import Any, Literal, get_args
 
-from dpone.canonical import CHECKSUM_PATTERN, checksum
+import orjson
+
+from dpone.canonical import CHECKSUM_PATTERN, CHECKSUM_PREFIX, checksum, fast_path_ok
 from dpone.contracts.reasons import ReasonCode
 from dpone.dlq.errors import DlqIndexInvalid
 from dpone.dlq.model import MAX_NAME_LENGTH, TIMESTAMP_PATTERN
@@ -73,9 +77,18 @@ _by_id = itemgetter("record_id")
 _PLAIN = re.compile(r"[A-Za-z0-9:._-]*")
 _ULID_LEN = 26
 _CHECKSUM_LEN = len("sha256:") + 64
-_ULIDS = re.compile(r"(?:[0-7][0-9A-HJKMNP-TV-Z]{25})*")
-_CHECKSUMS = re.compile(r"(?:sha256:[0-9a-f]{64})*")
 _CODE_OF = {code.value: code for code in ReasonCode}
+# One string object per code (the entries of an index share them).
+_CODE_TEXT = {code.value: code.value for code in ReasonCode}
+_ID_OF = itemgetter("record_id")
+_SHA_OF = itemgetter("sha256")
+_CODE_OF_ENTRY = itemgetter("code")
+_COLUMN_OF = itemgetter("column")
+_ULID_ALPHABET = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+# Every hex digit to "x" (and "x" itself away): a column of checksums becomes "sha256:"
+# with its digits as "x"s.
+_DIGITS_AS_X = bytes.maketrans(b"0123456789abcdefx", b"x" * 16 + b"\0")
+_CHECKSUM_AS_X = CHECKSUM_PREFIX.encode().translate(_DIGITS_AS_X) + b"x" * 64
 
 
 def entry(record_id: str, sha256: str, code: str, column: str | None) -> dict[str, Any]:
@@ -95,10 +108,26 @@ def pairs_checksum(pairs: list[tuple[str, str]]) -> str:
     bytes joined here: this skips walking a list of up to a million pairs to prove it (an
     index is read by every plan). Any other string goes the general way.
     """
-    if _PLAIN.fullmatch("".join(["".join(pair) for pair in pairs])):
-        body = ",".join(f'["{a}","{b}"]' for a, b in pairs)
-        return "sha256:" + hashlib.sha256(f"[{body}]".encode()).hexdigest()
-    return checksum([list(pair) for pair in pairs])
+    return columns_checksum([a for a, _ in pairs], [b for _, b in pairs])
+
+
+def columns_checksum(firsts: Sequence[str], seconds: Sequence[str], *, plain: bool = False) -> str:
+    """:func:`pairs_checksum` of ``zip(firsts, seconds)``, from the two columns.
+
+    ``plain``: the caller checked that every string is a record id or a ``sha256:`` checksum
+    (no quote, backslash or control character), so the joined bytes are the canonical JSON.
+    """
+    if not firsts:
+        return checksum([])
+    if plain or (_plain(firsts) and _plain(seconds)):
+        body = '"],["'.join(map('","'.join, zip(firsts, seconds, strict=True)))
+        return "sha256:" + hashlib.sha256(f'[["{body}"]]'.encode()).hexdigest()
+    return checksum([[a, b] for a, b in zip(firsts, seconds, strict=True)])
+
+
+def _plain(values: Sequence[str]) -> bool:
+    """Whether every value is a string of ``[A-Za-z0-9:._-]`` (its JSON is itself, quoted)."""
+    return set(map(type, values)) <= {str} and _PLAIN.fullmatch("".join(values)) is not None
 
 
 def build_index_doc(
@@ -121,7 +150,7 @@ def build_index_doc(
     ``entries`` is sorted in place by id."""
     entries.sort(key=_by_id)
     listed = sorted((s.to_json() for s in segments), key=itemgetter("name"))
-    reason_counts = Counter(e["code"] for e in entries)
+    reason_counts = Counter(map(_CODE_OF_ENTRY, entries))
     doc: dict[str, Any] = {
         "schema": INDEX_SCHEMA,
         "run_id": run_id,
@@ -138,10 +167,52 @@ def build_index_doc(
         "reason_counts": dict(sorted(reason_counts.items())),
         "records": entries,
         "segments": listed,
-        "fingerprint": fingerprint((e["record_id"], e["sha256"]) for e in entries),
+        "fingerprint": _entries_fingerprint(entries),
     }
-    doc["sha256"] = checksum(doc)
+    doc["sha256"] = _index_checksum(doc)
     return sign(doc) if sign is not None else doc
+
+
+def _entries_fingerprint(entries: list[dict[str, Any]]) -> str:
+    """:func:`fingerprint` of entries sorted by id: when the ids are distinct strings, the
+    entries are in pair order already and the pairs need no sorting."""
+    ids = list(map(_ID_OF, entries))
+    shas = list(map(_SHA_OF, entries))
+    if set(map(type, ids)) <= {str} and all(map(str.__lt__, ids, ids[1:])):
+        return columns_checksum(ids, shas)
+    return fingerprint(zip(ids, shas, strict=True))
+
+
+def _index_checksum(doc: dict[str, Any]) -> str:
+    """``checksum(doc)`` of an index document. Its entries are flat objects of four ASCII
+    keys: when every value is a string or null (what the store writes), the canonical form
+    is orjson's with sorted keys, without walking every entry to prove it value by value."""
+    records = doc["records"]
+    head = {key: value for key, value in doc.items() if key != "records"}
+    if not (fast_path_ok(head) and _plain_entries(records)):
+        return checksum(doc)
+    try:
+        data = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:
+        return checksum(doc)  # raises the canonical error
+    return CHECKSUM_PREFIX + hashlib.sha256(data).hexdigest()
+
+
+def _plain_entries(records: Any) -> bool:
+    """Whether ``records`` is a list of objects of exactly the four entry keys whose values
+    are strings or null (exact types, as :func:`fast_path_ok` wants them)."""
+    if type(records) is not list or not set(map(type, records)) <= {dict}:
+        return False
+    if not set(map(len, records)) <= {len(ENTRY_KEYS)}:
+        return False
+    try:
+        values = set(map(type, map(_ID_OF, records)))
+        values.update(map(type, map(_SHA_OF, records)))
+        values.update(map(type, map(_CODE_OF_ENTRY, records)))
+        values.update(map(type, map(_COLUMN_OF, records)))
+    except KeyError:
+        return False
+    return values <= {str, type(None)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,9 +226,19 @@ class IndexEntry:
         return entry(self.record_id, self.sha256, self.code.value, self.column)
 
 
+#: An index's records as four columns in record-id order: ids, checksums, codes, columns.
+Columns = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str | None, ...]]
+
+
 @dataclass(frozen=True, slots=True)
 class DlqIndex:
-    """A verified run index (the store checked its checksum before building this)."""
+    """A verified run index (the store checked its checksum before building this).
+
+    Its records are kept as columns in record-id order (``record_ids``,
+    ``record_checksums``, ``codes``, ``columns``): an index holds up to a million records,
+    and planning a replay or a retention needs ids, checksums and counts, not one object per
+    record. :attr:`entries` builds the :class:`IndexEntry` objects on first use.
+    """
 
     run_id: str
     load_id: str
@@ -169,20 +250,37 @@ class DlqIndex:
     created_at: str
     updated_at: str
     owner_pid: int | None
-    entries: tuple[IndexEntry, ...]
+    record_ids: tuple[str, ...]
+    record_checksums: tuple[str, ...]
+    codes: tuple[str, ...]
+    columns: tuple[str | None, ...]
     segments: tuple[SegmentEntry, ...]
     reason_counts: Mapping[str, int]
     fingerprint: str
     sha256: str
     signature: Mapping[str, str] | None = None
+    _entries: tuple[IndexEntry, ...] | None = field(default=None, compare=False, repr=False)
 
     @property
     def record_count(self) -> int:
-        return len(self.entries)
+        return len(self.record_ids)
 
     @property
-    def record_ids(self) -> tuple[str, ...]:
-        return tuple(e.record_id for e in self.entries)
+    def entries(self) -> tuple[IndexEntry, ...]:
+        """One :class:`IndexEntry` per record, in record-id order (built once, on demand)."""
+        if self._entries is None:
+            built = tuple(
+                map(
+                    IndexEntry,
+                    self.record_ids,
+                    self.record_checksums,
+                    map(_CODE_OF.__getitem__, self.codes),
+                    self.columns,
+                )
+            )
+            object.__setattr__(self, "_entries", built)
+            return built
+        return self._entries
 
     def segment_of(self, record_id: str) -> SegmentEntry | None:
         """The listed segment that holds ``record_id`` (by its first/last record ids)."""
@@ -193,7 +291,23 @@ class DlqIndex:
 
     def checksums(self) -> dict[str, str]:
         """record_id -> record checksum."""
-        return {e.record_id: e.sha256 for e in self.entries}
+        return dict(zip(self.record_ids, self.record_checksums, strict=True))
+
+    def records_json(self, gone: Container[str] = ()) -> list[dict[str, Any]]:
+        """The index's ``records`` (those whose id is not in ``gone``), as the file lists them."""
+        columns: tuple[Sequence[str | None], ...] = (
+            self.record_ids,
+            self.record_checksums,
+            self.codes,
+            self.columns,
+        )
+        if gone:
+            keep = list(map(not_, map(gone.__contains__, self.record_ids)))
+            columns = tuple(list(compress(column, keep)) for column in columns)
+        return [
+            {"record_id": a, "sha256": b, "code": c, "column": d}
+            for a, b, c, d in zip(*columns, strict=True)
+        ]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -210,29 +324,31 @@ class DlqIndex:
             "owner": None if self.owner_pid is None else {"pid": self.owner_pid},
             "record_count": self.record_count,
             "reason_counts": dict(self.reason_counts),
-            "records": [e.to_json() for e in self.entries],
+            "records": self.records_json(),
             "segments": [s.to_json() for s in self.segments],
             "fingerprint": self.fingerprint,
             "sha256": self.sha256,
         } | ({} if self.signature is None else {"signature": dict(self.signature)})
 
     @classmethod
-    def built(
-        cls,
-        doc: Mapping[str, Any],
-        entries: tuple[IndexEntry, ...],
-        segments: tuple[SegmentEntry, ...],
-    ) -> DlqIndex:
+    def built(cls, doc: Mapping[str, Any], segments: tuple[SegmentEntry, ...]) -> DlqIndex:
         """The index of a document this process just built from checked parts (no re-check:
         the store calls it right after writing ``doc``, whose parts it read verified)."""
+        records = doc["records"]
+        columns: Columns = (
+            tuple(map(_ID_OF, records)),
+            tuple(map(_SHA_OF, records)),
+            tuple(map(_CODE_TEXT.__getitem__, map(_CODE_OF_ENTRY, records))),
+            tuple(map(_COLUMN_OF, records)),
+        )
         ordered = tuple(sorted(segments, key=lambda seg: seg.name))
-        return cls._of(doc, entries, ordered, dict(doc["reason_counts"]))
+        return cls._of(doc, columns, ordered, dict(doc["reason_counts"]))
 
     @classmethod
     def _of(
         cls,
         doc: Mapping[str, Any],
-        entries: tuple[IndexEntry, ...],
+        columns: Columns,
         segments: tuple[SegmentEntry, ...],
         reason_counts: Mapping[str, int],
     ) -> DlqIndex:
@@ -248,7 +364,10 @@ class DlqIndex:
             created_at=doc["created_at"],
             updated_at=doc["updated_at"],
             owner_pid=None if owner is None else owner["pid"],
-            entries=entries,
+            record_ids=columns[0],
+            record_checksums=columns[1],
+            codes=columns[2],
+            columns=columns[3],
             segments=segments,
             reason_counts=reason_counts,
             fingerprint=doc["fingerprint"],
@@ -264,20 +383,21 @@ class DlqIndex:
         if "signature" in doc and not well_formed(doc["signature"]):
             raise _invalid("/signature")
         _check_header(doc)
-        entries = _entries_from_json(_list(doc["records"]))
-        ids = [e.record_id for e in entries]
-        if ids != sorted(ids) or len(set(ids)) != len(ids):
+        columns = _columns_from_json(_list(doc["records"]))
+        ids, shas, codes, _ = columns
+        if list(ids) != sorted(ids) or len(set(ids)) != len(ids):
             raise _invalid("/records")
-        if doc["record_count"] != len(entries):
+        if doc["record_count"] != len(ids):
             raise _invalid("/record_count")
-        counts = Counter(e["code"] for e in doc["records"])
+        counts = Counter(codes)
         if doc["reason_counts"] != dict(counts):
             raise _invalid("/reason_counts")
-        # Entries are sorted by id: the pairs are in fingerprint order already.
-        if doc["fingerprint"] != pairs_checksum([(e.record_id, e.sha256) for e in entries]):
+        # Sorted by id: the pairs are in fingerprint order already; every id is a ULID and
+        # every checksum a sha256: checksum (checked above), so they are plain.
+        if doc["fingerprint"] != columns_checksum(ids, shas, plain=True):
             raise _invalid("/fingerprint")
         segments = _segments_from_json(doc["segments"], ids)
-        return cls._of(doc, entries, segments, dict(sorted(counts.items())))
+        return cls._of(doc, columns, segments, dict(sorted(counts.items())))
 
 
 def _invalid(pointer: str) -> DlqIndexInvalid:
@@ -290,7 +410,7 @@ def _list(value: Any) -> list[Any]:
     return value
 
 
-def _segments_from_json(value: Any, ids: list[str]) -> tuple[SegmentEntry, ...]:
+def _segments_from_json(value: Any, ids: Sequence[str]) -> tuple[SegmentEntry, ...]:
     """The listed segments: named once each, in name order, accounting for every record."""
     if not isinstance(value, list):
         raise _invalid("/segments")
@@ -300,11 +420,16 @@ def _segments_from_json(value: Any, ids: list[str]) -> tuple[SegmentEntry, ...]:
         raise _invalid("/segments")
     if sum(s.record_count for s in segments) != len(ids):
         raise _invalid("/segments")
-    listed = set(ids)
     for position, segment in enumerate(segments):
-        if segment.first_record_id not in listed or segment.last_record_id not in listed:
+        if not (_listed(ids, segment.first_record_id) and _listed(ids, segment.last_record_id)):
             raise _invalid(f"/segments/{position}")
     return segments
+
+
+def _listed(ids: Sequence[str], record_id: str) -> bool:
+    """Whether ``record_id`` is in ``ids`` (sorted)."""
+    at = bisect_left(ids, record_id)
+    return at < len(ids) and ids[at] == record_id
 
 
 def _check_header(doc: dict[str, Any]) -> None:  # noqa: C901 (a flat check per field of an untrusted document)
@@ -350,32 +475,62 @@ def _check_header(doc: dict[str, Any]) -> None:  # noqa: C901 (a flat check per 
             raise _invalid(f"/{key}")
 
 
-def _entries_from_json(items: list[Any]) -> tuple[IndexEntry, ...]:
+def _columns_from_json(items: list[Any]) -> Columns:
     """Every entry checked, column by column over all entries at once (an index holds up to
     a million entries and is read by every replay and retention plan); the first entry that
     fails is then checked alone, for its pointer."""
     try:
-        ids = [e["record_id"] for e in items]
-        shas = [e["sha256"] for e in items]
-        codes = [e["code"] for e in items]
-        columns = [e["column"] for e in items]
-        # Whole-list checks in C: four keys found and four keys in all; one regex over the
-        # joined ids (each 26 long) and checksums; the few distinct codes and columns alone.
-        fast = (
-            all(map(dict.__instancecheck__, items))
-            and set(map(len, items)) <= {4}
-            and set(map(len, ids)) <= {_ULID_LEN}
-            and set(map(len, shas)) <= {_CHECKSUM_LEN}
-            and _ULIDS.fullmatch("".join(ids)) is not None
-            and _CHECKSUMS.fullmatch("".join(shas)) is not None
-            and set(codes) <= _CODE_OF.keys()
-            and all(_column_ok(c) for c in set(columns))
-        )
+        # Whole-list checks in C: objects of four keys, each of the four found; one regex
+        # over the joined ids (each 26 long); every checksum's prefix, then its hex digits
+        # at once; the few distinct codes and columns alone.
+        if all(map(dict.__instancecheck__, items)) and set(map(len, items)) <= {4}:
+            ids = tuple(map(_ID_OF, items))
+            shas = tuple(map(_SHA_OF, items))
+            codes = tuple(map(_CODE_OF_ENTRY, items))
+            columns = tuple(map(_COLUMN_OF, items))
+            if (
+                set(map(len, ids)) <= {_ULID_LEN}
+                and set(map(len, shas)) <= {_CHECKSUM_LEN}
+                and _are_ulids(ids)
+                and _are_checksums(shas)
+                and set(codes) <= _CODE_TEXT.keys()
+                and all(_column_ok(c) for c in set(columns))
+            ):
+                return ids, shas, tuple(map(_CODE_TEXT.__getitem__, codes)), columns
     except (TypeError, KeyError):
-        fast = False
-    if not fast:
-        return tuple(_entry_from_json(doc, position) for position, doc in enumerate(items))
-    return tuple(map(IndexEntry, ids, shas, map(_CODE_OF.__getitem__, codes), columns))
+        pass
+    entries = [_entry_from_json(doc, position) for position, doc in enumerate(items)]
+    return (
+        tuple(e.record_id for e in entries),
+        tuple(e.sha256 for e in entries),
+        tuple(e.code.value for e in entries),
+        tuple(e.column for e in entries),
+    )
+
+
+def _are_ulids(ids: Sequence[str]) -> bool:
+    """Whether strings of 26 characters each are all ULIDs, judged on their concatenation:
+    Crockford base-32 characters only, and every first one 0 to 7."""
+    text = "".join(ids)
+    if not text.isascii():
+        return False
+    data = text.encode("ascii")
+    return not data.translate(None, _ULID_ALPHABET) and not data[0::_ULID_LEN].translate(
+        None, b"01234567"
+    )
+
+
+def _are_checksums(shas: Sequence[str]) -> bool:
+    """Whether strings of 71 characters each are all ``sha256:`` and 64 lowercase hex
+    digits, judged on their concatenation: the prefix at its place in each (stride by
+    stride), and the whole once every digit is made an ``x``."""
+    text = "".join(shas)
+    if not text.isascii():
+        return False
+    count = len(shas)
+    if any(text[at::_CHECKSUM_LEN] != char * count for at, char in enumerate(CHECKSUM_PREFIX)):
+        return False
+    return text.encode("ascii").translate(_DIGITS_AS_X) == _CHECKSUM_AS_X * count
 
 
 def _column_ok(column: Any) -> bool:
@@ -388,7 +543,7 @@ def _entry_from_json(doc: Any, position: int) -> IndexEntry:
         raise _invalid(pointer)
     if not is_ulid(doc["record_id"]):
         raise _invalid(pointer + "/record_id")
-    if type(doc["sha256"]) is not str or not _CHECKSUM.match(doc["sha256"]):
+    if type(doc["sha256"]) is not str or not _CHECKSUM.fullmatch(doc["sha256"]):
         raise _invalid(pointer + "/sha256")
     if type(doc["code"]) is not str or doc["code"] not in _CODES:
         raise _invalid(pointer + "/code")
@@ -402,11 +557,13 @@ __all__ = [
     "INDEX_SCHEMA",
     "RUN_STATUSES",
     "STATUS_REASONS",
+    "Columns",
     "DlqIndex",
     "IndexEntry",
     "RunStatus",
     "StatusReason",
     "build_index_doc",
+    "columns_checksum",
     "entry",
     "fingerprint",
     "pairs_checksum",

@@ -29,7 +29,8 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
-from itertools import pairwise
+from itertools import compress, pairwise
+from operator import not_
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,13 +38,14 @@ import orjson
 import structlog
 
 from dpone import durable, signing
-from dpone.canonical import skip_signature, verify_sealed
+from dpone.canonical import digest_without, skip_signature, verify_sealed
 from dpone.dlq import fsio, segments
 from dpone.dlq.ack import ReplayAck
 from dpone.dlq.errors import (
     DlqAckChecksumMismatch,
     DlqAckConflict,
     DlqAckMismatch,
+    DlqChecksumMismatch,
     DlqError,
     DlqIndexChecksumMismatch,
     DlqIndexDrift,
@@ -99,12 +101,22 @@ MAX_ACK_SEGMENT_BYTES = 1 << 30
 _ACK_PUBLISH_TRIES = 1000
 
 _PIPELINE = re.compile(PIPELINE_PATTERN)
+# Identifiers (``IDENTIFIER_PATTERN``), each followed by a newline, which none may hold.
+_IDENTIFIER_LINES = re.compile(r"(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}\n)*")
 log = structlog.get_logger("dpone.dlq")
 
 
 def dumps(doc: Any) -> bytes:
     """How documents are written: compact JSON with sorted keys and a final newline."""
     return orjson.dumps(doc, option=orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE)
+
+
+def all_identifiers(values: Collection[Any]) -> bool:
+    """Whether every value is a safe identifier (:func:`check_identifier`), checked at once."""
+    if not set(map(type, values)) <= {str}:
+        return False
+    text = "\n".join(values) + "\n" if values else ""
+    return text.count("\n") == len(values) and _IDENTIFIER_LINES.fullmatch(text) is not None
 
 
 def segment_where(run_id: str, name: str) -> str:
@@ -281,8 +293,10 @@ class DlqStore:
             )
         self.clock: Clock = clock if clock is not None else system_clock
         self.environment = environment
+        # Indexes verified by this store, by run and content (see read_index_at).
+        self._indexes = IndexCache()
         # Ack segments verified by this store, by content (see _ack_lines).
-        self._ack_cache: dict[tuple[str, bytes], list[tuple[str, str]]] = {}
+        self._ack_cache: dict[tuple[str, bytes], tuple[list[str], list[str]]] = {}
 
     # --- time and paths -------------------------------------------------------------------------
 
@@ -419,7 +433,7 @@ class DlqStore:
         """The verified index of a run (checksum, fingerprint, internal consistency)."""
         check_identifier(run_id, "run id")
         with self.open_path(RUNS_DIR, run_id, missing=DlqRunNotFound) as run_fd:
-            return read_index_at(run_fd, run_id)
+            return read_index_at(run_fd, run_id, cache=self._indexes)
 
     def read_record(self, run_id: str, record_id: str) -> DlqRecord:
         """One verified record, found through its run's index (an open run: on disk)."""
@@ -497,21 +511,31 @@ class DlqStore:
         self, run_id: str, index: DlqIndex | None = None
     ) -> Iterator[dict[str, Any]]:
         """Every record of an ended run as its JSON document, segment by segment, for readers
-        that need a few fields of many records (a replay plan of 100,000 records).
+        that need a few fields of many records.
 
-        Each segment's bytes must be the bytes its index entry pins: one SHA-256 per segment
-        covers every byte of every record, so each line is exactly the line that was
-        verified when it was written (or compacted), and its ``sha256`` member must be the
-        checksum the index lists for its id. Neither the line's checksum nor the record
-        contract is recomputed (use :meth:`iter_records` for :class:`DlqRecord` objects,
-        which does both). A segment whose bytes differ is decoded line by line to name the
-        line that does not verify.
+        Each segment's bytes must be the bytes its index entry pins (:meth:`pinned_segments`),
+        and each line's ``sha256`` member the checksum the index lists for its id
+        (:func:`segment_documents`). Neither the line's checksum nor the record contract is
+        recomputed (use :meth:`iter_records` for :class:`DlqRecord` objects, which does both).
         """
         if index is None or index.run_id != run_id:
             index = self.read_index(run_id)
+        checksums = index.checksums()
+        for _, where, data in self.pinned_segments(run_id, index):
+            yield from segment_documents(data, where, checksums)
+
+    def pinned_segments(
+        self, run_id: str, index: DlqIndex
+    ) -> Iterator[tuple[SegmentEntry, str, bytes]]:
+        """``(entry, where, bytes)`` of every segment an ended run's verified index lists, in
+        record-id order, each holding exactly the bytes its entry pins.
+
+        One SHA-256 per segment covers every byte of every record: each line is exactly the
+        line that was verified when it was written (or compacted). A segment whose bytes
+        differ is decoded line by line to name the line that does not verify.
+        """
         if index.status == "open":
             raise DlqRunNotOpen(f"run {run_id} is open; read it with iter_records")
-        checksums = index.checksums()
         with self.open_path(RUNS_DIR, run_id, SEGMENTS_DIR, missing=DlqRunNotFound) as fd:
             for seg in sorted(index.segments, key=lambda s: s.first_record_id):
                 where = segment_where(run_id, seg.name)
@@ -520,17 +544,8 @@ class DlqStore:
                     raise DlqIndexDrift(f"{where} is in the index but not on disk")
                 if segments.bytes_checksum(data) != seg.sha256:
                     segments.read_verified(data, run_id, where, seg)  # raises, naming the line
-                lines = data.split(b"\n")
-                lines.pop()
-                for number, line in enumerate(lines, start=1):
-                    doc = orjson.loads(line)
-                    if not isinstance(doc, dict) or checksums.get(
-                        doc.get("record_id", "")
-                    ) != doc.get("sha256"):
-                        raise DlqIndexDrift(
-                            f"{where} line {number} is not a record the index lists as it is"
-                        )
-                    yield doc
+                    raise DlqChecksumMismatch(f"{where} does not verify")  # not reached
+                yield seg, where, data
 
     # --- recovery -------------------------------------------------------------------------------
 
@@ -583,7 +598,7 @@ class DlqStore:
                     "aborted",
                     reason,
                     owner=False,
-                    entries=[e.to_json() for e in index.entries],
+                    entries=index.records_json(),
                     segments=index.segments,
                 )
                 fsio.replace_atomic(run_fd, INDEX_FILE, dumps(doc), f"{where}/{INDEX_FILE}")
@@ -795,40 +810,38 @@ class DlqStore:
         retention needs of the acknowledgements: which records, and which acks).
 
         Lines in the form dpone writes are checked on their bytes (one SHA-256 each, see
-        :func:`_sealed_ack_fields`); anything else, or the same record acknowledged twice,
+        :func:`sealed_ack_columns`); anything else, or the same record acknowledged twice,
         goes through :meth:`read_acks`, which parses and judges every acknowledgement.
         """
         check_identifier(run_id, "run id")
         out: dict[str, str] = {}
         for _, _, data in self._ack_files(run_id):
-            fields = self._ack_lines(run_id, data)
-            if fields is None:
+            columns = self._ack_lines(run_id, data)
+            if columns is None:
                 return {rid: a.sha256 for rid, a in self.read_acks(run_id).items()}
-            for rid, sha in fields:
+            ids, shas = columns
+            fresh = dict(zip(ids, shas, strict=True))
+            if len(fresh) == len(ids) and fresh.keys().isdisjoint(out):
+                out.update(fresh)
+                continue
+            for rid, sha in zip(ids, shas, strict=True):
                 if out.setdefault(rid, sha) != sha:
                     return {rid: a.sha256 for rid, a in self.read_acks(run_id).items()}
         return out
 
-    def _ack_lines(self, run_id: str, data: bytes) -> list[tuple[str, str]] | None:
-        """``(record_id, sha256)`` per line of an ack segment in the form dpone writes, every
-        line's bytes verified; ``None`` when a line needs the full check. Remembered by the
-        segment's bytes, so retention's plan, check and sweep read each segment once."""
+    def _ack_lines(self, run_id: str, data: bytes) -> tuple[list[str], list[str]] | None:
+        """The record ids and ack checksums of an ack segment in the form dpone writes, every
+        line's bytes verified (:func:`sealed_ack_columns`); ``None`` when a line needs the
+        full check. Remembered by the segment's bytes (their SHA-256), so retention's plan,
+        check and sweep verify each segment once."""
         key = (run_id, hashlib.sha256(data).digest())
         cached = self._ack_cache.get(key)
         if cached is not None:
             return cached
-        run_member = b'"run_id":' + orjson.dumps(run_id)
-        lines = data.split(b"\n")
-        if lines.pop() or not lines:
-            return None
-        out = []
-        for line in lines:
-            fields = _sealed_ack_fields(line) if run_member in line else None
-            if fields is None:
-                return None
-            out.append(fields)
-        self._ack_cache[key] = out
-        return out
+        found = sealed_ack_columns(data, run_id)
+        if found is not None:
+            self._ack_cache[key] = found
+        return found
 
     def ack_segments(self, run_id: str) -> list[tuple[str, bytes, list[ReplayAck]]]:
         """Every ack segment of a run as ``(name, bytes, acks)``, verified, in name order."""
@@ -844,7 +857,7 @@ class DlqStore:
         for name, where, data in self._ack_files(run_id):
             fast = self._ack_lines(run_id, data)
             if fast is not None:
-                out.append((name, data, [rid for rid, _ in fast]))
+                out.append((name, data, fast[0]))
                 continue
             lines = data.split(b"\n")
             if lines.pop():
@@ -901,8 +914,9 @@ class DlqStore:
         """
         check_identifier(run_id, "run id")
         doomed = set(record_ids)
-        for record_id in doomed:
-            check_identifier(record_id, "record id")
+        if not all_identifiers(doomed):
+            for record_id in doomed:
+                check_identifier(record_id, "record id")  # raises, with the right code
         where = f"{RUNS_DIR}/{run_id}"
         seg_where = f"{where}/{SEGMENTS_DIR}"
         with self.open_path(RUNS_DIR, run_id, missing=DlqRunNotFound) as run_fd:
@@ -910,12 +924,14 @@ class DlqStore:
             if lock_fd is None:
                 raise DlqRunLocked(f"{where} has a live writer; its records cannot be deleted")
             try:
-                index = read_index_at(run_fd, run_id, known)
+                index = read_index_at(run_fd, run_id, known, cache=self._indexes)
                 if index.status == "open":
                     raise DlqRunNotOpen(f"run {run_id} is open; records of an open run stay")
                 segments_fd, _ = fsio.open_dir(run_fd, SEGMENTS_DIR, seg_where, create=True)
                 try:
                     index, replaced = self._compact(run_fd, segments_fd, index, doomed)
+                    if replaced:
+                        self._indexes.drop(run_id)
                     for name in replaced:
                         durable.unlink_quietly(segments_fd, name)
                     if replaced:
@@ -935,14 +951,14 @@ class DlqStore:
         """Publish the compacted segments and replace the index; the index and the names of
         the segments it no longer lists (for the caller to remove)."""
         run_id = index.run_id
-        ids = [e.record_id for e in index.entries]
+        ids = index.record_ids
         listed: list[SegmentEntry] = []
         replaced: list[str] = []
         for seg in index.segments:
             inside = ids[
                 bisect_left(ids, seg.first_record_id) : bisect_right(ids, seg.last_record_id)
             ]
-            going = sum(1 for rid in inside if rid in doomed)
+            going = sum(map(doomed.__contains__, inside))
             if not going:
                 listed.append(seg)
                 continue
@@ -980,19 +996,18 @@ class DlqStore:
         if not replaced:
             return index, replaced
         checkpoint("retention_after_compact")
-        remaining = tuple(e for e in index.entries if e.record_id not in doomed)
         doc = self.index_doc(
             RunHeader.of(index),
             index.status,
             index.status_reason,
             owner=False,
-            entries=[e.to_json() for e in remaining],
+            entries=index.records_json(doomed),
             segments=listed,
         )
         where = f"{RUNS_DIR}/{run_id}/{INDEX_FILE}"
         fsio.replace_atomic(run_fd, INDEX_FILE, dumps(doc), where)
         checkpoint("retention_after_index")
-        return DlqIndex.built(doc, remaining, tuple(listed)), replaced
+        return DlqIndex.built(doc, tuple(listed)), replaced
 
     def remove_acks(self, run_id: str, record_ids: Collection[str]) -> None:
         """Remove the acknowledgements of records an ended run no longer lists (what an
@@ -1009,18 +1024,17 @@ class DlqStore:
         touched = [
             (name, data, ids)
             for name, data, ids in self.ack_segment_ids(run_id)
-            if any(rid in doomed for rid in ids)
+            if not doomed.isdisjoint(ids)
         ]
         if not touched:
             return
         with self.open_path(ACKS_DIR, run_id) as fd:
             for name, data, ids in touched:
-                lines = data.split(b"\n")
-                keep = [lines[i] + b"\n" for i, rid in enumerate(ids) if rid not in doomed]
-                if keep:
+                kept = list(map(not_, map(doomed.__contains__, ids)))
+                if any(kept):
                     match = ACK_FILE.fullmatch(name)
                     assert match is not None
-                    new_data = segments.encode(keep)
+                    new_data = b"\n".join(compress(data.split(b"\n"), kept)) + b"\n"
                     stem = re.sub(r"\.k[0-9a-f]{12}$", "", match[1])
                     digest = segments.bytes_checksum(new_data)[7:19]
                     new_name = f"{stem}.k{digest}-{match[2]}.jsonl"
@@ -1055,27 +1069,86 @@ def name_exists(dir_fd: int, name: str, where: str) -> bool:
     return True
 
 
-_ACK_ID = re.compile(rb'"record_id":"([0-7][0-9A-HJKMNP-TV-Z]{25})"')
-_ACK_SHA = re.compile(rb',"sha256":"sha256:([0-9a-f]{64})"')
+_ACK_ID_KEY = b'"record_id":"'
+_ACK_SHA_KEY = b',"sha256":"sha256:'
+_ACK_SCHEMA_MEMBER = b',"schema":"dpone.dlq-replay-ack.v1"'
+_ULID_ALPHABET = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 
-def _sealed_ack_fields(line: bytes) -> tuple[str, str] | None:
-    """``(record_id, sha256)`` of an ack line in the form dpone writes (canonical JSON with
-    its checksum member inserted) whose bytes hash to that checksum; ``None`` otherwise.
+def sealed_ack_columns(data: bytes, run_id: str) -> tuple[list[str], list[str]] | None:
+    """``(record ids, ack checksums)``, line by line, of an ack segment whose every line is in
+    the form dpone writes (canonical JSON with its checksum member inserted) and hashes to
+    its checksum; ``None`` when any line is not (for the caller to judge it in full).
 
-    A JSON string cannot hold an unescaped quote, so ``"record_id":"`` and ``,"sha256":"``
-    with bare quotes can only be the members themselves; an acknowledgement is flat.
+    In that form an acknowledgement is flat, its members in key order: ``run_id``, then
+    ``schema``, then ``sha256``, then ``target_identity``. A JSON string cannot hold a bare
+    quote, so ``,"sha256":"sha256:`` and ``"record_id":"`` can only be members; each must be
+    on every line exactly once (counted over the whole segment, every line having one). The
+    bytes of a line without its checksum member must hash to it: one SHA-256 per line, the
+    rest is found where it was on the line before (the lines of one replay look alike).
     """
-    ids = _ACK_ID.findall(line)
-    shas = list(_ACK_SHA.finditer(line))
-    if len(ids) != 1 or len(shas) != 1:
+    lines = data.split(b"\n")
+    if lines.pop() or not lines:
         return None
-    found = shas[0]
-    body = line[: found.start()] + line[found.end() :]
-    digest = found.group(1)
-    if hashlib.sha256(body).hexdigest().encode() != digest:
+    before = b',"run_id":' + orjson.dumps(run_id) + _ACK_SCHEMA_MEMBER
+    width = len(before)
+    key, key_len, id_key, id_len = _ACK_SHA_KEY, len(_ACK_SHA_KEY), _ACK_ID_KEY, len(_ACK_ID_KEY)
+    sha256 = hashlib.sha256
+    rest = at = 0  # bytes after the checksum member, and where the id member starts
+    ids: list[bytes] = []
+    claimed: list[bytes] = []
+    hexes: list[str] = []
+    for line in lines:
+        end = len(line) - rest
+        if end < width or not line.startswith(key, end):
+            end = line.rfind(key)
+            rest = len(line) - end
+        if not line.startswith(id_key, at):
+            at = line.find(id_key)
+        if at < 0 or end < width or not line.startswith(before, end - width):
+            return None
+        claimed.append(line[end + key_len : end + key_len + 65])  # 64 digits and the quote
+        hexes.append(sha256(line[:end] + line[end + key_len + 65 :]).hexdigest())
+        ids.append(line[at + id_len : at + id_len + 27])  # the id and its closing quote
+    count = len(lines)
+    digests = '"'.join(hexes) + '"'
+    joined = b"".join(ids)
+    if (
+        data.count(key) != count
+        or data.count(id_key) != count
+        or b"".join(claimed) != digests.encode()
+        or not _ulids_quoted(joined, count)
+    ):
         return None
-    return ids[0].decode(), "sha256:" + digest.decode()
+    record_ids = joined.decode().split('"')
+    checksums = ("sha256:" + digests.replace('"', '"sha256:')).split('"')
+    return record_ids[:-1], checksums[:-1]
+
+
+def _ulids_quoted(joined: bytes, count: int) -> bool:
+    """Whether ``joined`` is ``count`` ULIDs, each followed by a quote."""
+    return (
+        len(joined) == 27 * count
+        and joined[26::27] == b'"' * count
+        and not joined[0::27].translate(None, b"01234567")
+        and not joined.translate(None, _ULID_ALPHABET + b'"')
+    )
+
+
+def segment_documents(
+    data: bytes, where: str, checksums: Mapping[str, str]
+) -> Iterator[dict[str, Any]]:
+    """The records of pinned segment bytes as JSON documents, each one a record the index
+    lists as it is (``checksums``: the index's record id -> checksum)."""
+    lines = data.split(b"\n")
+    lines.pop()
+    for number, line in enumerate(lines, start=1):
+        doc = orjson.loads(line)
+        if not isinstance(doc, dict) or checksums.get(doc.get("record_id", "")) != doc.get(
+            "sha256"
+        ):
+            raise DlqIndexDrift(f"{where} line {number} is not a record the index lists as it is")
+        yield doc
 
 
 def leftover_segments(scan: SegmentScan, index: DlqIndex) -> list[str]:
@@ -1132,12 +1205,53 @@ def _close_all(fds: list[int]) -> None:
     fds.clear()
 
 
+class IndexCache:
+    """Indexes a store verified, each under the SHA-256 of the very bytes it was parsed from.
+
+    A file whose bytes hash the same is the same file: its index is returned without parsing
+    and checking every entry again (retention reads each index when it plans and again when
+    it applies). What a read checks besides the bytes is the signature, under the keyring of
+    the moment: an entry holds for that keyring only. Bounded by the records it holds.
+    """
+
+    def __init__(self, max_records: int = 2_000_000) -> None:
+        self.max_records = max_records
+        self._held: dict[str, tuple[bytes, object, DlqIndex]] = {}
+        self._records = 0
+
+    def get(self, run_id: str, digest: bytes) -> DlqIndex | None:
+        held = self._held.get(run_id)
+        if held is None or held[0] != digest or held[1] is not signing.keyring():
+            return None
+        return held[2]
+
+    def put(self, run_id: str, digest: bytes, index: DlqIndex) -> None:
+        self.drop(run_id)
+        if index.record_count > self.max_records:
+            return
+        while self._held and self._records + index.record_count > self.max_records:
+            self.drop(next(iter(self._held)))
+        self._held[run_id] = (digest, signing.keyring(), index)
+        self._records += index.record_count
+
+    def drop(self, run_id: str) -> None:
+        held = self._held.pop(run_id, None)
+        if held is not None:
+            self._records -= held[2].record_count
+
+
 def read_index_at(
-    run_fd: int, run_id: str, known: DlqIndex | None = None, *, require_signature: bool = False
+    run_fd: int,
+    run_id: str,
+    known: DlqIndex | None = None,
+    *,
+    require_signature: bool = False,
+    cache: IndexCache | None = None,
 ) -> DlqIndex:
     """The run's verified index. ``known`` is an index this process verified before: when the
     file's bytes are the sealed bytes of that very document (same checksum, and the bytes
-    hash to it), it is returned without parsing a million entries again."""
+    hash to it), it is returned without parsing a million entries again. ``cache`` holds the
+    indexes verified before by their bytes (:class:`IndexCache`)."""
     where = f"{RUNS_DIR}/{run_id}/{INDEX_FILE}"
     data = fsio.read_file(run_fd, INDEX_FILE, where, HARD_MAX_INDEX_BYTES)
     if data is None:
@@ -1146,7 +1260,14 @@ def read_index_at(
         raise DlqIndexInvalid(f"{where} is larger than any DLQ index may be")
     if known is not None and known.run_id == run_id and sealed_claim(data) == known.sha256:
         return known
-    return parse_index(data, run_id, where, require_signature=require_signature)
+    if cache is None or require_signature:
+        return parse_index(data, run_id, where, require_signature=require_signature)
+    digest = hashlib.sha256(data).digest()
+    index = cache.get(run_id, digest)
+    if index is None:
+        index = parse_index(data, run_id, where)
+        cache.put(run_id, digest, index)
+    return index
 
 
 _SEALED_SHA = re.compile(rb',"sha256":"(sha256:[0-9a-f]{64})"')
@@ -1163,9 +1284,9 @@ def sealed_claim(data: bytes) -> str | None:
     if found is None:
         return None
     end = skip_signature(data, found.end())
-    body = (data[: found.start()] + data[end:]).rstrip(b"\n")
     claim = found.group(1).decode()
-    return claim if "sha256:" + hashlib.sha256(body).hexdigest() == claim else None
+    digest = digest_without(data, found.start(), end)
+    return claim if digest is not None and "sha256:" + digest == claim else None
 
 
 def take_lock(run_fd: int, where: str, *, create: bool) -> int | None:
@@ -1242,6 +1363,7 @@ __all__ = [
     "RUNS_DIR",
     "SEGMENTS_DIR",
     "DlqStore",
+    "IndexCache",
     "RunHeader",
     "SegmentScan",
     "leftover_segments",
@@ -1254,7 +1376,9 @@ __all__ = [
     "replay_id_of",
     "same_ack",
     "scan_segments",
+    "sealed_ack_columns",
     "sealed_claim",
+    "segment_documents",
     "segment_where",
     "take_lock",
     "writer_alive",

@@ -32,12 +32,13 @@ from __future__ import annotations
 import gc
 import hashlib
 import re
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, get_args
 
 import orjson
 import structlog
@@ -48,6 +49,7 @@ from dpone.dlq.fsio import check_identifier
 from dpone.dlq.index import PIPELINE_PATTERN, DlqIndex
 from dpone.dlq.model import TIMESTAMP_PATTERN, DlqRecord, format_timestamp
 from dpone.dlq.policy import MAX_RECORDS_PER_RUN
+from dpone.dlq.store import segment_documents
 from dpone.errors import EXIT_CONFIG, EXIT_REPLAY_EXECUTOR_REQUIRED, DponeError, Stage
 from dpone.faults import checkpoint
 from dpone.ids import is_identifier, is_ulid
@@ -226,8 +228,9 @@ def _keys(plan_id: str) -> Callable[[str, str], str]:
     return key
 
 
-@dataclass(frozen=True, slots=True)
-class ReplayItem:
+class ReplayItem(NamedTuple):
+    """One record of a plan (immutable; a named tuple, since a plan holds up to a million)."""
+
     record_id: str
     record_sha256: str
     record_ref: str
@@ -504,8 +507,8 @@ def _collect(
     keep: Callable[[str, bool], bool] | None = None,
     index: DlqIndex | None = None,
 ) -> tuple[DlqIndex, list[_Row], dict[str, DlqRecord]]:
-    """The run's index, every record's plan fields (each record verified against its checksum
-    and its index entry, segment by segment: :meth:`DlqStore.iter_documents`), and, as
+    """The run's index, every record's plan fields (from the segments whose bytes the index
+    pins, each record the one the index lists: :meth:`DlqStore.pinned_segments`), and, as
     :class:`DlqRecord` objects checked against the record contract, the records
     ``keep(record_id, replayable)`` asks for.
 
@@ -524,20 +527,146 @@ def _collect(
         )
     rows: list[_Row] = []
     kept: dict[str, DlqRecord] = {}
-    for doc in store.iter_documents(run_id, index):
-        record_id, replay, ref = doc["record_id"], doc["replay"], doc["record_ref"]
-        replayable = replay.get("replayable") is True if isinstance(replay, dict) else False
-        code = doc["reason"].get("code") if isinstance(doc["reason"], dict) else None
-        if keep is not None and keep(record_id, replayable):
-            record = DlqRecord.from_json(doc)
-            kept[record_id] = record
-            replayable, code = record.replay.replayable, record.reason.code.value
-        if not isinstance(ref, str) or not isinstance(code, str):
-            record = DlqRecord.from_json(doc)  # raises DPONE_DLQ_RECORD_INVALID if wrong
-            ref, code = record.record_ref, record.reason.code.value
-        rows.append((record_id, doc["sha256"], ref, replayable, code))
+    ids = index.record_ids
+    checksums: dict[str, str] | None = None
+    for seg, where, data in store.pinned_segments(run_id, index):
+        lo, hi = bisect_left(ids, seg.first_record_id), bisect_right(ids, seg.last_record_id)
+        found = _plan_columns(data, run_id) if hi - lo == seg.record_count else None
+        if (
+            found is not None
+            and found.ids == ids[lo:hi]
+            and found.shas == index.record_checksums[lo:hi]
+            and found.codes == index.codes[lo:hi]
+        ):
+            fields = list(
+                zip(found.ids, found.shas, found.refs, found.flags, found.codes, strict=True)
+            )
+            if keep is not None:
+                for at, (record_id, _, _, replayable, _) in enumerate(fields):
+                    if keep(record_id, replayable):
+                        record = DlqRecord.from_json(orjson.loads(found.lines[at]))
+                        kept[record_id] = record
+                        fields[at] = _row_of(record)
+            rows.extend(fields)
+            continue
+        # Not in the form dpone writes, or not what the index lists: record by record.
+        if checksums is None:
+            checksums = index.checksums()
+        for doc in segment_documents(data, where, checksums):
+            rows.append(_doc_row(doc, keep, kept))
     rows.sort()
     return index, rows, kept
+
+
+def _row_of(record: DlqRecord) -> _Row:
+    return (
+        record.record_id,
+        record.sha256,
+        record.record_ref,
+        record.replay.replayable,
+        record.reason.code.value,
+    )
+
+
+def _doc_row(
+    doc: dict[str, Any], keep: Callable[[str, bool], bool] | None, kept: dict[str, DlqRecord]
+) -> _Row:
+    """The plan fields of one record document (its record contract checked when needed)."""
+    record_id, replay, ref = doc["record_id"], doc.get("replay"), doc.get("record_ref")
+    replayable = replay.get("replayable") is True if isinstance(replay, dict) else False
+    reason = doc.get("reason")
+    code = reason.get("code") if isinstance(reason, dict) else None
+    if keep is not None and keep(record_id, replayable):
+        record = DlqRecord.from_json(doc)
+        kept[record_id] = record
+        return _row_of(record)
+    if not isinstance(ref, str) or not isinstance(code, str):
+        return _row_of(DlqRecord.from_json(doc))  # raises DPONE_DLQ_RECORD_INVALID if wrong
+    return (record_id, doc["sha256"], ref, replayable, code)
+
+
+@dataclass(frozen=True, slots=True)
+class _PlanColumns:
+    """The plan fields of a segment's records, line by line (see :func:`_plan_columns`)."""
+
+    lines: list[bytes]
+    ids: tuple[str, ...]
+    shas: tuple[str, ...]
+    refs: list[str]
+    flags: list[bool]
+    codes: tuple[str, ...]
+
+
+_SCHEMA_SHA = b',"schema":"dpone.dlq.v1","sha256":"'
+_SHA_END = len("sha256:") + 64 + len('"}')
+_REPLAYABLE = b',"replay":{"replayable":true,"status":"pending"}'
+_NOT_REPLAYABLE = b',"replay":{"replayable":false,"status":"not_replayable"}'
+_REF_KEY = b',"record_ref":"'
+_ID_KEY = b',"record_id":"'
+_ID_MEMBER = len(_ID_KEY) + 26 + 1
+_CODE_KEY = b'"code":"'
+
+
+def _plan_columns(data: bytes, run_id: str) -> _PlanColumns | None:
+    """The plan fields of every line of a segment's bytes in the form dpone writes, found
+    where canonical JSON puts them; ``None`` when a line is in another form.
+
+    The members after ``reason`` are, in key order: ``record_id`` (26 characters),
+    ``record_ref``, ``replay`` (one of two objects), ``run_id``, ``schema`` and ``sha256``;
+    they are read from the end of the line, so no value before them (a preserved payload)
+    is ever looked at. ``code`` is the last one before ``record_id`` (inside ``reason``). A
+    JSON string holds no bare quote, so a ref without a backslash is its own JSON text. The
+    caller compares the ids, checksums and codes found with the index's own: the segment's
+    bytes are the bytes the index pins, so a line read wrong could not match them.
+    """
+    lines = data.split(b"\n")
+    if lines.pop() or not lines:
+        return None
+    tail = b',"run_id":' + orjson.dumps(run_id) + _SCHEMA_SHA
+    width = len(tail) + _SHA_END
+    replayable, not_replayable = _REPLAYABLE, _NOT_REPLAYABLE
+    wide, narrow = len(not_replayable), len(replayable)
+    ids: list[bytes] = []
+    shas: list[bytes] = []
+    refs: list[bytes] = []
+    flags: list[bool] = []
+    codes: list[bytes] = []
+    for line in lines:
+        at = len(line) - width
+        if at < wide or not line.startswith(tail, at) or not line.endswith(b'"}'):
+            return None
+        if line.startswith(replayable, at - narrow):
+            end = at - narrow
+            flags.append(True)
+        elif line.startswith(not_replayable, at - wide):
+            end = at - wide
+            flags.append(False)
+        else:
+            return None
+        ref = line.rfind(_REF_KEY, 0, end)
+        if (
+            ref < _ID_MEMBER
+            or not line.startswith(_ID_KEY, ref - _ID_MEMBER)
+            or line[ref - 1] != 34  # the quote closing the id
+            or line[end - 1] != 34  # the quote closing the ref
+        ):
+            return None
+        code = line.rfind(_CODE_KEY, 0, ref - _ID_MEMBER) + len(_CODE_KEY)
+        codes.append(line[code : line.find(b'"', code)])
+        refs.append(line[ref + len(_REF_KEY) : end - 1])
+        ids.append(line[ref - 27 : ref - 1])
+        shas.append(line[-_SHA_END:-2])
+    joined = b'"'.join(refs)
+    if b"\\" in joined:
+        return None  # an escaped character: not its own JSON text
+    try:
+        texts = [b'"'.join(column).decode() for column in (ids, shas, refs, codes)]
+    except UnicodeDecodeError:
+        return None
+    split = [text.split('"') for text in texts]
+    if any(len(column) != len(lines) for column in split):
+        return None
+    return _PlanColumns(lines, tuple(split[0]), tuple(split[1]), split[2], flags, tuple(split[3]))
 
 
 def _assemble(

@@ -34,9 +34,11 @@ from __future__ import annotations
 
 import os
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import compress
+from operator import not_
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
@@ -45,7 +47,7 @@ import structlog
 
 from dpone.canonical import checksum, verify_checksum
 from dpone.dlq import fsio
-from dpone.dlq.index import DlqIndex, fingerprint, pairs_checksum
+from dpone.dlq.index import DlqIndex, columns_checksum
 from dpone.dlq.model import format_timestamp, parse_timestamp
 from dpone.dlq.segments import SEGMENT_FILE, SEGMENTS_DIR, SegmentEntry
 from dpone.dlq.store import INDEX_FILE, RUNS_DIR
@@ -129,9 +131,20 @@ class RunSnapshot:
         )
 
 
-def acks_fingerprint(acks: Mapping[str, str]) -> str:
-    """Checksum of the sorted ``[record_id, ack sha256]`` pairs (``acks``: id -> ack sha256)."""
-    return pairs_checksum(sorted(acks.items()))
+def acks_fingerprint(
+    acks: Mapping[str, str], gone: Collection[str] = (), *, plain: bool = False
+) -> str:
+    """Checksum of the sorted ``[record_id, ack sha256]`` pairs (``acks``: id -> ack sha256),
+    leaving out the records in ``gone``. ``plain``: ``acks`` is what the store verified
+    (:meth:`DlqStore.ack_checksums`: record ids and ``sha256:`` checksums only)."""
+    ids = sorted(acks)
+    if gone:
+        ids = list(compress(ids, list(map(not_, map(gone.__contains__, ids)))))
+    return columns_checksum(ids, list(map(acks.__getitem__, ids)), plain=plain)
+
+
+def _kept(values: Sequence[str], mask: list[bool]) -> list[str]:
+    return list(compress(values, mask))
 
 
 def snapshot_fingerprint(runs: Iterable[RunSnapshot], pinned: Iterable[str]) -> str:
@@ -163,10 +176,16 @@ def _see(store: DlqStore) -> dict[str, _Seen]:
         acks = store.ack_checksums(run_id)
         if index.status == "open":
             names = _open_names(store, run_id)
-            snap = RunSnapshot(run_id, "open", checksum(names), len(names), acks_fingerprint(acks))
+            snap = RunSnapshot(
+                run_id, "open", checksum(names), len(names), acks_fingerprint(acks, plain=True)
+            )
         else:
             snap = RunSnapshot(
-                run_id, index.status, index.fingerprint, index.record_count, acks_fingerprint(acks)
+                run_id,
+                index.status,
+                index.fingerprint,
+                index.record_count,
+                acks_fingerprint(acks, plain=True),
             )
         seen[run_id] = _Seen(snap, acks, index)
     return seen
@@ -402,7 +421,12 @@ def plan_retention(
 
 
 def _decisions(
-    seen: Mapping[str, _Seen], pinned: Sequence[str], now: str, include_unacknowledged: bool
+    seen: Mapping[str, _Seen],
+    pinned: Sequence[str],
+    now: str,
+    include_unacknowledged: bool,
+    *,
+    after: bool = True,
 ) -> tuple[RunDecision, ...]:
     decisions = []
     for run_id, entry in seen.items():
@@ -414,14 +438,14 @@ def _decisions(
             protected = counts(evidence_pinned=snap.record_count)
             decisions.append(RunDecision(run_id, snap.status, snap.record_count, protected))
         else:
-            decisions.append(_decide(entry, entry.index, now, include_unacknowledged))
+            decisions.append(_decide(entry, entry.index, now, include_unacknowledged, after=after))
     return tuple(decisions)
 
 
-def segment_records(index: DlqIndex) -> list[tuple[SegmentEntry, list[str]]]:
+def segment_records(index: DlqIndex) -> list[tuple[SegmentEntry, Sequence[str]]]:
     """Each listed segment with the ids of the index's records in its id range."""
-    ids = [e.record_id for e in index.entries]
-    out = []
+    ids = index.record_ids
+    out: list[tuple[SegmentEntry, Sequence[str]]] = []
     for seg in index.segments:
         lo = bisect_left(ids, seg.first_record_id)
         hi = bisect_right(ids, seg.last_record_id)
@@ -429,8 +453,12 @@ def segment_records(index: DlqIndex) -> list[tuple[SegmentEntry, list[str]]]:
     return out
 
 
-def _decide(entry: _Seen, index: DlqIndex, now: str, include_unacknowledged: bool) -> RunDecision:
+def _decide(
+    entry: _Seen, index: DlqIndex, now: str, include_unacknowledged: bool, *, after: bool = True
+) -> RunDecision:
+    """What may go of one ended run; ``after``: with the run's snapshot once it went."""
     snap = entry.snapshot
+    acked_ = entry.acks.__contains__
     protected = counts()
     cuts: list[Cut] = []
     gone: set[str] = set()
@@ -438,12 +466,12 @@ def _decide(entry: _Seen, index: DlqIndex, now: str, include_unacknowledged: boo
         if seg.expires_at > now:
             protected["unexpired"] += len(ids)
             continue
-        doomed = [rid for rid in ids if include_unacknowledged or rid in entry.acks]
+        doomed = list(ids) if include_unacknowledged else list(compress(ids, map(acked_, ids)))
         protected["pending_replay"] += len(ids) - len(doomed)
         if not doomed:
             continue
         whole = len(doomed) == seg.record_count == len(ids)
-        acked = sum(1 for rid in doomed if rid in entry.acks)
+        acked = sum(map(acked_, doomed)) if include_unacknowledged else len(doomed)
         cuts.append(
             Cut(
                 seg.name,
@@ -456,16 +484,21 @@ def _decide(entry: _Seen, index: DlqIndex, now: str, include_unacknowledged: boo
             )
         )
         gone.update(doomed)
-    after = None
-    if gone:
-        after = RunSnapshot(
+    snapshot = None
+    if gone and after:
+        keep = list(map(not_, map(gone.__contains__, index.record_ids)))
+        snapshot = RunSnapshot(
             snap.run_id,
             snap.status,
-            fingerprint((e.record_id, e.sha256) for e in index.entries if e.record_id not in gone),
+            # Sorted by id, ULIDs and sha256: checksums (the index verified): plain pairs.
+            columns_checksum(
+                _kept(index.record_ids, keep), _kept(index.record_checksums, keep), plain=True
+            ),
             snap.record_count - len(gone),
-            acks_fingerprint({k: v for k, v in entry.acks.items() if k not in gone}),
+            acks_fingerprint(entry.acks, gone, plain=True),
         )
-    return RunDecision(snap.run_id, snap.status, snap.record_count, protected, tuple(cuts), after)
+    cuts_ = tuple(cuts)
+    return RunDecision(snap.run_id, snap.status, snap.record_count, protected, cuts_, snapshot)
 
 
 # --- the sweep ----------------------------------------------------------------------------------
@@ -554,7 +587,9 @@ def _resumable(plan: RetentionPlan, seen: Mapping[str, _Seen], pinned: Sequence[
             listed = entry.index.checksums() if entry.index is not None else {}
             # The index already lost the planned records; acknowledgements of those records may
             # still be there (they go last), those of the others must be as planned.
-            kept = acks_fingerprint({k: v for k, v in entry.acks.items() if k in listed})
+            kept = acks_fingerprint(
+                {k: v for k, v in entry.acks.items() if k in listed}, plain=True
+            )
             current_snap = entry.snapshot
             if (
                 current_snap.status,
@@ -589,7 +624,7 @@ def apply_retention(store: DlqStore, plan: RetentionPlan) -> RetentionResult:
     deleted_acks = 0
     for run_id, doomed in doomed_by_run.items():
         acks = seen[run_id].acks
-        deleted_acks += sum(1 for rid in doomed if rid in acks)
+        deleted_acks += sum(map(acks.__contains__, doomed))
         before = seen[run_id].snapshot.record_count
         index = store.delete_records(run_id, doomed, known=seen[run_id].index)
         resumed_run = run_id in resumed
@@ -610,7 +645,7 @@ def apply_retention(store: DlqStore, plan: RetentionPlan) -> RetentionResult:
     )
 
 
-def _checked_deletes(  # noqa: C901 (each refusal is one branch, in the order the plan is checked)
+def _checked_deletes(
     plan: RetentionPlan, seen: Mapping[str, _Seen], pinned: Sequence[str], resumed: set[str]
 ) -> dict[str, set[str]]:
     """The record ids to delete per run, each one re-judged from the store, not the plan.
@@ -618,7 +653,10 @@ def _checked_deletes(  # noqa: C901 (each refusal is one branch, in the order th
     The plan names segments and records; the store decides again, with the plan's ``now``
     and flag, whether each may go. Anything the store protects now refuses the whole plan.
     """
-    fresh = {d.run_id: d for d in _decisions(seen, pinned, plan.now, plan.include_unacknowledged)}
+    fresh = {
+        d.run_id: d
+        for d in _decisions(seen, pinned, plan.now, plan.include_unacknowledged, after=False)
+    }
     out: dict[str, set[str]] = {}
     for decision in plan.runs:
         if not decision.delete:
@@ -640,10 +678,11 @@ def _checked_deletes(  # noqa: C901 (each refusal is one branch, in the order th
             seg, _ = by_name[cut.segment]
             if seg.sha256 != cut.sha256:
                 raise _drift(f"segment {cut.segment} of run {run_id} is another segment now")
-            for rid in _cut_ids(cut, by_name):
-                if rid not in allowed:
-                    raise _refused(run_id, f"record {rid} is unexpired or unacknowledged")
-                wanted.add(rid)
+            ids = _cut_ids(cut, by_name)
+            if not allowed.issuperset(ids):
+                rid = next(rid for rid in ids if rid not in allowed)
+                raise _refused(run_id, f"record {rid} is unexpired or unacknowledged")
+            wanted.update(ids)
         if run_id in resumed:
             # The interrupted apply replaced the index but did not get to the acknowledgements
             # of the records it deleted (they go last): those of records no longer listed.
@@ -654,9 +693,9 @@ def _checked_deletes(  # noqa: C901 (each refusal is one branch, in the order th
     return out
 
 
-def _cut_ids(cut: Cut, by_name: Mapping[str, tuple[SegmentEntry, list[str]]]) -> list[str]:
+def _cut_ids(cut: Cut, by_name: Mapping[str, tuple[SegmentEntry, Sequence[str]]]) -> Sequence[str]:
     if cut.segment not in by_name:
-        return []
+        return ()
     _, ids = by_name[cut.segment]
     if cut.whole:
         return ids
