@@ -140,7 +140,7 @@ def read_file(dir_fd: int, name: str, where: str, limit: int) -> bytes | None:
             os.close(fd)
 
 
-def create_exclusive(dir_fd: int, name: str, data: bytes, *, fsync: bool) -> bool:
+def create_exclusive(dir_fd: int, name: str, data: bytes | memoryview, *, fsync: bool) -> bool:
     """Create ``name`` holding ``data``; ``False`` (nothing written) if the name exists.
 
     A failed write removes the file it created, so a full disk never leaves a torn file.

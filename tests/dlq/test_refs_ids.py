@@ -147,3 +147,23 @@ def test_new_ulid_is_a_safe_identifier_with_the_time() -> None:
     assert check_identifier(value, "run id") == value
     assert ULID.from_str(value).datetime == now
     assert new_ulid(now) != value
+
+
+@pytest.mark.parametrize(
+    ("start", "count"),
+    [(0, 1), (1023, 2), (1000, 3000), (2**79 - 2000, 1999), (0x5A5A5A5A5A5A5A5A5A5, 1025)],
+)
+def test_ulid_batches_are_the_base32_of_consecutive_numbers(start: int, count: int) -> None:
+    # Against the ``ulid`` package: each id is the time prefix and the random part start + i.
+    now = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    seq = UlidSequence()
+    seq._ms, seq._next = int(now.timestamp() * 1000), start
+    ids = seq.batch(count, now)
+    for i in (0, 1, count // 2, count - 2, count - 1):
+        if 0 <= i < count:
+            expected = ULID.from_bytes(
+                int(now.timestamp() * 1000).to_bytes(6, "big") + (start + i).to_bytes(10, "big")
+            )
+            assert ids[i] == str(expected)
+    assert ids == sorted(ids)
+    assert len(set(ids)) == count
