@@ -50,7 +50,7 @@ def is_temp_name(name: str) -> bool:
 
 
 def create_exclusive(
-    dir_fd: int, name: str, data: bytes, *, fsync: bool, mode: int = FILE_MODE
+    dir_fd: int, name: str, data: bytes | memoryview, *, fsync: bool, mode: int = FILE_MODE
 ) -> bool:
     """Create ``name`` holding ``data``; ``False`` (nothing written) if the name exists.
 
@@ -106,7 +106,7 @@ def replace_at(
 def link_at(
     dir_fd: int,
     name: str,
-    data: bytes,
+    data: bytes | memoryview,
     *,
     mode: int = FILE_MODE,
     before_link: Callable[[], None] | None = None,

@@ -64,7 +64,7 @@ def compacted_name(name: str, data: bytes) -> str:
     return f"{stem}-k{hashlib.sha256(data).hexdigest()[:12]}{SEGMENT_SUFFIX}"
 
 
-def bytes_checksum(data: bytes) -> str:
+def bytes_checksum(data: bytes | memoryview) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
@@ -257,7 +257,7 @@ def pinned_lines(data: bytes, where: str, entry: SegmentEntry) -> list[Line]:
 # --- writing ------------------------------------------------------------------------------------
 
 
-def publish(dir_fd: int, name: str, data: bytes, where: str) -> bool:
+def publish(dir_fd: int, name: str, data: bytes | memoryview, where: str) -> bool:
     """Publish ``data`` as ``name``, create-only and durable; ``False`` if ``name`` exists.
 
     Temp file, fsync, ``link`` to the final name, unlink the temp name, fsync the folder

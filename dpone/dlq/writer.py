@@ -16,7 +16,6 @@ Not thread-safe: one writer per run, driven by one thread.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -31,7 +30,7 @@ import structlog
 from dpone.canonical import verify_checksum
 from dpone.contracts.reasons import ReasonCode
 from dpone.dlq import fsio, segments
-from dpone.dlq.encode import RecordEncoder
+from dpone.dlq.encode import ENTRY_FIXED, EncodedChunk, RecordEncoder, column_json_size
 from dpone.dlq.errors import (
     DlqError,
     DlqInvalidReject,
@@ -43,14 +42,7 @@ from dpone.dlq.errors import (
     DlqWriterFailed,
 )
 from dpone.dlq.index import StatusReason, entry
-from dpone.dlq.model import (
-    MAX_SAFE_INT,
-    DlqRecord,
-    RejectedRow,
-    check_reject,
-    format_timestamp,
-)
-from dpone.dlq.refs import all_have_ref_shape, has_ref_shape
+from dpone.dlq.model import DlqRecord, RejectedRow, format_timestamp
 from dpone.dlq.segments import SEGMENT_FILE, SEGMENTS_DIR, SegmentEntry
 from dpone.dlq.store import (
     HARD_MAX_SEGMENT_BYTES,
@@ -72,21 +64,25 @@ WriterState = Literal["open", "closed", "aborted", "broken"]
 # Room the index header and reason counts take besides the entries (bytes, generous).
 _INDEX_OVERHEAD = 2048
 _SEGMENT_ENTRY_BYTES = 320
-# len(b'{"record_id":"<26>","sha256":"sha256:<64>","code":"","column":}') + a separator
-_ENTRY_FIXED = len(orjson.dumps(entry("0" * 26, "sha256:" + "0" * 64, "", None))) - 4 + 1
 
 
 @dataclass(frozen=True, slots=True)
 class _Item:
-    """One record ready to be written: where, what, and its index entry."""
+    """One record ready to be written one by one (a retry, :meth:`RunWriter.put_records`):
+    where, what, and what its index entry holds."""
 
     ref: str
     record_id: str
     data: bytes
     sha256: str
     expires_at: str
-    entry: dict[str, Any]
+    code: str
+    column: str | None
     entry_size: int
+
+
+#: One published segment's index entries as columns: ids, checksums, codes, columns.
+_Columns = tuple[list[str], list[str], list[str], list[str | None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,8 +131,11 @@ class RunWriter:
         self._run_fd, self._segments_fd, self._lock_fd = fds
         self._where = f"{RUNS_DIR}/{self.run_id}/{SEGMENTS_DIR}"
         self._state: WriterState = "open"
-        # Durable and reported: id -> index entry; ref -> id; the published segments.
-        self._entries: dict[str, dict[str, Any]] = {}
+        # Durable: id -> checksum; the index entries as columns (ids, checksums, codes,
+        # columns), one tuple per published segment; ref -> id; the published segments.
+        self._entry_columns: list[_Columns] = []
+        self._record_count = 0
+        self._sha_cache: dict[str, str] | None = None  # id -> checksum, built when needed
         self._by_ref: dict[str, str] = {}
         self._entry_bytes = 0
         self._segments: dict[str, SegmentEntry] = {}
@@ -149,17 +148,26 @@ class RunWriter:
         # Refs of durable records no call has reported yet: a failed chunk may have published
         # some of its segments. Reporting them takes a retry of that chunk; close refuses.
         self._unreported_refs: set[str] = set()
-        listed, records = existing
+        listed, found = existing
+        records = list({record.record_id: record for record in found}.values())
+        if records:
+            self._add_entries(
+                [r.record_id for r in records],
+                [r.sha256 for r in records],
+                [r.reason.code.value for r in records],
+                [r.reason.column for r in records],
+            )
         for record in records:
-            rid = record.record_id
-            item = entry(rid, record.sha256, record.reason.code.value, record.reason.column)
-            self._entries[rid] = item
-            self._by_ref[record.record_ref] = rid
+            item = entry(
+                record.record_id, record.sha256, record.reason.code.value, record.reason.column
+            )
+            self._by_ref[record.record_ref] = record.record_id
             self._entry_bytes += len(orjson.dumps(item)) + 1
         self._segments = {seg.name: seg for seg in listed}
         self._seq = 1 + max((_seq_of(name) for name in self._segments), default=0)
-        self._ids = UlidSequence(after=max(self._entries) if self._entries else None)
-        self._shapes: dict[tuple[Any, ...], ReasonCode] = {}
+        self._ids = UlidSequence(after=max(self._sha_of) if self._record_count else None)
+        # Per run: the reason code of each row shape checked, the JSON size of each column.
+        self._shapes: dict[Any, ReasonCode] = {}
         self._column_sizes: dict[str | None, int] = {}
         self._result: RunResult | None = None
 
@@ -229,7 +237,7 @@ class RunWriter:
     def record_count(self) -> int:
         """Records of this run reported durable (a resumed run counts what earlier writers
         left)."""
-        return len(self._entries)
+        return self._record_count
 
     @property
     def result(self) -> RunResult | None:
@@ -252,13 +260,54 @@ class RunWriter:
         self._settle_pending()
         started = time.perf_counter()
         now = self._store.now()
-        created_at = format_timestamp(now)
-        expires_at = format_timestamp(now + timedelta(days=self._policy.retention_days))
+        encoder = RecordEncoder(
+            run_id=self.run_id,
+            load_id=self.load_id,
+            policy=self._policy,
+            created_at=format_timestamp(now),
+            expires_at=format_timestamp(now + timedelta(days=self._policy.retention_days)),
+            checked=self._shapes,
+            column_sizes=self._column_sizes,
+        )
+        refs = [row.record_ref for row in rows]
+        if self._all_new(refs):
+            # The common case: every row is new to this run, once. Its records go to disk as
+            # built, in record-id order (the ids are made in row order).
+            ids = self._ids.batch(len(rows), now) if rows else []
+            built = encoder.encode(rows, ids)
+            self._check_limits(len(built), built.entry_sizes, len(built.cuts(self._max_segment)))
+            self._publish_encoded(built)
+            written = len(built)
+        else:
+            ids, written = self._write_general(rows, refs, encoder, now)
+        log.debug(
+            "dlq.chunk.durable",
+            run_id=self.run_id,
+            rows=len(rows),
+            written=written,
+            seconds=round(time.perf_counter() - started, 6),
+        )
+        return ids
+
+    @property
+    def _max_segment(self) -> int:
+        return self._policy.max_segment_bytes
+
+    def _all_new(self, refs: list[Any]) -> bool:
+        """Whether every ref is a string this run has not seen, and no ref repeats."""
+        if self._pending or set(map(type, refs)) - {str}:
+            return False
+        return self._by_ref.keys().isdisjoint(refs) and len(set(refs)) == len(refs)
+
+    def _write_general(
+        self, rows: Sequence[RejectedRow], refs: list[Any], encoder: RecordEncoder, now: Any
+    ) -> tuple[list[str], int]:
+        """A chunk with rows this run has seen (a retry, a repeated row): known refs keep
+        their ids, refs a failed attempt built keep their bytes, the rest are built."""
         ids: list[str] = [""] * len(rows)
         chunk: dict[str, _Item] = {}  # ref -> the record this chunk writes for it
         to_build: dict[str, RejectedRow] = {}  # refs this run has never seen
-        for pos, row in enumerate(rows):
-            ref = row.record_ref
+        for pos, (ref, row) in enumerate(zip(refs, rows, strict=True)):
             if not isinstance(ref, str):
                 raise DlqInvalidReject("record_ref must be a string")
             known = self._by_ref.get(ref)
@@ -271,32 +320,16 @@ class RunWriter:
             else:
                 to_build[ref] = row
         new_ids = self._ids.batch(len(to_build), now) if to_build else []
-        encoder = RecordEncoder(
-            run_id=self.run_id,
-            load_id=self.load_id,
-            policy=self._policy.pii_policy,
-            created_at=created_at,
-            expires_at=expires_at,
-        )
-        # The refs of the whole chunk checked in one regex call; one that fails is then found
-        # (and named) by the per-row check.
-        refs_ok = all_have_ref_shape(list(to_build))
-        for (ref, row), record_id in zip(to_build.items(), new_ids, strict=True):
-            chunk[ref] = self._build(row, record_id, encoder, refs_ok)
+        built = encoder.encode(list(to_build.values()), new_ids)
+        for i in range(len(built)):
+            chunk[built.refs[i]] = self._item_of(built, i)
         items = list(chunk.values())
         self._write_items(items)
-        self._unreported_refs.difference_update(row.record_ref for row in rows)
-        for pos, row in enumerate(rows):
+        self._unreported_refs.difference_update(refs)
+        for pos, ref in enumerate(refs):
             if not ids[pos]:
-                ids[pos] = chunk[row.record_ref].record_id
-        log.debug(
-            "dlq.chunk.durable",
-            run_id=self.run_id,
-            rows=len(rows),
-            written=len(items),
-            seconds=round(time.perf_counter() - started, 6),
-        )
-        return ids
+                ids[pos] = chunk[ref].record_id
+        return ids, len(items)
 
     def put_records(self, records: Sequence[DlqRecord]) -> list[str]:
         """Write already-built records of this run, create-only and durably.
@@ -307,7 +340,7 @@ class RunWriter:
         self._require_open()
         self._settle_pending()
         items = []
-        batch: dict[str, dict[str, Any]] = {}  # id -> entry of the records of this call
+        batch: dict[str, str] = {}  # id -> checksum of the records of this call
         for record in records:
             doc = record.to_json()
             if record.run_id != self.run_id or record.load_id != self.load_id:
@@ -319,9 +352,9 @@ class RunWriter:
                 raise DlqRecordConflict(
                     f"run {self.run_id} already holds this row as record {known}"
                 )
-            held = self._entries.get(record.record_id) or batch.get(record.record_id)
+            held = self._sha_of.get(record.record_id) or batch.get(record.record_id)
             if held is not None:
-                if held["sha256"] != record.sha256:
+                if held != record.sha256:
                     raise DlqRecordConflict(
                         f"run {self.run_id} already holds record {record.record_id} "
                         "with another checksum; the record on disk is kept"
@@ -336,69 +369,22 @@ class RunWriter:
                 record.reason.column,
                 record.expires_at,
             )
-            batch[record.record_id] = item.entry
+            batch[record.record_id] = item.sha256
             items.append(item)
         self._write_items(items)
         self._unreported_refs.difference_update(r.record_ref for r in records)
         return [record.record_id for record in records]
 
-    def _check(self, row: RejectedRow, ref_ok: bool = False) -> ReasonCode:
-        """:func:`check_reject`, with the checks of the fields that repeat across a chunk's
-        rows (reason, column, file, types, rule) done once per distinct combination."""
-        try:
-            shape = (
-                row.reason,
-                row.column,
-                row.source_partition,
-                row.actual_type,
-                row.expected_type,
-                row.rule_id,
-            )
-            code = self._shapes.get(shape)
-        except TypeError:  # an unhashable field: check_reject says what is wrong
-            code = None
-        offset = row.source_offset
-        if (
-            code is None
-            or not (ref_ok or has_ref_shape(row.record_ref))
-            or (offset is not None and (type(offset) is not int or not 0 <= offset <= MAX_SAFE_INT))
-        ):
-            code = self._shapes[shape] = check_reject(row)
-        return code
-
-    def _build(
-        self, row: RejectedRow, record_id: str, encoder: RecordEncoder, ref_ok: bool = False
-    ) -> _Item:
-        code = self._check(row, ref_ok)
-        policy = self._policy
-        try:
-            canonical, diagnostics = encoder.encode(row, code, record_id)
-        except (orjson.JSONEncodeError, ValueError):
-            raise DlqInvalidReject("a rejected row holds text that is not valid UTF-8") from None
-        if diagnostics > policy.max_diagnostic_bytes:
-            raise DlqLimitExceeded(
-                "max_diagnostic_bytes",
-                diagnostics,
-                policy.max_diagnostic_bytes,
-                "the diagnostics of a rejected row are too large",
-            )
-        sha = "sha256:" + hashlib.sha256(canonical).hexdigest()
-        # sealed_record_bytes and _item inlined: this runs once per rejected row.
-        data = canonical[:-1] + b',"sha256":"' + sha.encode() + b'"}\n'
-        if len(data) > policy.max_record_bytes:
-            return self._item(
-                record_id, row.record_ref, data, sha, code.value, row.column, encoder.expires_at
-            )  # raises DPONE_DLQ_LIMIT_EXCEEDED
-        value = code.value
-        column = row.column
+    def _item_of(self, built: EncodedChunk, i: int) -> _Item:
         return _Item(
-            row.record_ref,
-            record_id,
-            data,
-            sha,
-            encoder.expires_at,
-            {"record_id": record_id, "sha256": sha, "code": value, "column": column},
-            _ENTRY_FIXED + len(value) + self._column_size(column),
+            ref=built.refs[i],
+            record_id=built.record_ids[i],
+            data=built.line(i),
+            sha256=built.sha256s[i],
+            expires_at=built.expires_at,
+            code=built.codes[i],
+            column=built.columns[i],
+            entry_size=built.entry_sizes[i],
         )
 
     def _item(
@@ -418,30 +404,22 @@ class RunWriter:
                 self._policy.max_record_bytes,
                 "a DLQ record is too large",
             )
-        item = entry(record_id, sha, code, column)
         # The entry's JSON size without serializing it: fixed keys, ASCII id and checksum.
-        size = _ENTRY_FIXED + len(code) + self._column_size(column)
-        return _Item(
-            ref=ref,
-            record_id=record_id,
-            data=data,
-            sha256=sha,
-            expires_at=expires_at,
-            entry=item,
-            entry_size=size,
-        )
+        size = ENTRY_FIXED + len(code) + self._column_size(column)
+        return _Item(ref, record_id, data, sha, expires_at, code, column, size)
 
     def _column_size(self, column: str | None) -> int:
         """The JSON size of a column name in an index entry (few distinct names per run)."""
         size = self._column_sizes.get(column)
         if size is None:
-            size = self._column_sizes[column] = 4 if column is None else len(orjson.dumps(column))
+            size = self._column_sizes[column] = column_json_size(column)
         return size
 
-    def _check_limits(self, items: Sequence[_Item]) -> None:
+    def _check_limits(self, new: int, entry_sizes: Sequence[int], segments_added: int) -> None:
+        """Refuse a chunk of ``new`` records (index entries of ``entry_sizes``) published as
+        ``segments_added`` segments that would break the run's record or index limits."""
         policy = self._policy
-        new = {item.record_id for item in items} - self._entries.keys()
-        count = len(self._entries) + len(new)
+        count = self._record_count + new
         if count > policy.max_records_per_run:
             raise DlqLimitExceeded(
                 "max_records_per_run",
@@ -449,9 +427,8 @@ class RunWriter:
                 policy.max_records_per_run,
                 f"run {self.run_id} would hold too many records",
             )
-        extra = sum(item.entry_size for item in items if item.record_id not in self._entries)
-        segment_bytes = _SEGMENT_ENTRY_BYTES * (len(self._segments) + len(self._groups(items)))
-        index_bytes = _INDEX_OVERHEAD + self._entry_bytes + extra + segment_bytes
+        segment_bytes = _SEGMENT_ENTRY_BYTES * (len(self._segments) + segments_added)
+        index_bytes = _INDEX_OVERHEAD + self._entry_bytes + sum(entry_sizes) + segment_bytes
         if index_bytes > policy.max_index_bytes:
             raise DlqLimitExceeded(
                 "max_index_bytes",
@@ -476,9 +453,80 @@ class RunWriter:
     def _write_items(self, items: Sequence[_Item]) -> None:
         if not items:
             return
-        self._check_limits(items)
+        new = {item.record_id: item.entry_size for item in items}
+        for record_id in self._sha_of.keys() & new.keys():
+            del new[record_id]
+        self._check_limits(len(new), list(new.values()), len(self._groups(items)))
         for group in self._groups(items):
             self._publish(group)
+
+    def _publish_encoded(self, built: EncodedChunk) -> None:
+        """Publish freshly built records, one segment per cut of ``max_segment_bytes``."""
+        adopted: list[tuple[int, int]] = []
+        try:
+            for start, stop in built.cuts(self._max_segment):
+                name = segments.segment_name(self._seq)
+                self._seq += 1
+                data = built.data(start, stop)
+                try:
+                    created = segments.publish(
+                        self._segments_fd, name, data, f"{self._where}/{name}"
+                    )
+                    if not created:
+                        self._same_as_existing(name, data)
+                except BaseException:
+                    # Kept for a retry: the same bytes under the same name.
+                    self._dirty = True
+                    group = [self._item_of(built, i) for i in range(start, stop)]
+                    self._pending_names[tuple(built.record_ids[start:stop])] = name
+                    for item in group:
+                        self._pending[item.ref] = item
+                    raise
+                self._adopt_encoded(name, data, built, start, stop)
+                adopted.append((start, stop))
+        except BaseException:
+            # Segments this call published are durable, but the call reports nothing.
+            for start, stop in adopted:
+                self._unreported_refs.update(built.refs[start:stop])
+            raise
+
+    def _adopt_encoded(
+        self, name: str, data: memoryview, built: EncodedChunk, start: int, stop: int
+    ) -> None:
+        ids = built.record_ids[start:stop]
+        shas = built.sha256s[start:stop]
+        self._segments[name] = SegmentEntry(
+            name=name,
+            sha256=segments.bytes_checksum(data),
+            record_count=len(ids),
+            first_record_id=ids[0],
+            last_record_id=ids[-1],
+            expires_at=built.expires_at,
+        )
+        self._add_entries(ids, shas, built.codes[start:stop], built.columns[start:stop])
+        self._entry_bytes += sum(built.entry_sizes[start:stop])
+        self._by_ref.update(zip(built.refs[start:stop], ids, strict=True))
+
+    def _add_entries(
+        self, ids: list[str], shas: list[str], codes: list[str], columns: list[str | None]
+    ) -> None:
+        """Index entries of newly durable records (ids this run does not hold yet)."""
+        if self._sha_cache is not None:
+            self._sha_cache.update(zip(ids, shas, strict=True))
+        self._entry_columns.append((ids, shas, codes, columns))
+        self._record_count += len(ids)
+
+    @property
+    def _sha_of(self) -> dict[str, str]:
+        """Record id -> checksum of every durable record (built on first use: the common
+        write path makes new ids only and never asks)."""
+        if self._sha_cache is None:
+            self._sha_cache = {
+                rid: sha
+                for ids, shas, _, _ in self._entry_columns
+                for rid, sha in zip(ids, shas, strict=True)
+            }
+        return self._sha_cache
 
     def _publish(self, group: list[_Item]) -> None:
         ids = tuple(item.record_id for item in group)
@@ -508,10 +556,15 @@ class RunWriter:
             last_record_id=group[-1].record_id,
             expires_at=max(item.expires_at for item in group),
         )
+        fresh = [item for item in group if item.record_id not in self._sha_of]
+        self._add_entries(
+            [item.record_id for item in fresh],
+            [item.sha256 for item in fresh],
+            [item.code for item in fresh],
+            [item.column for item in fresh],
+        )
+        self._entry_bytes += sum(item.entry_size for item in fresh)
         for item in group:
-            if item.record_id not in self._entries:
-                self._entries[item.record_id] = item.entry
-                self._entry_bytes += item.entry_size
             self._by_ref[item.ref] = item.record_id
             self._pending.pop(item.ref, None)
             self._unreported_refs.add(item.ref)
@@ -533,7 +586,7 @@ class RunWriter:
             del self._pending_names[ids]
             self._adopt(name, data, group)
 
-    def _same_as_existing(self, name: str, data: bytes) -> None:
+    def _same_as_existing(self, name: str, data: bytes | memoryview) -> None:
         """A publish found the name taken: a no-op if it holds these very bytes."""
         where = f"{self._where}/{name}"
         if fsio.read_file(self._segments_fd, name, where, HARD_MAX_SEGMENT_BYTES) != data:
@@ -605,7 +658,7 @@ class RunWriter:
         enforce_limit: bool = False,
     ) -> dict[str, Any]:
         """Replace the run's index atomically; the document written."""
-        entries = [] if status == "open" else list(self._entries.values())
+        entries = [] if status == "open" else self._entry_list()
         listed = [] if status == "open" else list(self._segments.values())
         doc = self._store.index_doc(
             self._header,
@@ -626,6 +679,14 @@ class RunWriter:
         where = f"{RUNS_DIR}/{self.run_id}/{INDEX_FILE}"
         fsio.replace_atomic(self._run_fd, INDEX_FILE, data, where)
         return doc
+
+    def _entry_list(self) -> list[dict[str, Any]]:
+        """Every index entry (one dict per record, built only when the index is written)."""
+        return [
+            {"record_id": rid, "sha256": sha, "code": code, "column": column}
+            for ids, shas, codes, columns in self._entry_columns
+            for rid, sha, code, column in zip(ids, shas, codes, columns, strict=True)
+        ]
 
     def _release(self, state: WriterState) -> None:
         self._state = state

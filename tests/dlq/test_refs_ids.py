@@ -164,3 +164,23 @@ def test_ulid_to_uuid_keeps_the_128_bits() -> None:
 def test_ulid_to_uuid_refuses_what_is_not_a_ulid(value: str) -> None:
     with pytest.raises(ValueError, match="not a ULID"):
         ulid_to_uuid(value)
+
+
+@pytest.mark.parametrize(
+    ("start", "count"),
+    [(0, 1), (1023, 2), (1000, 3000), (2**79 - 2000, 1999), (0x5A5A5A5A5A5A5A5A5A5, 1025)],
+)
+def test_ulid_batches_are_the_base32_of_consecutive_numbers(start: int, count: int) -> None:
+    # Against the ``ulid`` package: each id is the time prefix and the random part start + i.
+    now = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    seq = UlidSequence()
+    seq._ms, seq._next = int(now.timestamp() * 1000), start
+    ids = seq.batch(count, now)
+    for i in (0, 1, count // 2, count - 2, count - 1):
+        if 0 <= i < count:
+            expected = ULID.from_bytes(
+                int(now.timestamp() * 1000).to_bytes(6, "big") + (start + i).to_bytes(10, "big")
+            )
+            assert ids[i] == str(expected)
+    assert ids == sorted(ids)
+    assert len(set(ids)) == count
