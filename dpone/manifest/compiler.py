@@ -17,7 +17,7 @@ from dpone.assertions.catalog import AssertionTypeInfo, registry
 from dpone.contracts.spec import ContractSpec, EvolutionSpec, TypeInferenceSpec
 from dpone.dlq.policy import DlqPolicy
 from dpone.errors import ManifestError
-from dpone.manifest import passes
+from dpone.manifest import dltblocks, passes
 from dpone.manifest.loader import LoadedManifest, join_pointer, load_manifest, parse_manifest
 from dpone.manifest.plan import (
     AssertionSpec,
@@ -89,7 +89,7 @@ def compile_loaded(
     plan = build_plan(document, manifest)
     # Not a pure pass: predicate modules are found and parsed (never imported) to prove
     # they resolve.
-    problems = passes.check_predicates(plan, ctx)
+    problems = passes.check_predicates(plan, ctx) + dltblocks.check_installed(document, ctx)
     if problems:
         raise ManifestError.collect(problems, manifest.display_path)
     return plan
@@ -134,6 +134,7 @@ def build_plan(doc: dict[str, Any], manifest: LoadedManifest) -> Plan:
             base_dir=base,
             connection=SecretRef(source["connection"]) if "connection" in source else None,
             incremental=IncrementalPlan(**incremental) if incremental else None,
+            secrets=dltblocks.secret_refs(source),
         ),
         sink=SinkPlan(
             type=sink["type"],

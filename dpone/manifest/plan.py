@@ -17,7 +17,7 @@ from dpone.manifest.secrets import SecretRef
 
 PLAN_SCHEMA_ID = "dpone.plan.v1"
 
-SourceType = Literal["file", "python", "duckdb", "sqlite", "postgres"]
+SourceType = Literal["file", "python", "duckdb", "sqlite", "postgres", "dlt", "rest_api"]
 SinkType = Literal["duckdb", "postgres", "filesystem"]
 StrategyMode = Literal["append", "replace", "merge"]
 Policy = Literal["fail", "quarantine", "warn"]
@@ -38,6 +38,8 @@ class SourcePlan:
     base_dir: Path
     connection: SecretRef | None = None
     incremental: IncrementalPlan | None = None
+    #: ``${ENV_VAR}`` references of a dlt-backed source (credentials, headers, arguments)
+    secrets: tuple[SecretRef, ...] = ()
 
     @property
     def format(self) -> str | None:
@@ -122,6 +124,7 @@ class Plan:
     @property
     def secret_names(self) -> tuple[str, ...]:
         refs = [r for r in (self.source.connection, self.sink.connection) if r is not None]
+        refs.extend(self.source.secrets)
         return tuple(dict.fromkeys(n for r in refs for n in r.names))
 
     def to_json(self) -> dict[str, Any]:

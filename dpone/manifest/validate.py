@@ -230,7 +230,12 @@ def _details(manifest: LoadedManifest, error: ValidationError) -> Iterator[Error
                     f"the key '{key}' is not an allowed name in {where}",
                     join_pointer(pointer, key),
                     at_key=True,
-                    fixes=("rename the key; names starting with __dpone__ are reserved",),
+                    fixes=(
+                        "write it as X-... (HTTP names ignore case; keys starting with x- are "
+                        "annotations dpone drops)"
+                        if key.startswith("x-")
+                        else "rename the key; names starting with __dpone__ are reserved",
+                    ),
                 )
         return
     message = {

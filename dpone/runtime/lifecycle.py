@@ -227,6 +227,10 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
         plan.manifest_dir,
         read_all_as_text=True,
         connection=source_conn,
+        env=options.env,
+        cursor=plan.sink.contract.column(plan.source.incremental.cursor_column)
+        if plan.source.incremental
+        else None,
     )
     sink = make_sink(
         plan.sink.config,

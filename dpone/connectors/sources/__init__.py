@@ -10,8 +10,17 @@ from typing import Any
 from dpone.connectors.base import Source
 from dpone.connectors.errors import SourceConfigError
 from dpone.connectors.sources._sql import Incremental, Relation
+from dpone.contracts.spec import ColumnSpec
 
-SOURCE_TYPES: tuple[str, ...] = ("file", "python", "duckdb", "sqlite", "postgres")
+SOURCE_TYPES: tuple[str, ...] = (
+    "file",
+    "python",
+    "duckdb",
+    "sqlite",
+    "postgres",
+    "dlt",
+    "rest_api",
+)
 
 
 def make_source(
@@ -20,12 +29,17 @@ def make_source(
     *,
     read_all_as_text: bool,
     connection: str | None = None,
+    env: Mapping[str, str] | None = None,
+    cursor: ColumnSpec | None = None,
 ) -> Source:
     """The source of a manifest's ``source`` section; paths are relative to ``base_dir``.
 
     ``connection`` is the resolved connection string of a postgres source (defaults to
     ``config["connection"]``, which must then hold no ``${...}`` reference any more).
     ``read_all_as_text`` makes CSV and JSONL columns all ``string``; other formats keep types.
+    ``env`` resolves the ``${...}`` references of a dlt-backed source (default: the process
+    environment); ``cursor`` is the contract's incremental cursor column, which types the
+    committed cursor handed to a ``dlt`` source.
     """
     kind = config.get("type")
     base_dir = Path(base_dir)
@@ -53,6 +67,14 @@ def make_source(
         if not isinstance(spec, str):
             raise SourceConfigError("a python source needs callable: module:attr")
         return PythonSource(base_dir, spec, config.get("args"))
+    if kind == "rest_api":
+        from dpone.connectors.sources.rest_api import RestApiSource
+
+        return RestApiSource(config, os.environ if env is None else env)
+    if kind == "dlt":
+        from dpone.connectors.sources.dlt_source import DltSource
+
+        return DltSource(base_dir, config, os.environ if env is None else env, cursor)
     if kind in ("duckdb", "sqlite"):
         database = config.get("database")
         if not isinstance(database, str):
