@@ -9,6 +9,7 @@ manifests leave it out of ``sys.modules``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import ModuleType
 from typing import Any
@@ -79,8 +80,21 @@ def incremental_args(
         "range_start": "open",
     }
     if start is not None:
-        args["initial_value"] = start if cursor is None else typed_cursor(start, cursor)
+        args["initial_value"] = api_text(start) if cursor is None else typed_cursor(start, cursor)
     return args
+
+
+_WHOLE_SECOND = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\.0{6}Z$")
+
+
+def api_text(value: object) -> object:
+    """A committed cursor as an API writes it: dpone commits timestamps with microseconds
+    (``...T10:00:00.000000Z``), most APIs write whole seconds (``...T10:00:00Z``). Both are
+    compared as text by the API and by dlt, where ``.000000Z`` sorts before ``Z``: the item
+    at the cursor would come back once more (dpone would skip it, but read it)."""
+    if isinstance(value, str) and (match := _WHOLE_SECOND.match(value)):
+        return f"{match.group(1)}Z"
+    return value
 
 
 def typed_cursor(value: object, cursor: ColumnSpec) -> Any:
@@ -136,6 +150,8 @@ def translate(
     chain = _chain(exc)
     for cause in chain:
         if isinstance(cause, requests.HTTPError) and cause.response is not None:
+            # The error keeps the response, and with it the connection's socket, alive.
+            cause.response.close()
             return _http_error(cause.response.status_code, label)
         if isinstance(cause, (requests.ConnectionError, requests.Timeout)):
             return SourceUnavailable(
