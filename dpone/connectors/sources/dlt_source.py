@@ -14,6 +14,7 @@ as the contract declares the cursor column, so a resource with an ``incremental`
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -56,9 +57,8 @@ class DltSource:
         resource = self._resource(after)
         partition = self.resource_name or str(resource.name)
         items = _dlt.guarded(_arrow_frames(resource), partition, self._failed)
-        yield from _dlt.stream_chunks(
-            item_batches(items, chunk_size, partition), partition, chunk_size
-        )
+        batches = item_batches(items, chunk_size, partition, _typed_or_text)
+        yield from _dlt.stream_chunks(batches, partition, chunk_size)
 
     def _resource(self, after: object | None) -> Any:
         _dlt.import_dlt()
@@ -113,6 +113,36 @@ class DltSource:
         return SourceError(
             f"{self.ref} raised {type(cause).__name__}", code="DPONE_SOURCE_CALLABLE_FAILED"
         )
+
+
+def _typed_or_text(rows: list[Mapping[str, Any]], label: str) -> pa.RecordBatch:
+    """Dicts as a batch, each column typed by Arrow; a column whose values Arrow cannot type
+    together (a number and a word) is kept as text, so the contract judges each value and a
+    bad one reaches the DLQ, instead of failing the chunk as a Python source does."""
+    del label
+    names: dict[str, None] = {}
+    for row in rows:
+        names.update(dict.fromkeys(row))
+    arrays = {}
+    for name in names:
+        values = [row.get(name) for row in rows]
+        try:
+            arrays[name] = pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+            arrays[name] = pa.array([_text(v) for v in values], pa.string())
+    return pa.RecordBatch.from_pydict(arrays)
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, default=str, ensure_ascii=False, separators=(",", ":"))
+    if hasattr(value, "isoformat"):
+        return str(value.isoformat())
+    return str(value)
 
 
 def _arrow_frames(items: Iterable[Any]) -> Iterator[Any]:

@@ -88,18 +88,25 @@ class PythonSource:
             ) from None
 
 
-def item_batches(items: Iterable[Any], chunk_size: int, label: str) -> Iterator[pa.RecordBatch]:
-    """Dicts (typed by Arrow per group of ``chunk_size``), RecordBatches and Tables, in order."""
+def item_batches(
+    items: Iterable[Any],
+    chunk_size: int,
+    label: str,
+    rows_batch: Callable[[list[Mapping[str, Any]], str], pa.RecordBatch] | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """Dicts (typed by Arrow per group of ``chunk_size``, by ``rows_batch`` when given),
+    RecordBatches and Tables, in order."""
+    to_batch = rows_batch or _from_rows
     rows: list[Mapping[str, Any]] = []
     for item in items:
         if isinstance(item, Mapping):
             rows.append(item)
             if len(rows) == chunk_size:
-                yield _from_rows(rows, label)
+                yield to_batch(rows, label)
                 rows = []
             continue
         if rows:
-            yield _from_rows(rows, label)
+            yield to_batch(rows, label)
             rows = []
         if isinstance(item, pa.RecordBatch):
             yield item
@@ -111,7 +118,7 @@ def item_batches(items: Iterable[Any], chunk_size: int, label: str) -> Iterator[
                 "Table"
             )
     if rows:
-        yield _from_rows(rows, label)
+        yield to_batch(rows, label)
 
 
 def _from_rows(rows: list[Mapping[str, Any]], label: str) -> pa.RecordBatch:
