@@ -7,16 +7,20 @@ things: the HTTP session's retry settings (``source.http``, dlt's ``request_*`` 
 committed cursor as dlt's incremental ``initial_value``, and the streaming: the resource is
 iterated lazily, page by page, its items grouped into Arrow chunks of ``chunk_size`` rows.
 
-Items are JSON objects, so they become rows exactly as a JSONL line does (``file.py``):
-columns are the union of keys, every value its JSON text (numbers and booleans as written,
-nested values as compact JSON), so an item of the wrong shape reaches the contract, and the
-DLQ, instead of failing the chunk. API rows cannot be read again: their ``record_ref`` is the
+Items are JSON objects, so they become rows as a JSONL line does (``file.py``): columns are
+the union of keys, every value its JSON text (strings as they are, integers and booleans as
+JSON writes them, a fraction in the shortest form that reads back as the same number, nested
+values as compact JSON), so an item of the wrong shape reaches the contract, and the DLQ,
+instead of failing the chunk. API rows cannot be read again: their ``record_ref`` is the
 run/load/row form.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import json
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -26,7 +30,7 @@ import pyarrow as pa
 from dpone.connectors.base import SourceChunk
 from dpone.connectors.errors import SourceConfigError, SourceDecodeError, SourceError
 from dpone.connectors.sources import _dlt
-from dpone.connectors.sources.file import _as_text, _jsonl_batch
+from dpone.connectors.sources.file import _as_text
 from dpone.errors import DponeError
 
 
@@ -95,16 +99,47 @@ def _port(port: int | None) -> str:
 
 def _text_batches(items: Iterable[Any], chunk_size: int, label: str) -> Iterator[pa.RecordBatch]:
     """Batches of up to ``chunk_size`` items, every value as its JSON text (see the module)."""
-    rows: list[dict[str, Any]] = []
+    group: list[Mapping[str, Any]] = []
     for item in items:
         if not isinstance(item, Mapping):
             raise SourceDecodeError(
                 f"{label}: an item is a {type(item).__name__}, not a JSON object",
                 fixes=("point the endpoint's data_selector at the list of objects",),
             )
-        rows.append({str(key): _as_text(value) for key, value in item.items()})
-        if len(rows) == chunk_size:
-            yield _jsonl_batch(rows, True)
-            rows = []
-    if rows:
-        yield _jsonl_batch(rows, True)
+        group.append(item)
+        if len(group) == chunk_size:
+            yield _text_batch(group)
+            group = []
+    if group:
+        yield _text_batch(group)
+
+
+def _text_batch(items: list[Mapping[str, Any]]) -> pa.RecordBatch:
+    """Columns in order of first appearance, a missing key NULL; built column by column, so
+    a column of one JSON kind (the usual case) converts in one Arrow call."""
+    names: dict[str, None] = {}
+    for item in items:
+        names.update(dict.fromkeys(item))
+    return pa.RecordBatch.from_pydict(
+        {str(name): _text_column([item.get(name) for item in items]) for name in names}
+    )
+
+
+def _text_column(values: list[Any]) -> pa.Array:
+    kinds = set(map(type, values))
+    kinds.discard(type(None))
+    if kinds <= {str}:
+        return pa.array(values, pa.string())
+    if kinds == {int}:
+        with contextlib.suppress(OverflowError, pa.ArrowInvalid):
+            return pa.array(values, pa.int64()).cast(pa.string())
+    if kinds == {bool}:
+        return pa.array(values, pa.bool_()).cast(pa.string())  # true / false
+    return pa.array([_value_text(v) for v in values], pa.string())
+
+
+def _value_text(value: Any) -> str | None:
+    if type(value) is float:
+        # The shortest text that reads back as the same number (JSON's own NaN spelling).
+        return repr(value) if math.isfinite(value) else json.dumps(value)
+    return _as_text(value)  # None, text, true/false, integers, nested values as JSON text
