@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 PYTEST_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-fast test-crash lint format demo bench clean
+.PHONY: help install test test-fast test-crash lint format demo demo-api bench clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -50,6 +50,19 @@ demo: $(STAMP) ## run the orders example into a DuckDB file, with its bad rows q
 	@echo "The loaded table (first rows):"
 	@$(BIN)/python -c "import duckdb; duckdb.connect('$(DEMO)/.dpone/orders_csv.duckdb', read_only=True).sql('SELECT id, amount, currency, status, updated_at FROM analytics.orders ORDER BY id LIMIT 5').show()"
 	@echo "Logs of the run: $(DEMO)/.dpone-demo.log; README.md explains what happened."
+
+API_DEMO := manifests_examples/rest_api
+API_PORT ?= 8765
+export DEMO_API_TOKEN ?= demo-token
+demo-api: $(STAMP) ## start the example orders API on 127.0.0.1:8765 and load it twice (incremental)
+	@rm -rf $(API_DEMO)/.dpone
+	@$(BIN)/python $(API_DEMO)/demo_server.py --port $(API_PORT) >$(API_DEMO)/.demo-server.log 2>&1 & \
+	server=$$!; trap 'kill $$server' EXIT; \
+	$(BIN)/python -c "import socket, time; [time.sleep(0.1) for _ in range(100) if socket.socket().connect_ex(('127.0.0.1', $(API_PORT)))]"; \
+	$(BIN)/dpone run $(API_DEMO)/manifest.yaml 2>$(API_DEMO)/.dpone-demo.log && \
+	echo && echo "Second run: only orders updated after the committed cursor are asked for." && \
+	$(BIN)/dpone run $(API_DEMO)/manifest.yaml 2>>$(API_DEMO)/.dpone-demo.log && \
+	echo && echo "Requests the API saw:" && grep -o 'GET [^ ]*' $(API_DEMO)/.demo-server.log
 
 bench: $(STAMP) ## benchmarks side by side with what users would use instead
 	$(BIN)/python -m bench

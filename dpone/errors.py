@@ -273,6 +273,7 @@ MANIFEST_CODES: Mapping[str, str] = {
     "DPONE_MANIFEST_SINK_OPTION": "a sink option that does not fit the sink type",
     "DPONE_MANIFEST_UNIQUE_KEY_COLUMN": "a unique_key column the contract does not declare",
     "DPONE_MANIFEST_INCREMENTAL_COLUMN": "an incremental cursor the contract types as unorderable",
+    "DPONE_DLT_NOT_INSTALLED": "the source type needs the dlt package, which is not installed",
     "DPONE_ASSERTION_UNKNOWN_TYPE": "an assertion type that is not registered",
     "DPONE_ASSERTION_UNKNOWN_COLUMN": "an assertion names a column absent from the contract",
     "DPONE_ASSERTION_QUARANTINE_BATCH": "quarantine on a batch-scoped assertion",

@@ -6,6 +6,7 @@ Every problem is a :class:`ManifestError` listing all errors at once; nothing el
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,7 +19,7 @@ from dpone.assertions.spec import AssertionSpec
 from dpone.contracts.spec import ContractSpec, EvolutionSpec, TypeInferenceSpec
 from dpone.dlq.policy import DlqPolicy
 from dpone.errors import ManifestError
-from dpone.manifest import passes
+from dpone.manifest import dltblocks, passes
 from dpone.manifest.loader import LoadedManifest, join_pointer, load_manifest, parse_manifest
 from dpone.manifest.plan import (
     Plan,
@@ -28,7 +29,13 @@ from dpone.manifest.plan import (
     SourcePlan,
     StrategyPlan,
 )
-from dpone.manifest.specs import resolve_under, sink_spec, source_spec
+from dpone.manifest.specs import (
+    DltSourceSpec,
+    SourceSpec,
+    resolve_under,
+    sink_spec,
+    source_spec,
+)
 from dpone.manifest.validate import schema_errors
 
 
@@ -88,7 +95,7 @@ def compile_loaded(
     plan = build_plan(document, manifest)
     # Not a pure pass: predicate modules are found and parsed (never imported) to prove
     # they resolve.
-    problems = passes.check_predicates(plan, ctx)
+    problems = passes.check_predicates(plan, ctx) + dltblocks.check_installed(document, ctx)
     if problems:
         raise ManifestError.collect(problems, manifest.display_path)
     return plan
@@ -119,7 +126,7 @@ def build_plan(doc: dict[str, Any], manifest: LoadedManifest) -> Plan:
         runtime=RuntimePlan(
             work_dir=resolve_under(base, runtime["work_dir"]), chunk_size=runtime["chunk_size"]
         ),
-        source=SourcePlan(spec=source_spec(doc["source"], base)),
+        source=SourcePlan(spec=_source_spec(doc["source"], base, contract)),
         sink=SinkPlan(
             spec=sink_spec(sink, base),
             strategy=StrategyPlan(
@@ -167,3 +174,12 @@ def _quality(doc: dict[str, Any]) -> QualityPlan:
             )
         )
     return QualityPlan(on_failure=default, assertions=tuple(specs))
+
+
+def _source_spec(section: dict[str, Any], base: Path, contract: ContractSpec) -> SourceSpec:
+    """The source's spec; a dlt source also gets the contract's cursor column (its type
+    turns the committed cursor into dlt's incremental start value)."""
+    spec = source_spec(section, base)
+    if isinstance(spec, DltSourceSpec) and spec.incremental is not None:
+        spec = dataclasses.replace(spec, cursor=contract.column(spec.incremental.cursor_column))
+    return spec

@@ -17,7 +17,7 @@ from dpone.assertions.catalog import AssertionTypeInfo
 from dpone.contracts.spec import ColumnSpec
 from dpone.dlq import policy as dlq_limits
 from dpone.errors import ErrorDetail
-from dpone.manifest import defaults, paths
+from dpone.manifest import defaults, dltblocks, paths
 from dpone.manifest.loader import LoadedManifest, join_pointer
 from dpone.manifest.secrets import inline_secret, malformed_reference
 from dpone.manifest.validate import MANIFEST_SCHEMA, locate
@@ -316,23 +316,29 @@ def check_secrets(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
                     ),
                 )
             )
-    errors.extend(_stray_references(doc, "", ctx))
+    allowed = (*_CONNECTION_POINTERS, *dltblocks.reference_roots(doc))
+    errors.extend(_stray_references(doc, "", ctx, allowed))
     return errors
 
 
-def _stray_references(value: Any, pointer: str, ctx: CompileContext) -> list[ErrorDetail]:
-    """``${...}`` outside a connection string would silently stay literal: say so instead."""
-    if pointer in _CONNECTION_POINTERS:
+def _stray_references(
+    value: Any, pointer: str, ctx: CompileContext, allowed: tuple[str, ...]
+) -> list[ErrorDetail]:
+    """``${...}`` outside a connection string (or a dlt source's credentials, checked by
+    ``dltblocks``) would silently stay literal: say so instead."""
+    if pointer in allowed:
         return []
     if isinstance(value, dict):
         return [
-            e for k, v in value.items() for e in _stray_references(v, join_pointer(pointer, k), ctx)
+            e
+            for k, v in value.items()
+            for e in _stray_references(v, join_pointer(pointer, k), ctx, allowed)
         ]
     if isinstance(value, list):
         return [
             e
             for i, v in enumerate(value)
-            for e in _stray_references(v, join_pointer(pointer, i), ctx)
+            for e in _stray_references(v, join_pointer(pointer, i), ctx, allowed)
         ]
     if isinstance(value, str) and "${" in value:
         return [
@@ -505,6 +511,7 @@ STATIC_CHECKS: tuple[Check, ...] = (
     check_dlq,
     check_incremental,
     check_secrets,
+    dltblocks.check_dlt_source,
     check_assertions,
 )
 

@@ -46,6 +46,12 @@ class SourcePlan:
         """The connection string template of a source that has one."""
         return _connection(self.spec)
 
+    @property
+    def secrets(self) -> tuple[SecretRef, ...]:
+        """``${ENV_VAR}`` references of a dlt-backed source (credentials, headers, arguments)."""
+        found = getattr(self.spec, "secrets", ())
+        return tuple(found)
+
 
 @dataclass(frozen=True, slots=True)
 class StrategyPlan:
@@ -116,6 +122,7 @@ class Plan:
     @property
     def secret_names(self) -> tuple[str, ...]:
         refs = [r for r in (self.source.connection, self.sink.connection) if r is not None]
+        refs.extend(self.source.secrets)
         return tuple(dict.fromkeys(n for r in refs for n in r.names))
 
     def to_json(self) -> dict[str, Any]:

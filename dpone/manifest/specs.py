@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from dpone.contracts.spec import ColumnSpec
 from dpone.manifest.secrets import SecretRef
 
 FileFormat = Literal["csv", "jsonl", "parquet"]
@@ -133,8 +134,45 @@ class PostgresSourceSpec:
     incremental: IncrementalPlan | None
 
 
+@dataclass(frozen=True, slots=True)
+class RestApiSourceSpec:
+    """dlt's declarative REST API source: ``client`` and ``resource`` in dlt's vocabulary.
+
+    ``config`` is the normalized section as written (``${VAR}`` references unresolved);
+    ``secrets`` lists those references so preflight resolves them before anything is read.
+    """
+
+    type: ClassVar[str] = "rest_api"
+    base_dir: Path
+    config: Mapping[str, Any]
+    secrets: tuple[SecretRef, ...]
+    incremental: IncrementalPlan | None
+
+
+@dataclass(frozen=True, slots=True)
+class DltSourceSpec:
+    """Any dlt source or resource, ``ref: module:callable`` called with ``args``.
+
+    ``cursor`` is the contract's incremental cursor column (it types the committed cursor
+    handed to dlt's incremental as its start value).
+    """
+
+    type: ClassVar[str] = "dlt"
+    base_dir: Path
+    config: Mapping[str, Any]
+    secrets: tuple[SecretRef, ...]
+    incremental: IncrementalPlan | None
+    cursor: ColumnSpec | None
+
+
 SourceSpec = (
-    FileSourceSpec | PythonSourceSpec | DuckdbSourceSpec | SqliteSourceSpec | PostgresSourceSpec
+    FileSourceSpec
+    | PythonSourceSpec
+    | DuckdbSourceSpec
+    | SqliteSourceSpec
+    | PostgresSourceSpec
+    | RestApiSourceSpec
+    | DltSourceSpec
 )
 
 
@@ -201,12 +239,29 @@ def _postgres_source(section: Section, base: Path) -> PostgresSourceSpec:
 
 
 #: ``source.type`` -> the builder of its spec from the normalized ``source`` section.
+def _dlt_backed(
+    cls: type[RestApiSourceSpec] | type[DltSourceSpec],
+) -> Callable[[Section, Path], SourceSpec]:
+    def build(section: Section, base: Path) -> SourceSpec:
+        from dpone.manifest.dltblocks import secret_refs
+
+        secrets = secret_refs(dict(section))
+        incremental = _incremental(section)
+        if cls is DltSourceSpec:  # the compiler sets the cursor column from the contract
+            return DltSourceSpec(base, section, secrets, incremental, cursor=None)
+        return RestApiSourceSpec(base, section, secrets, incremental)
+
+    return build
+
+
 SOURCE_SPECS: dict[str, Callable[[Section, Path], SourceSpec]] = {
     "file": _file_source,
     "python": _python_source,
     "duckdb": _database_file_source(DuckdbSourceSpec),
     "sqlite": _database_file_source(SqliteSourceSpec),
     "postgres": _postgres_source,
+    "rest_api": _dlt_backed(RestApiSourceSpec),
+    "dlt": _dlt_backed(DltSourceSpec),
 }
 
 

@@ -105,15 +105,20 @@ def _unexpected_keys(error: ValidationError) -> list[str]:
     return [k for k in instance if k not in known and not k.startswith("x-")]
 
 
-def _known_properties(schema: Any) -> set[str]:
-    """Property names an object schema declares, including if/then and allOf branches."""
+def _known_properties(schema: Any, instance: Any = None) -> set[str]:
+    """Property names an object schema declares, including if/then and allOf branches; given
+    the ``instance``, only the branches whose ``if`` it meets (a paginator's own keys)."""
     found: set[str] = set()
     if not isinstance(schema, dict):
         return found
     found.update(schema.get("properties", {}))
     for key in ("allOf", "anyOf", "oneOf"):
         for sub in schema.get(key, []):
-            found |= _known_properties(sub)
+            found |= _known_properties(sub, instance)
+    if "if" in schema and isinstance(instance, dict):
+        branch = "then" if _valid_against(schema["if"], instance) else "else"
+        found |= _known_properties(schema.get(branch), instance)
+        return found
     for key in ("then", "else"):
         found |= _known_properties(schema.get(key))
     return found
@@ -151,8 +156,13 @@ def _details(manifest: LoadedManifest, error: ValidationError) -> Iterator[Error
 
     where = pointer or "the top level"
     if keyword in ("additionalProperties", "unevaluatedProperties"):
-        known = sorted(_known_properties(error.schema))
+        known = sorted(_known_properties(error.schema, error.instance))
         for key in _unexpected_keys(error):
+            if key in known:
+                # Declared by the branch that applies, which failed on its value: that error
+                # is reported on its own (unevaluatedProperties counts a failed branch's
+                # keys as unevaluated).
+                continue
             close = difflib.get_close_matches(key, known, n=1)
             fixes = [f"did you mean '{close[0]}'?"] if close else []
             if known:
@@ -222,16 +232,27 @@ def _details(manifest: LoadedManifest, error: ValidationError) -> Iterator[Error
             fixes=(f"use a value that satisfies {keyword} {error.validator_value}",),
         )
         return
-    if keyword == "propertyNames":
-        for key in error.instance if isinstance(error.instance, dict) else []:
-            if not _valid_against(error.validator_value, key):
-                yield detail(
-                    "DPONE_MANIFEST_PATTERN",
-                    f"the key '{key}' is not an allowed name in {where}",
-                    join_pointer(pointer, key),
-                    at_key=True,
-                    fixes=("rename the key; names starting with __dpone__ are reserved",),
-                )
+    if keyword == "propertyNames" or "propertyNames" in error.relative_schema_path:
+        # jsonschema reports a bad name with the keyword inside propertyNames, the name as
+        # its instance and the mapping's path.
+        if keyword == "propertyNames":
+            names = error.instance if isinstance(error.instance, dict) else []
+            bad = [k for k in names if not _valid_against(error.validator_value, k)]
+        else:
+            bad = [error.instance] if isinstance(error.instance, str) else []
+        for key in bad:
+            yield detail(
+                "DPONE_MANIFEST_PATTERN",
+                f"the key '{key}' is not an allowed name in {where}",
+                join_pointer(pointer, key),
+                at_key=True,
+                fixes=(
+                    "write it as X-... (HTTP names ignore case; keys starting with x- are "
+                    "annotations dpone drops)"
+                    if key.startswith("x-")
+                    else "rename the key; names starting with __dpone__ are reserved",
+                ),
+            )
         return
     message = {
         "oneOf": f"{where} must match exactly one of its allowed forms",
@@ -258,7 +279,7 @@ def _valid_against(schema: Any, value: Any) -> bool:
 def _pattern_hint(pointer: str, pattern: str) -> str:
     if pointer == "/name":
         return "use 3 to 64 lowercase letters, digits or underscores, e.g. orders_daily"
-    if pointer.endswith("/callable") or pointer.endswith("/predicate"):
+    if pointer.endswith(("/callable", "/predicate", "/source/ref")):
         return "write module:attr (or module.attr), e.g. quality:known_kind"
     return f"write a value matching {pattern}"
 

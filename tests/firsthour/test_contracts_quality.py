@@ -4,10 +4,17 @@ and `dpone run` through the CLI, and the outcome read back from the DuckDB file,
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import shutil
+import socket
+import subprocess
+import sys
 import textwrap
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -314,6 +321,38 @@ def test_dlq_verify_refuses_a_folder_that_is_not_a_dlq_store(project: Project) -
     assert (missing.exit_code, missing.doc["code"]) == (2, "DPONE_DLQ_DIR_NOT_FOUND")
 
 
+@contextlib.contextmanager
+def demo_api(manifest: Path) -> Iterator[dict[str, str]]:
+    """The example's own demo API (demo_server.py next to a rest_api manifest) on a free port,
+    the manifest pointed at it; nothing for other examples. Yields the run's environment."""
+    server = manifest.parent / "demo_server.py"
+    if not server.exists():
+        yield {}
+        return
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    text = manifest.read_text()
+    manifest.write_text(text.replace("127.0.0.1:8765", f"127.0.0.1:{port}"))
+    env = {"DEMO_API_TOKEN": "example-token"}
+    proc = subprocess.Popen(
+        [sys.executable, str(server), "--port", str(port)],
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(200):  # until it listens (at most 20 s)
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        yield env
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 def example_folders() -> list[str]:
     return sorted(p.parent.name for p in EXAMPLES.glob("*/manifest.yaml"))
 
@@ -334,7 +373,8 @@ def test_every_example_runs(tmp_path: Path, example: str, pg_schema: str, pg_url
     text = target.read_text()
     if "type: postgres" in text:
         target.write_text(re.sub(r"(?m)^(\s+dataset:) \w+", rf"\1 {pg_schema}", text))
-    run = dpone("run", str(target), "--format", "json", env={PG_URL_VARIABLE: pg_url})
+    with demo_api(target) as env:
+        run = dpone("run", str(target), "--format", "json", env={PG_URL_VARIABLE: pg_url, **env})
     assert run.exit_code == 0, run.stdout + run.stderr
     assert run.doc["status"] == "succeeded"
     assert run.doc["rows"]["loaded"] > 0

@@ -144,6 +144,10 @@ sink: {type: postgres, connection: "${PG_URL}", table: orders}
     "sink: {type: duckdb, table: t}\n",
     "sqlite": "name: v_sqlite\nsource: {type: sqlite, database: s.db, query: SELECT 1}\n"
     "sink: {type: duckdb, table: t}\n",
+    "rest_api": "name: v_rest\nsource: {type: rest_api, client: {base_url: 'http://h/',"
+    " auth: {token: '${T}'}}, resource: {name: r, endpoint: {path: r, auth: {token: '${T}'}}}}\n"
+    "sink: {type: duckdb, table: t}\n",
+    "dlt": "name: v_dlt\nsource: {type: dlt, ref: 'rows:rows'}\nsink: {type: duckdb, table: t}\n",
     "postgres": "name: v_postgres\nsource: {type: postgres, connection: '${PG_URL}', table: t}\n"
     "sink: {type: filesystem, path: lake, table: t}\n",
 }
@@ -265,7 +269,20 @@ TYPED: dict[str, tuple[Accessor, Typed]] = {
         )
     },
     "/source/options/jsonl/encoding": (lambda p, _: p.source.spec.jsonl.encoding, _same),
-    "/source/args": (lambda p, _: p.source.spec.args, _same),
+    "/source/args": (
+        lambda p, _: (
+            p.source.spec.args if hasattr(p.source.spec, "args") else p.source.spec.config["args"]
+        ),
+        _same,
+    ),
+    "/source/client/auth/type": (
+        lambda p, _: p.source.spec.config["client"]["auth"]["type"],
+        _same,
+    ),
+    "/source/resource/endpoint/auth/type": (
+        lambda p, _: p.source.spec.config["resource"]["endpoint"]["auth"]["type"],
+        _same,
+    ),
     "/sink/dataset": (lambda p, _: p.sink.dataset, _same),
     "/sink/database": (lambda p, _: p.sink.spec.database, _as_path),
     "/sink/strategy/mode": (lambda p, _: p.sink.strategy.mode, _same),

@@ -162,7 +162,7 @@ def _with_extension_keys(node: Any, parent_key: str = "") -> Any:
     if not isinstance(node, dict):
         return node
     out = {key: _with_extension_keys(value, key) for key, value in node.items()}
-    if parent_key not in ("columns", "args"):  # free-form maps: their keys are data
+    if parent_key not in ("columns", "args", "params", "headers"):  # keys are data
         out["x-note"] = {"anything": [1, "two"]}
     return out
 

@@ -11,10 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from dpone.connectors.errors import SourceConfigError
 from dpone.manifest.specs import (
+    DltSourceSpec,
     DuckdbSourceSpec,
     FileSourceSpec,
     PostgresSourceSpec,
     PythonSourceSpec,
+    RestApiSourceSpec,
     SourceSpec,
     SqliteSourceSpec,
 )
@@ -57,6 +59,18 @@ def _postgres(spec: PostgresSourceSpec, env: Mapping[str, str], as_text: bool) -
     return PostgresSource(spec, spec.connection.resolve(env))
 
 
+def _rest_api(spec: RestApiSourceSpec, env: Mapping[str, str], as_text: bool) -> Source:
+    from dpone.connectors.sources.rest_api import RestApiSource
+
+    return RestApiSource(spec.config, env)
+
+
+def _dlt_source(spec: DltSourceSpec, env: Mapping[str, str], as_text: bool) -> Source:
+    from dpone.connectors.sources.dlt_source import DltSource
+
+    return DltSource(spec.base_dir, spec.config, env, spec.cursor)
+
+
 #: Spec class -> the factory of its connector (imported only when a manifest uses it).
 SOURCES: dict[type[Any], SourceFactory] = {
     FileSourceSpec: _file,
@@ -64,6 +78,8 @@ SOURCES: dict[type[Any], SourceFactory] = {
     DuckdbSourceSpec: _duckdb,
     SqliteSourceSpec: _sqlite,
     PostgresSourceSpec: _postgres,
+    RestApiSourceSpec: _rest_api,
+    DltSourceSpec: _dlt_source,
 }
 
 
@@ -71,6 +87,9 @@ def make_source(spec: SourceSpec, *, env: Mapping[str, str], read_all_as_text: b
     """The source of ``spec``; a connection string's ``${VAR}`` references resolve in ``env``.
 
     ``read_all_as_text`` makes CSV and JSONL columns all ``string``; other formats keep types.
+    ``env`` resolves the ``${...}`` references of a dlt-backed source (default: the process
+    environment); ``cursor`` is the contract's incremental cursor column, which types the
+    committed cursor handed to a ``dlt`` source.
     """
     factory = SOURCES.get(type(spec))
     if factory is None:

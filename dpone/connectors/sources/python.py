@@ -67,28 +67,7 @@ class PythonSource:
         try:
             produced = func(**self.args)
             items: Iterable[Any] = [produced] if _is_arrow(produced) else produced
-            rows: list[Mapping[str, Any]] = []
-            for item in items:
-                if isinstance(item, Mapping):
-                    rows.append(item)
-                    if len(rows) == chunk_size:
-                        yield self._from_rows(rows)
-                        rows = []
-                    continue
-                if rows:
-                    yield self._from_rows(rows)
-                    rows = []
-                if isinstance(item, pa.RecordBatch):
-                    yield item
-                elif isinstance(item, pa.Table):
-                    yield from item.to_batches(max_chunksize=chunk_size)
-                else:
-                    raise SourceDecodeError(
-                        f"{self.callable_spec} yielded a {type(item).__name__}; expected a dict, "
-                        "a RecordBatch or a Table"
-                    )
-            if rows:
-                yield self._from_rows(rows)
+            yield from item_batches(items, chunk_size, self.callable_spec)
         except SourceError:
             raise
         except Exception as exc:
@@ -97,13 +76,47 @@ class PythonSource:
                 code="DPONE_SOURCE_CALLABLE_FAILED",
             ) from None
 
-    def _from_rows(self, rows: list[Mapping[str, Any]]) -> pa.RecordBatch:
-        try:
-            return pa.RecordBatch.from_pylist(rows)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+
+def item_batches(
+    items: Iterable[Any],
+    chunk_size: int,
+    label: str,
+    rows_batch: Callable[[list[Mapping[str, Any]], str], pa.RecordBatch] | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """Dicts (typed by Arrow per group of ``chunk_size``, by ``rows_batch`` when given),
+    RecordBatches and Tables, in order."""
+    to_batch = rows_batch or _from_rows
+    rows: list[Mapping[str, Any]] = []
+    for item in items:
+        if isinstance(item, Mapping):
+            rows.append(item)
+            if len(rows) == chunk_size:
+                yield to_batch(rows, label)
+                rows = []
+            continue
+        if rows:
+            yield to_batch(rows, label)
+            rows = []
+        if isinstance(item, pa.RecordBatch):
+            yield item
+        elif isinstance(item, pa.Table):
+            yield from item.to_batches(max_chunksize=chunk_size)
+        else:
             raise SourceDecodeError(
-                f"{self.callable_spec} yielded dicts whose values Arrow cannot type together"
-            ) from None
+                f"{label} yielded a {type(item).__name__}; expected a dict, a RecordBatch or a "
+                "Table"
+            )
+    if rows:
+        yield to_batch(rows, label)
+
+
+def _from_rows(rows: list[Mapping[str, Any]], label: str) -> pa.RecordBatch:
+    try:
+        return pa.RecordBatch.from_pylist(rows)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+        raise SourceDecodeError(
+            f"{label} yielded dicts whose values Arrow cannot type together"
+        ) from None
 
 
 def _is_arrow(obj: object) -> bool:
