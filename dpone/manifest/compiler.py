@@ -149,7 +149,7 @@ def build_plan(doc: dict[str, Any], manifest: LoadedManifest) -> Plan:
             evidence_dir=_under(base, options["runtime_evidence"]["output_dir"]),
             database=_under(base, sink["database"]) if "database" in sink else None,
             path=_under(base, sink["path"]) if "path" in sink else None,
-            connection=SecretRef(sink["connection"]) if "connection" in sink else None,
+            connection=_secret(sink),
         ),
         quality=_quality(doc),
         state_type=doc["state"]["type"],
@@ -157,6 +157,12 @@ def build_plan(doc: dict[str, Any], manifest: LoadedManifest) -> Plan:
         document=doc,
         fingerprint=fingerprint_of(doc),
     )
+
+
+def _secret(sink: dict[str, Any]) -> SecretRef | None:
+    """The sink's connection string (a dlt sink's ``credentials``), references unresolved."""
+    value = sink.get("connection", sink.get("credentials"))
+    return SecretRef(value) if value is not None else None
 
 
 def _quality(doc: dict[str, Any]) -> QualityPlan:

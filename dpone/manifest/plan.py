@@ -18,7 +18,7 @@ from dpone.manifest.secrets import SecretRef
 PLAN_SCHEMA_ID = "dpone.plan.v1"
 
 SourceType = Literal["file", "python", "duckdb", "sqlite", "postgres"]
-SinkType = Literal["duckdb", "postgres", "filesystem"]
+SinkType = Literal["duckdb", "postgres", "filesystem", "dlt"]
 StrategyMode = Literal["append", "replace", "merge"]
 Policy = Literal["fail", "quarantine", "warn"]
 Scope = Literal["row", "batch"]
