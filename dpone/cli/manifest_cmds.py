@@ -85,7 +85,7 @@ def render_plan(doc: dict[str, Any]) -> str:
     elif sink["type"] == "filesystem":
         target = f"{sink['path']} → {target}"
     elif sink["type"] == "dlt":
-        target = f"dlt {sink['destination']} → {target}"
+        target = f"{sink['destination']} → {target}"
     lines = [
         f"pipeline     {doc['name']}  ({m['environment']})",
         f"fingerprint  {doc['fingerprint']}",
