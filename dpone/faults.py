@@ -19,6 +19,9 @@ POINTS: tuple[str, ...] = (
     "after_chunk_staged",
     "after_dlq_close",
     "before_sink_commit",
+    # Only the dlt sink passes it, inside its commit: the run's load package is normalized and
+    # recorded (dlt load id <-> dpone load id), dlt has not started loading it.
+    "dlt_before_load",
     "after_sink_commit",
     "after_evidence",
     "during_state_replace",

@@ -84,6 +84,8 @@ def render_plan(doc: dict[str, Any]) -> str:
         target = f"{sink['database']} → {target}"
     elif sink["type"] == "filesystem":
         target = f"{sink['path']} → {target}"
+    elif sink["type"] == "dlt":
+        target = f"{sink['destination']} → {target}"
     lines = [
         f"pipeline     {doc['name']}  ({m['environment']})",
         f"fingerprint  {doc['fingerprint']}",

@@ -124,6 +124,13 @@ class SinkLocked(TransientError):
     stage = "sink"
 
 
+class DltNotInstalled(ConfigError):
+    """A manifest uses a dlt source or sink, but dlt (or a recent enough one) is not installed."""
+
+    code = "DPONE_DLT_NOT_INSTALLED"
+    stage = "preflight"
+
+
 # Every code this package raises; tests check each class's code is listed and unique.
 CONNECTOR_CODES: dict[str, str] = {
     "DPONE_SOURCE_FAILED": "the source cannot be read as configured",
@@ -152,4 +159,5 @@ CONNECTOR_CODES: dict[str, str] = {
     "DPONE_SINK_READ_ONLY": "the sink is read-only",
     "DPONE_SINK_DISK_FULL": "the sink's disk is full",
     "DPONE_SINK_LOCKED": "another writer holds the sink; may work on retry",
+    "DPONE_DLT_NOT_INSTALLED": "the manifest uses dlt, which is not installed (or too old)",
 }

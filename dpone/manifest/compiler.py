@@ -30,7 +30,9 @@ from dpone.manifest.plan import (
     StrategyPlan,
 )
 from dpone.manifest.specs import (
+    DltSinkSpec,
     DltSourceSpec,
+    SinkSpec,
     SourceSpec,
     resolve_under,
     sink_spec,
@@ -128,7 +130,7 @@ def build_plan(doc: dict[str, Any], manifest: LoadedManifest) -> Plan:
         ),
         source=SourcePlan(spec=_source_spec(doc["source"], base, contract)),
         sink=SinkPlan(
-            spec=sink_spec(sink, base),
+            spec=_sink_spec(sink, base, doc["name"], resolve_under(base, runtime["work_dir"])),
             strategy=StrategyPlan(
                 mode=sink["strategy"]["mode"],
                 unique_key=tuple(sink["strategy"].get("unique_key", ())),
@@ -143,6 +145,15 @@ def build_plan(doc: dict[str, Any], manifest: LoadedManifest) -> Plan:
         document=doc,
         fingerprint=fingerprint_of(doc),
     )
+
+
+def _sink_spec(sink: dict[str, Any], base: Path, name: str, work_dir: Path) -> SinkSpec:
+    """The sink's spec; a dlt sink also gets the pipeline's name and work dir (dlt keeps its
+    pipeline and load packages there)."""
+    spec = sink_spec(sink, base)
+    if isinstance(spec, DltSinkSpec):
+        spec = dataclasses.replace(spec, pipeline=name, work_dir=work_dir)
+    return spec
 
 
 def _quality(doc: dict[str, Any]) -> QualityPlan:

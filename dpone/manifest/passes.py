@@ -18,6 +18,7 @@ from dpone.contracts.spec import ColumnSpec
 from dpone.dlq import policy as dlq_limits
 from dpone.errors import ErrorDetail
 from dpone.manifest import defaults, dltblocks, paths
+from dpone.manifest.dltsink import check_dlt_sink
 from dpone.manifest.loader import LoadedManifest, join_pointer
 from dpone.manifest.secrets import inline_secret, malformed_reference
 from dpone.manifest.validate import MANIFEST_SCHEMA, locate
@@ -284,7 +285,7 @@ def check_incremental(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
     return []
 
 
-_CONNECTION_POINTERS = ("/source/connection", "/sink/connection")
+_CONNECTION_POINTERS = ("/source/connection", "/sink/connection", "/sink/credentials")
 
 
 def check_secrets(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
@@ -292,7 +293,7 @@ def check_secrets(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
     sections = {"/source": doc["source"], "/sink": doc["sink"]}
     for pointer in _CONNECTION_POINTERS:
         section = sections[pointer.rsplit("/", 1)[0]]
-        value = section.get("connection")
+        value = section.get(pointer.rsplit("/", 1)[1])
         if not isinstance(value, str):
             continue
         if malformed_reference(value):
@@ -507,6 +508,7 @@ STATIC_CHECKS: tuple[Check, ...] = (
     paths.check_nul_bytes,
     paths.check_dlq_directory,
     check_strategy,
+    check_dlt_sink,
     check_contract,
     check_dlq,
     check_incremental,

@@ -24,7 +24,7 @@ StrategyMode = Literal["append", "replace", "merge"]
 
 
 def _connection(spec: SourceSpec | SinkSpec) -> SecretRef | None:
-    found = getattr(spec, "connection", None)
+    found = getattr(spec, "connection", None) or getattr(spec, "credentials", None)
     return found if isinstance(found, SecretRef) else None
 
 

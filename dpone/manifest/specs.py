@@ -308,7 +308,28 @@ class FilesystemSinkSpec(SinkTarget):
     display: str
 
 
-SinkSpec = DuckdbSinkSpec | PostgresSinkSpec | FilesystemSinkSpec
+@dataclass(frozen=True, slots=True)
+class DltSinkSpec(SinkTarget):
+    """Any dlt destination (``destination`` is dlt's name for it).
+
+    ``credentials`` is the connection template (``${VAR}`` unresolved). Local paths in it (a
+    DuckDB file, a ``sqlite:///`` URL, a filesystem ``bucket_url``) are anchored at
+    ``base_dir`` by the connector; ``pipeline`` and ``work_dir`` (where dlt keeps its pipeline
+    and packages) are the manifest's ``name`` and ``runtime.work_dir``, set by the compiler.
+    """
+
+    type: ClassVar[str] = "dlt"
+    destination: str
+    credentials: SecretRef | None
+    destination_options: Mapping[str, Any]
+    loader_file_format: str | None
+    merge_key: tuple[str, ...]
+    base_dir: Path
+    pipeline: str
+    work_dir: Path
+
+
+SinkSpec = DuckdbSinkSpec | PostgresSinkSpec | FilesystemSinkSpec | DltSinkSpec
 
 
 def _duckdb_sink(section: Section, base: Path) -> DuckdbSinkSpec:
@@ -339,11 +360,28 @@ def _filesystem_sink(section: Section, base: Path) -> FilesystemSinkSpec:
     )
 
 
+def _dlt_sink(section: Section, base: Path) -> DltSinkSpec:
+    credentials = section.get("credentials")
+    return DltSinkSpec(
+        destination=section["destination"],
+        credentials=SecretRef(credentials) if credentials is not None else None,
+        destination_options=dict(section.get("destination_options") or {}),
+        loader_file_format=section.get("loader_file_format"),
+        merge_key=tuple(section.get("merge_key") or ()),
+        base_dir=base,
+        pipeline="",  # the compiler's: the manifest's name
+        work_dir=base,  # the compiler's: runtime.work_dir
+        dataset=section["dataset"],
+        table=section["table"],
+    )
+
+
 #: ``sink.type`` -> the builder of its spec from the normalized ``sink`` section.
 SINK_SPECS: dict[str, Callable[[Section, Path], SinkSpec]] = {
     "duckdb": _duckdb_sink,
     "postgres": _postgres_sink,
     "filesystem": _filesystem_sink,
+    "dlt": _dlt_sink,
 }
 
 

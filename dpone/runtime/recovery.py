@@ -31,6 +31,10 @@ def recover(parts: Components, clock: Clock) -> list[Recovery]:
     plan, sink, dlq = parts.plan, parts.sink, parts.dlq
     recovered: list[Recovery] = []
     entry = parts.journal.read()
+    # First what killed runs left in the sink: staging goes, a committed load whose files were
+    # still moving (filesystem sink) is completed, a dlt package dlt was loading is finished
+    # or dropped. Only then does the sink's marker say for good whether the run committed.
+    dropped = sink.cleanup_abandoned(plan.name)
     if entry is not None and entry.phase == "running":
         marker = sink.committed_load(entry.load_id)
         if marker is not None:
@@ -42,7 +46,6 @@ def recover(parts: Components, clock: Clock) -> list[Recovery]:
                     aborted.append(dlq.abort_run(entry.run_id, "writer_gone").run_id)
             except DlqRunNotFound:
                 pass
-            dropped = sink.cleanup_abandoned(plan.name, keep_load_id=None)
             recovered.append(
                 Recovery(
                     run_id=entry.run_id,
@@ -55,9 +58,7 @@ def recover(parts: Components, clock: Clock) -> list[Recovery]:
         parts.journal.write(
             JournalEntry(plan.name, entry.run_id, entry.load_id, "recovered", entry.started_at)
         )
-    # Staging of killed runs goes; a committed load whose files were still moving (filesystem
-    # sink) is completed. Open DLQ runs whose writer died are closed as aborted.
-    sink.cleanup_abandoned(plan.name)
+    # Open DLQ runs whose writer died are closed as aborted.
     if dlq is not None:
         dlq.recover_abandoned(pipeline=plan.name)
     for rec in recovered:

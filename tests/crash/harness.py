@@ -37,6 +37,7 @@ from dpone.dlq.store import DlqStore
 from dpone.ops.verification import verify_store
 from dpone.published import schema_errors
 from dpone.runtime.journal import RunJournal
+from tests import dltkit
 from tests.runtime.conftest import CANARY, CliRun, Project
 from tests.support.processes import dpone_subprocess
 
@@ -49,8 +50,20 @@ KILLED_RUN = "killed-run"
 SECOND_KILLED_RUN = "killed-again"
 RERUN = "rerun"
 
+#: Inside the dlt sink's commit, after its package was recorded: the next run finishes it.
+#: ``dlt_before_load`` is a fault point; the others are kills inside dlt's loader
+#: (``hooked_run.py dlt_kill``): a job committed but not recorded by dlt, recorded, and every
+#: job done without the ``_dlt_loads`` row.
+DLT_KILLS = ("dlt_job_committed", "dlt_job_recorded", "dlt_before_dlt_loads")
+DLT_POINTS = ("dlt_before_load", *DLT_KILLS)
 #: Points at or after which the sink has committed: the run is finished by the next one.
-COMMITTED_POINTS = ("after_sink_commit", "after_evidence", "during_state_replace", "after_state")
+COMMITTED_POINTS = (
+    *DLT_POINTS,
+    "after_sink_commit",
+    "after_evidence",
+    "during_state_replace",
+    "after_state",
+)
 #: The checkpoints a run passes after its stream, in lifecycle order (SPEC §6).
 TAIL_POINTS = ("after_dlq_close", "before_sink_commit", *COMMITTED_POINTS)
 
@@ -369,6 +382,23 @@ def dpone_process(
     )
 
 
+def killed_process(project: Project, run_id: str, point: str) -> subprocess.CompletedProcess[str]:
+    """``dpone run`` as a process of its own that SIGKILLs itself at ``point``: a fault point
+    of dpone, or one of :data:`DLT_KILLS` inside dlt's loader."""
+    if point not in DLT_KILLS:
+        return dpone_process(project, "--run-id", run_id, fault=point)
+    where = point.removeprefix("dlt_")
+    return subprocess.run(
+        [*hooked_args(project, "dlt_kill", where, project.sink["table"]), "--run-id", run_id],
+        cwd=project.root,
+        env=dpone_env(project),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
 def in_process(project: Project, run_id: str) -> CliRun:
     """A run through the CLI in this process (what the user types, without the start-up cost);
     its report validates against ``dpone.run.v1`` and matches the exit code."""
@@ -523,6 +553,9 @@ def check_outcome(  # noqa: C901 (one invariant per block, checked in order)
 
 
 def _assert_no_staging(project: Project) -> None:
+    if project.kind.startswith("dlt_"):
+        assert dltkit.staging_left(project.work_dir, project.name) == []
+        assert dltkit.pending_packages(project.work_dir, project.name) == []
     if project.kind == "duckdb":
         assert [t for t in project.duckdb_tables() if t.startswith("_dpone_stage_")] == []
     if project.kind == "filesystem":

@@ -9,16 +9,25 @@
         is APP (the run's sink connection) from a connection of its own, wait until they are
         gone, and let the run go on: "the server dropped us" at exactly that point.
 
+    python hooked_run.py dlt_kill WHERE TABLE -- run MANIFEST ...
+        SIGKILL the run inside dlt's loader, where no dpone fault point can be (the dlt sink):
+        ``job_committed``: the destination committed the job that loads TABLE, dlt has not
+        recorded it (dlt reruns such a job); ``job_recorded``: right after dlt recorded it;
+        ``before_dlt_loads``: every job is done, ``_dlt_loads`` not written yet.
+
 Everything after ``--`` is the ``dpone`` command line. The hook is ``dpone.faults._hook``, the
-same seam ``DPONE_FAULT_POINT`` uses to SIGKILL a run.
+same seam ``DPONE_FAULT_POINT`` uses to SIGKILL a run (``dlt_kill`` patches dlt instead).
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import psycopg2
 
@@ -83,6 +92,42 @@ def pg_terminate(admin_url: str, application_name: str) -> Callable[[], None]:
     return action
 
 
+def kill() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def dlt_kill(where: str, table: str) -> None:
+    """Patch dlt (imported here, as the dlt sink would) to die at ``where``."""
+    os.environ.setdefault("RUNTIME__DLTHUB_TELEMETRY", "false")
+    from dlt.common.storages.load_package import PackageStorage, ParsedLoadJobFileName
+    from dlt.load.load import Load
+
+    if where == "before_dlt_loads":
+        complete_package = Load.complete_package
+
+        def dying_complete(self: Any, load_id: str, schema: Any, aborted: bool = False) -> None:
+            if not aborted:
+                kill()
+            complete_package(self, load_id, schema, aborted)
+
+        Load.complete_package = dying_complete  # type: ignore[method-assign]
+        return
+    if where not in ("job_committed", "job_recorded"):
+        raise SystemExit(f"unknown dlt kill point {where!r}")
+    save = PackageStorage.save_pending_transition
+
+    def dying_save(self: Any, load_id: str, file_name: str, *args: Any) -> Any:
+        ours = ParsedLoadJobFileName.parse(file_name).table_name == table
+        if ours and where == "job_committed":
+            kill()
+        done = save(self, load_id, file_name, *args)
+        if ours:
+            kill()
+        return done
+
+    PackageStorage.save_pending_transition = dying_save  # type: ignore[method-assign]
+
+
 def install(argv: list[str]) -> list[str]:
     """Install the hook described before ``--``; return the dpone arguments after it."""
     split = argv.index("--")
@@ -92,6 +137,8 @@ def install(argv: list[str]) -> list[str]:
         dpone.faults._hook = at_point(point, pause(Path(args[0])))
     elif kind == "pg_terminate":
         dpone.faults._hook = at_point(point, pg_terminate(args[0], args[1]))
+    elif kind == "dlt_kill":
+        dlt_kill(point, args[0])
     else:
         raise SystemExit(f"unknown hook {kind!r}")
     return rest

@@ -20,6 +20,7 @@ from tests.runtime.conftest import make_project
 
 from .harness import (
     BASE_RUN,
+    DLT_KILLS,
     KILLED_RUN,
     RERUN,
     SECOND_KILLED_RUN,
@@ -31,6 +32,7 @@ from .harness import (
     dpone_process,
     expected_recovery,
     in_process,
+    killed_process,
     log_events,
     scenario_files,
     simulate,
@@ -95,6 +97,19 @@ REPRESENTATIVE = {
 }
 
 
+#: The dlt sink's cells (``make test-crash``), on dlt's DuckDB destination, quarantine,
+#: incremental: its own commit points, and the sink commit's far side (the ``_dlt_loads`` row
+#: is there, the state not advanced). Append gets every point inside dlt's loader; merge,
+#: whose reruns are idempotent anyway, the two that matter most to it.
+DLT_CELLS = (
+    *(
+        (point, "append")
+        for point in ("dlt_before_load", *DLT_KILLS, "after_sink_commit", "before_sink_commit")
+    ),
+    *((point, "merge") for point in ("dlt_before_load", "dlt_job_committed", "after_sink_commit")),
+)
+
+
 def is_representative(cell: Cell) -> bool:
     return (
         cell.mode == "quarantine"
@@ -115,6 +130,9 @@ def matrix() -> list[pytest.ParameterSet]:
                         if sink == "postgres":
                             marks.append(pytest.mark.postgres)
                         cells.append(pytest.param(cell, id=cell.id, marks=marks))
+    for point, strategy in DLT_CELLS:
+        cell = Cell(point, "quarantine", "dlt_duckdb", strategy, True)  # type: ignore[arg-type]
+        cells.append(pytest.param(cell, id=cell.id, marks=[pytest.mark.crash]))
     return cells
 
 
@@ -144,7 +162,7 @@ def test_killed_run_then_rerun_is_exactly_once(
 
     # The run that dies: a process of its own, killed by itself at the point.
     write_rows(project, "b.csv", files["b.csv"])
-    killed = dpone_process(project, "--run-id", KILLED_RUN, fault=cell.point)
+    killed = killed_process(project, KILLED_RUN, cell.point)
     assert killed.returncode == model.run(KILLED_RUN).exit_code, killed.stderr
     assert_clean_output(killed.stdout, killed.stderr)
     if killed.returncode == 1:

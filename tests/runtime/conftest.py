@@ -31,6 +31,7 @@ from dpone.cli.main import cli
 from dpone.dlq.store import DlqStore
 from dpone.ops.verification import verify_store
 from dpone.published import schema_errors
+from tests import dltkit
 from tests.support import dlqfiles
 from tests.support.postgres import PG_URL, pg_query
 from tests.support.processes import CliRun
@@ -212,6 +213,8 @@ class Project:
         return sorted((normalize(r) for r in table.to_pylist()), key=lambda r: (r[0] is None, r))
 
     def read_table(self) -> pa.Table | None:
+        if self.kind.startswith("dlt_"):
+            return dltkit.read_table(self.kind, self.root, self.sink)
         if self.kind == "duckdb":
             return self._duckdb_table()
         if self.kind == "postgres":
@@ -220,6 +223,8 @@ class Project:
 
     def nullable(self) -> dict[str, bool]:
         """Whether each column of the target accepts NULL, as the sink itself says."""
+        if self.kind.startswith("dlt_"):
+            return dltkit.nullable(self.kind, self.root, self.sink)
         if self.kind == "duckdb":
             with self._duckdb() as con:
                 found = con.execute(
@@ -275,6 +280,8 @@ class Project:
     def load_markers(self) -> list[dict[str, Any]]:
         """This pipeline's load markers in the sink (the proof of each committed load), in
         commit order: ``run_id``, ``load_id``, ``rows`` and ``cursor_to`` of each."""
+        if self.kind.startswith("dlt_"):
+            return dltkit.load_markers(self.kind, self.root, self.sink, self.work_dir, self.name)
         columns = "run_id, load_id, row_count, cursor_to"
         where = f"WHERE pipeline = '{self.name}' AND target = '{self.dataset}.{TABLE}'"
         found: list[tuple[Any, ...]] = []
@@ -438,6 +445,13 @@ def make_project(request: pytest.FixtureRequest, tmp_path: Path, kind: str) -> P
     if kind == "filesystem":
         sink = {"type": "filesystem", "path": "lake", "dataset": DATASET, "table": TABLE}
         return Project(tmp_path, kind, sink)
+    if kind in dltkit.KINDS:
+        dataset = DATASET
+        if kind == "dlt_postgres":
+            dataset = request.getfixturevalue("pg_schema")
+            request.addfinalizer(lambda: dltkit.drop_pg_schemas(dataset))
+        sink, env = dltkit.sink_config(kind, dataset, TABLE)
+        return Project(tmp_path, kind, sink, env=env)
     raise ValueError(kind)
 
 

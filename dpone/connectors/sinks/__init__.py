@@ -1,6 +1,7 @@
 """Sinks: ``make_sink`` builds the :class:`Sink` of a compiled sink spec.
 
-All three are native Arrow paths rather than dlt destinations; docs/sinks.md says why. The
+duckdb, postgres and filesystem are native Arrow paths rather than dlt destinations
+(docs/sinks.md says why); ``dlt`` loads into any dlt destination and imports dlt only then. The
 spec (``dpone.manifest.specs``) carries every setting, defaults included; a connector adds
 none. A new sink type registers its factory in :data:`SINKS` under its spec class.
 """
@@ -8,11 +9,18 @@ none. A new sink type registers its factory in :data:`SINKS` under its spec clas
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dpone.clock import Clock, utc_now
 from dpone.connectors.errors import SinkConfigError
-from dpone.manifest.specs import DuckdbSinkSpec, FilesystemSinkSpec, PostgresSinkSpec, SinkSpec
+from dpone.manifest.specs import (
+    DltSinkSpec,
+    DuckdbSinkSpec,
+    FilesystemSinkSpec,
+    PostgresSinkSpec,
+    SinkSpec,
+)
 
 if TYPE_CHECKING:
     from dpone.connectors.base import Sink
@@ -41,10 +49,49 @@ def _filesystem(spec: FilesystemSinkSpec, env: Mapping[str, str], clock: Clock) 
 
 
 #: Spec class -> the factory of its connector (imported only when a manifest uses it).
+def _dlt(spec: DltSinkSpec, env: Mapping[str, str], clock: Clock) -> Sink:
+    """A dlt sink; local paths the manifest writes relative (a DuckDB file, a SQLite URL, a
+    filesystem ``bucket_url``) are relative to the manifest's folder, as everywhere else."""
+    from dpone.connectors.sinks.dlt import DltSink
+
+    credentials = spec.credentials.resolve(env) if spec.credentials is not None else None
+    options = dict(spec.destination_options)
+    if spec.destination == "duckdb":
+        default = f"{spec.work_dir}/{spec.pipeline}.duckdb"
+        credentials = str(_local(credentials or default, spec.base_dir))
+    elif spec.destination == "sqlalchemy" and credentials and credentials.startswith("sqlite:///"):
+        database = credentials[len("sqlite:///") :]
+        if database and not database.startswith("/") and not database.startswith(":memory:"):
+            credentials = "sqlite:///" + str(_local(database, spec.base_dir))
+    elif spec.destination == "filesystem" and isinstance(options.get("bucket_url"), str):
+        bucket = options["bucket_url"]
+        if "://" not in bucket:
+            options["bucket_url"] = str(_local(bucket, spec.base_dir))
+    return DltSink(
+        destination=spec.destination,
+        dataset=spec.dataset,
+        table=spec.table,
+        pipeline=spec.pipeline,
+        work_dir=spec.work_dir,
+        credentials=credentials,
+        options=options,
+        loader_file_format=spec.loader_file_format,
+        merge_key=spec.merge_key,
+        clock=clock,
+    )
+
+
+def _local(path: str, base_dir: Path) -> Path:
+    """A file path as the manifest wrote it, anchored at the manifest's folder."""
+    full = Path(path).expanduser()
+    return full if full.is_absolute() else base_dir / full
+
+
 SINKS: dict[type[Any], SinkFactory] = {
     DuckdbSinkSpec: _duckdb,
     PostgresSinkSpec: _postgres,
     FilesystemSinkSpec: _filesystem,
+    DltSinkSpec: _dlt,
 }
 
 
