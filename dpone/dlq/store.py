@@ -24,8 +24,10 @@ import re
 import secrets
 import shutil
 import stat
+import threading
 from bisect import bisect_left, bisect_right
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -99,6 +101,8 @@ HARD_MAX_SEGMENT_BYTES = MAX_SEGMENT_BYTES[2]
 HARD_MAX_INDEX_BYTES = MAX_INDEX_BYTES[2]
 MAX_ACK_SEGMENT_BYTES = 1 << 30
 _ACK_PUBLISH_TRIES = 1000
+# Threads that remove what retention deleted (unlink and fsync wait on the disk, not the CPU).
+_DELETE_WORKERS = 4
 
 _PIPELINE = re.compile(PIPELINE_PATTERN)
 # Identifiers (``IDENTIFIER_PATTERN``), each followed by a newline, which none may hold.
@@ -912,6 +916,43 @@ class DlqStore:
         may go (``dpone.ops.retention``); an open run, or one with a live writer, is refused.
         ``known`` is the run's index as the caller verified it (see :func:`read_index_at`).
         """
+        index, rest = self._delete_until_index(run_id, record_ids, known)
+        rest()
+        return index
+
+    def delete_many(
+        self, deletes: Sequence[tuple[str, Collection[str], DlqIndex | None]]
+    ) -> list[DlqIndex]:
+        """:meth:`delete_records` of several runs ``(run_id, record_ids, known)``: each run's
+        compaction and index replace in the order given, on this thread; what follows the
+        index replace of each run (removing the old segments, then the acknowledgements, each
+        made durable) on worker threads meanwhile, since it waits on the disk. Every step of
+        one run keeps its order, so a crash leaves each run where :meth:`delete_records`
+        could have left it. Returns when everything is durable; the first failure raises
+        then (the runs before it are done)."""
+        indexes: list[DlqIndex] = []
+        futures: list[Future[None]] = []
+        failed: BaseException | None = None
+        with ThreadPoolExecutor(_DELETE_WORKERS, thread_name_prefix="dpone-dlq-delete") as pool:
+            for run_id, record_ids, known in deletes:
+                try:
+                    index, rest = self._delete_until_index(run_id, record_ids, known)
+                except BaseException as exc:  # the runs before it finish first
+                    failed = exc
+                    break
+                indexes.append(index)
+                futures.append(pool.submit(rest))
+        for future in futures:
+            future.result()
+        if failed is not None:
+            raise failed
+        return indexes
+
+    def _delete_until_index(
+        self, run_id: str, record_ids: Collection[str], known: DlqIndex | None
+    ) -> tuple[DlqIndex, Callable[[], None]]:
+        """The first part of :meth:`delete_records`, up to the replaced index (the run's lock
+        held); the rest, which lets go of the lock, to be called once."""
         check_identifier(run_id, "run id")
         doomed = set(record_ids)
         if not all_identifiers(doomed):
@@ -919,31 +960,36 @@ class DlqStore:
                 check_identifier(record_id, "record id")  # raises, with the right code
         where = f"{RUNS_DIR}/{run_id}"
         seg_where = f"{where}/{SEGMENTS_DIR}"
-        with self.open_path(RUNS_DIR, run_id, missing=DlqRunNotFound) as run_fd:
+        held = ExitStack()
+        try:
+            run_fd = held.enter_context(self.open_path(RUNS_DIR, run_id, missing=DlqRunNotFound))
             lock_fd = take_lock(run_fd, where, create=True)
             if lock_fd is None:
                 raise DlqRunLocked(f"{where} has a live writer; its records cannot be deleted")
-            try:
-                index = read_index_at(run_fd, run_id, known, cache=self._indexes)
-                if index.status == "open":
-                    raise DlqRunNotOpen(f"run {run_id} is open; records of an open run stay")
-                segments_fd, _ = fsio.open_dir(run_fd, SEGMENTS_DIR, seg_where, create=True)
-                try:
-                    index, replaced = self._compact(run_fd, segments_fd, index, doomed)
-                    if replaced:
-                        self._indexes.drop(run_id)
-                    for name in replaced:
-                        durable.unlink_quietly(segments_fd, name)
-                    if replaced:
-                        fsio.fsync_fd(segments_fd, seg_where)
-                    remove_leftovers(segments_fd, run_id, index)
-                finally:
-                    os.close(segments_fd)
-            finally:
-                release_lock(run_fd, lock_fd)
-        self._delete_acks(run_id, doomed)
-        log.info("dlq.records.deleted", run_id=run_id, records=len(doomed))
-        return index
+            held.callback(release_lock, run_fd, lock_fd)
+            index = read_index_at(run_fd, run_id, known, cache=self._indexes)
+            if index.status == "open":
+                raise DlqRunNotOpen(f"run {run_id} is open; records of an open run stay")
+            segments_fd, _ = fsio.open_dir(run_fd, SEGMENTS_DIR, seg_where, create=True)
+            held.callback(os.close, segments_fd)
+            index, replaced = self._compact(run_fd, segments_fd, index, doomed)
+            if replaced:
+                self._indexes.drop(run_id)
+        except BaseException:
+            held.close()
+            raise
+
+        def rest() -> None:
+            with held:
+                for name in replaced:
+                    durable.unlink_quietly(segments_fd, name)
+                if replaced:
+                    fsio.fsync_fd(segments_fd, seg_where)
+                remove_leftovers(segments_fd, run_id, index)
+            self._delete_acks(run_id, doomed)
+            log.info("dlq.records.deleted", run_id=run_id, records=len(doomed))
+
+        return index, rest
 
     def _compact(
         self, run_fd: int, segments_fd: int, index: DlqIndex, doomed: set[str]
@@ -1218,6 +1264,7 @@ class IndexCache:
         self.max_records = max_records
         self._held: dict[str, tuple[bytes, object, DlqIndex]] = {}
         self._records = 0
+        self._lock = threading.Lock()
 
     def get(self, run_id: str, digest: bytes) -> DlqIndex | None:
         held = self._held.get(run_id)
@@ -1226,15 +1273,21 @@ class IndexCache:
         return held[2]
 
     def put(self, run_id: str, digest: bytes, index: DlqIndex) -> None:
-        self.drop(run_id)
-        if index.record_count > self.max_records:
-            return
-        while self._held and self._records + index.record_count > self.max_records:
-            self.drop(next(iter(self._held)))
-        self._held[run_id] = (digest, signing.keyring(), index)
-        self._records += index.record_count
+        ring = signing.keyring()
+        with self._lock:
+            self._drop(run_id)
+            if index.record_count > self.max_records:
+                return
+            while self._held and self._records + index.record_count > self.max_records:
+                self._drop(next(iter(self._held)))
+            self._held[run_id] = (digest, ring, index)
+            self._records += index.record_count
 
     def drop(self, run_id: str) -> None:
+        with self._lock:
+            self._drop(run_id)
+
+    def _drop(self, run_id: str) -> None:
         held = self._held.pop(run_id, None)
         if held is not None:
             self._records -= held[2].record_count

@@ -35,6 +35,7 @@ from __future__ import annotations
 import os
 from bisect import bisect_left, bisect_right
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import compress
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
     from dpone.dlq.store import DlqStore
 
 log = structlog.get_logger("dpone.retention")
+_CHECK_WORKERS = 4
 
 PLAN_SCHEMA = "dpone.dlq-retention-plan.v1"
 RESULT_SCHEMA = "dpone.dlq-retention-result.v1"
@@ -620,21 +622,24 @@ def apply_retention(store: DlqStore, plan: RetentionPlan) -> RetentionResult:
     resumed = _resumable(plan, seen, pinned)
     doomed_by_run = _checked_deletes(plan, seen, pinned, resumed)
     sweeps = []
-    written: list[DlqIndex] = []
     deleted_acks = 0
-    for run_id, doomed in doomed_by_run.items():
+    written = store.delete_many(
+        [(run_id, doomed, seen[run_id].index) for run_id, doomed in doomed_by_run.items()]
+    )
+    for (run_id, doomed), index in zip(doomed_by_run.items(), written, strict=True):
         acks = seen[run_id].acks
         deleted_acks += sum(map(acks.__contains__, doomed))
         before = seen[run_id].snapshot.record_count
-        index = store.delete_records(run_id, doomed, known=seen[run_id].index)
         resumed_run = run_id in resumed
         present = before - index.record_count
         sweeps.append(RunSweep(run_id, present, index.record_count, index.fingerprint, resumed_run))
-        written.append(index)
         log.info("retention.run.swept", run_id=run_id, deleted=present, resumed=resumed_run)
     findings: list[Finding] = []
-    for index in written:
-        findings.extend(store.check_written(index))
+    # Reading back and hashing what was written waits on the disk and on SHA-256 of whole
+    # files, both without the GIL: a few threads check several runs at once.
+    with ThreadPoolExecutor(_CHECK_WORKERS, thread_name_prefix="dpone-retention-check") as pool:
+        for found in pool.map(store.check_written, written):
+            findings.extend(found)
     return RetentionResult(
         plan_id=checksum(plan.body()),
         directory=str(store.root),

@@ -17,10 +17,12 @@ from dpone.dlq.errors import (
     DlqError,
     DlqIndexChecksumMismatch,
     DlqIndexInvalid,
+    DlqRunLocked,
 )
 from dpone.dlq.fsio import check_identifier
 from dpone.dlq.index import DlqIndex, IndexEntry
 from dpone.dlq.store import DlqStore, all_identifiers, parse_ack_segment, sealed_ack_columns
+from dpone.ops.verification import verify_store
 from tests.support.dlqfiles import ack_files, reseal_index
 
 from .conftest import rows
@@ -244,3 +246,35 @@ def test_digest_without_is_the_digest_of_the_joined_stripped_bytes() -> None:
                     body = (data[:start] + data[stop:]).rstrip(b"\n")
                     expected = hashlib.sha256(body).hexdigest() if body else None
                     assert digest_without(data, start, stop) == expected, (data, start, stop)
+
+
+def test_delete_many_is_delete_records_run_by_run(store: DlqStore, root: Path) -> None:
+    """Several runs at once (their removals on worker threads) end as one by one would; a run
+    that cannot be deleted from raises once the runs before it are done, and stays as is."""
+    runs = {f"run-{n}": _closed(store, f"run-{n}", 6) for n in range(1, 5)}
+    for run_id, ids in runs.items():
+        _acknowledge(store, run_id, ids[:4])
+    live = store.open_run("run-9", "load-1")
+    live.write_chunk(rows(2))
+    deletes: list[tuple[str, Any, Any]] = [
+        ("run-1", runs["run-1"][:4], None),
+        ("run-2", runs["run-2"], None),
+        ("run-3", runs["run-3"][1:3], store.read_index("run-3")),
+        ("run-9", [], None),  # a live writer
+        ("run-4", runs["run-4"][:1], None),  # never reached
+    ]
+    with pytest.raises(DlqRunLocked):
+        store.delete_many(deletes)
+    live.close()
+    assert store.read_index("run-1").record_ids == tuple(runs["run-1"][4:])
+    assert store.read_index("run-2").record_ids == ()
+    kept = [runs["run-3"][0], *runs["run-3"][3:]]
+    assert store.read_index("run-3").record_ids == tuple(kept)
+    assert store.read_index("run-4").record_ids == tuple(runs["run-4"])
+    assert set(store.ack_checksums("run-1")) == set()
+    assert set(store.ack_checksums("run-3")) == {runs["run-3"][0], runs["run-3"][3]}
+    assert len(store.ack_checksums("run-4")) == 4
+    assert verify_store(store) == []
+    again = store.delete_many([("run-1", runs["run-1"][:4], None), ("run-4", [], None)])
+    assert [i.record_ids for i in again] == [tuple(runs["run-1"][4:]), tuple(runs["run-4"])]
+    assert [f.name for f in (root / "runs" / "run-2" / "segments").iterdir()] == []
