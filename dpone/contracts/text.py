@@ -1,5 +1,7 @@
 """Text -> logical type, vectorized (the CSV path: every column arrives as Arrow ``string``).
 
+Size (over 500 lines): one short two-pass parser per logical type, sharing the kernel helpers.
+
 Each parser works in two passes (see :func:`kernels.parse_with`):
 
 1. the *canonical* pass validates the whole column against the strict grammar of the type with

@@ -1,5 +1,8 @@
 """The run index ``dpone.dlq-index.v1``: what a run holds, its status, and its fingerprint.
 
+Size (over 500 lines): the index's parser, its column form and its writer describe one file
+format and change together.
+
 ``runs/<run_id>/index.json`` is replaced atomically. It is written ``open`` when the run starts
 (so a crash always leaves an index behind) and rewritten once when the run ends: ``closed``
 by the writer, or ``aborted`` (by the writer on failure, or by recovery when the writer is

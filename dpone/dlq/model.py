@@ -1,5 +1,8 @@
 """The ``dpone.dlq.v1`` record (SPEC §5) and the rejected-row descriptor the writer takes.
 
+Size (over 500 lines): the record's shape, its checks and its document builder are the published
+schema's Python twin and change together.
+
 Pure code: no IO. The writer builds record documents with :func:`build_record_doc` on its hot
 path (plain dicts, no intermediate objects); reads turn documents back into the frozen
 :class:`DlqRecord` through :meth:`DlqRecord.from_json`, which checks everything the published

@@ -1,5 +1,9 @@
 """The file store of the dead-letter queue (SPEC §5).
 
+Size (over 500 lines): reading, verifying, acknowledging and deleting share the confined
+directory-descriptor access and the run lock. It is too long: acknowledgements and deletion
+(compaction) are the next modules to split out.
+
 Layout under the root::
 
     runs/<run_id>/segments/<name>.jsonl      create-only segments, one record per line

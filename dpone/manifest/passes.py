@@ -1,5 +1,8 @@
 """The compiler's ordered, pure passes over a schema-valid manifest document.
 
+Size (over 500 lines): one short function per pass; they form one ordered list and read top to
+bottom.
+
 Each pass takes the document and the compile context and returns a richer document or a
 list of errors (sqlglot's optimizer RULES are the model). The runner in ``compiler.py``
 stops at the first pass that reports errors: later passes may rely on earlier ones.

@@ -1,5 +1,8 @@
 """The release gate: may the runs behind these evidence bundles be released? (SPEC §7)
 
+Size (over 500 lines): the gate's three steps, its policy and its report are one procedure over
+untrusted bundles, read in order.
+
 For each bundle the gate goes through three steps and stops at the first that fails, because
 what a bundle says cannot be trusted before it verifies:
 

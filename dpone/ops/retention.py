@@ -1,5 +1,8 @@
 """Retention of the dead-letter store: mark and sweep, plan first (SPEC §8).
 
+Size (over 500 lines): plan and apply are one mark-and-sweep (apply re-derives what plan
+decided), with their two documents.
+
 :func:`plan_retention` marks. It reads every run's index and acknowledgements and decides
 record by record (a record's expiry is its segment's, which the index lists: the records of one
 segment were written together). Protected, in this order of precedence:

@@ -1,5 +1,8 @@
 """dlt sink: the good rows of a run become one dlt load package, loaded into any dlt destination.
 
+Size (over 500 lines): the sink, its load and its recovery are one protocol over dlt's pipeline
+state (record, load, confirm in ``_dlt_loads``).
+
 One load, in order (``DltLoad.commit``; the DLQ is closed and the run's evidence journaled
 before the lifecycle calls it):
 

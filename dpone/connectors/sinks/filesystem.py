@@ -1,5 +1,8 @@
 """Filesystem sink: Parquet files under ``<root>/<dataset>/<table>/``.
 
+Size (over 500 lines): the marker protocol (stage, prepare, commit, recover) is one state
+machine over one folder layout; split, the commit point would be spread over modules.
+
 A file system has no transactions, so the marker file is the commit point:
 
 1. ``write`` streams batches into ``<root>/_dpone_staging/<load_id>/part-NNNNN.parquet``.

@@ -1,5 +1,8 @@
 """File sources: a glob of CSV, JSONL or Parquet files, read in sorted order, chunk by chunk.
 
+Size (over 500 lines): the CSV, JSONL and Parquet readers share the block reader, the row
+provenance and the decode-failure path.
+
 Memory is bounded by the chunk: CSV and JSONL are read in blocks of whole lines, Parquet one
 row group's batches at a time. Each file's SHA-256 is computed before the file is read, so a
 ``record_ref`` can later refuse a file that changed. A line that does not decode (a CSV row
