@@ -15,9 +15,16 @@ from typing import Any
 
 from dpone.connectors import make_sink, make_source
 from dpone.connectors.base import Sink, Source
+from dpone.contracts.spec import ColumnSpec
 from dpone.manifest.compiler import compile_text
 from dpone.manifest.plan import Plan
-from dpone.manifest.specs import SinkSpec, SourceSpec
+from dpone.manifest.specs import (
+    DltSourceSpec,
+    IncrementalPlan,
+    RestApiSourceSpec,
+    SinkSpec,
+    SourceSpec,
+)
 
 CONNECTION_VAR = "DPONE_TEST_CONNECTION"
 _OTHER_SOURCE = {"type": "python", "callable": "rows:rows"}
@@ -62,3 +69,16 @@ def build_source(config: Mapping[str, Any], base: Path, *, read_all_as_text: boo
 def build_sink(config: Mapping[str, Any], base: Path, *, name: str, **kwargs: Any) -> Sink:
     section, env = _by_reference(config)
     return make_sink(sink_spec(section, base, name=name), env=env, **kwargs)
+
+
+def dlt_backed_spec(
+    config: dict[str, Any], base: Path, cursor: ColumnSpec | None = None
+) -> DltSourceSpec | RestApiSourceSpec:
+    """The compiled spec of a dlt-backed ``source`` section (references left unresolved)."""
+    found = config.get("incremental")
+    incremental = (
+        IncrementalPlan(found["cursor_column"], found.get("initial_value")) if found else None
+    )
+    if config["type"] == "rest_api":
+        return RestApiSourceSpec(base, config, (), incremental)
+    return DltSourceSpec(base, config, (), incremental, cursor)

@@ -18,7 +18,7 @@ from dpone.cli.main import cli
 from dpone.connectors import make_source
 from dpone.connectors.errors import SourceConfigError, SourceError
 from dpone.contracts.spec import ColumnSpec
-from dpone.manifest.specs import DltSourceSpec, IncrementalPlan, RestApiSourceSpec
+from tests.connectors.specs import dlt_backed_spec
 
 MODULE = """
 import json
@@ -73,19 +73,6 @@ def plain():
 """
 
 
-def _spec(
-    config: dict[str, Any], base: Path, cursor: ColumnSpec | None = None
-) -> DltSourceSpec | RestApiSourceSpec:
-    """The compiled spec of a dlt-backed ``source`` section (references left unresolved)."""
-    found = config.get("incremental")
-    incremental = (
-        IncrementalPlan(found["cursor_column"], found.get("initial_value")) if found else None
-    )
-    if config["type"] == "rest_api":
-        return RestApiSourceSpec(base, config, (), incremental)
-    return DltSourceSpec(base, config, (), incremental, cursor)
-
-
 @pytest.fixture
 def module(tmp_path: Path) -> str:
     name = f"dltsrc_{uuid.uuid4().hex}"
@@ -94,7 +81,9 @@ def module(tmp_path: Path) -> str:
 
 
 def read(tmp_path: Path, config: dict[str, Any], chunk_size: int = 3) -> list[pa.RecordBatch]:
-    source = make_source(_spec({"type": "dlt", **config}, tmp_path), read_all_as_text=True, env={})
+    source = make_source(
+        dlt_backed_spec({"type": "dlt", **config}, tmp_path), read_all_as_text=True, env={}
+    )
     chunks = list(source.chunks(chunk_size))
     assert all(not c.rereadable and c.file_sha256 is None for c in chunks)
     return [c.batch for c in chunks]
@@ -155,7 +144,7 @@ def test_the_committed_cursor_is_typed_for_the_resource(tmp_path: Path, module: 
         "incremental": {"cursor_column": "updated_at", "initial_value": None},
     }
     cursor = ColumnSpec("updated_at", "timestamp", timezone=True)
-    source = make_source(_spec(config, tmp_path, cursor), read_all_as_text=True, env={})
+    source = make_source(dlt_backed_spec(config, tmp_path, cursor), read_all_as_text=True, env={})
 
     everything = [r["id"] for c in source.chunks(10) for r in c.batch.to_pylist()]
     newer = [

@@ -14,29 +14,15 @@ from pytest_httpserver import HTTPServer
 
 from dpone.connectors import make_source
 from dpone.connectors.errors import SourceConfigError, SourceError, SourceUnavailable
-from dpone.contracts.spec import ColumnSpec
 from dpone.errors import SecretError
-from dpone.manifest.specs import DltSourceSpec, IncrementalPlan, RestApiSourceSpec
 from tests.connectors.restapi import PAGINATORS, PER_PAGE, OrdersApi, item, rest_source
+from tests.connectors.specs import dlt_backed_spec
 
 TOKEN = "tok-4b2e9f0c"
 
 
-def _spec(
-    config: dict[str, Any], base: Path, cursor: ColumnSpec | None = None
-) -> DltSourceSpec | RestApiSourceSpec:
-    """The compiled spec of a dlt-backed ``source`` section (references left unresolved)."""
-    found = config.get("incremental")
-    incremental = (
-        IncrementalPlan(found["cursor_column"], found.get("initial_value")) if found else None
-    )
-    if config["type"] == "rest_api":
-        return RestApiSourceSpec(base, config, (), incremental)
-    return DltSourceSpec(base, config, (), incremental, cursor)
-
-
 def read(source_config: dict[str, Any], chunk_size: int = 3, **env: str) -> list[pa.RecordBatch]:
-    source = make_source(_spec(source_config, Path(".")), read_all_as_text=True, env=env)
+    source = make_source(dlt_backed_spec(source_config, Path(".")), read_all_as_text=True, env=env)
     chunks = list(source.chunks(chunk_size))
     row = 1
     for chunk in chunks:
@@ -191,7 +177,7 @@ def test_the_committed_cursor_goes_to_dlt_incremental(httpserver: HTTPServer) ->
         params={"since": "{incremental.start_value}"},
         incremental={"cursor_column": "updated_at", "initial_value": "2026-01-02T10:00:00Z"},
     )
-    source = make_source(_spec(config, Path(".")), read_all_as_text=True, env={})
+    source = make_source(dlt_backed_spec(config, Path(".")), read_all_as_text=True, env={})
     assert source.cursor_pushdown
 
     first = [v for c in source.chunks(100) for v in c.batch.column("id").to_pylist()]
