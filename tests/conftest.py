@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+# The helpers in tests.support check with plain asserts: show their operands when they fail.
+pytest.register_assert_rewrite("tests.support")
+
 pytest_plugins = ["tests.support.paths", "tests.support.postgres"]
 
 #: A fault-injection test runs dpone several times, each a process of its own with a 300 s

@@ -26,8 +26,7 @@ from dpone.dlq.integrity import Finding
 from dpone.dlq.store import DlqStore
 from dpone.ops.verification import repair_store, verify_store
 from tests.support.dlqfiles import ack_files, lines_of, rewrite_line, segment_files, segments_dir
-
-from .conftest import StoreFactory, rows, run_writer
+from tests.support.dlqrows import StoreFactory, rows, run_writer
 
 ACK = {
     "plan_id": "plan-1",

@@ -26,8 +26,7 @@ from dpone.dlq.index import DlqIndex, IndexEntry
 from dpone.dlq.store import DlqStore
 from dpone.ops.verification import verify_store
 from tests.support.dlqfiles import ack_files, reseal_index
-
-from .conftest import rows
+from tests.support.dlqrows import rows
 
 ACK = {
     "plan_id": "plan-1",

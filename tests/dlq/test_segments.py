@@ -26,8 +26,7 @@ from tests.support.dlqfiles import (
     segment_files,
     temp_files,
 )
-
-from .conftest import StoreFactory, rows, run_writer
+from tests.support.dlqrows import StoreFactory, rows, run_writer
 
 MIB = 1_048_576
 PLAN = "sha256:" + "7" * 64

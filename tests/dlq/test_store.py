@@ -27,8 +27,7 @@ from dpone.dlq.store import DlqStore
 from dpone.ops.verification import verify_store
 from dpone.testing import FrozenClock
 from tests.support.dlqfiles import lines_of, record_ids_on_disk, segment_files
-
-from .conftest import StoreFactory, rows, run_writer
+from tests.support.dlqrows import StoreFactory, rows, run_writer
 
 ACK = {
     "plan_id": "sha256:" + "1" * 64,

@@ -15,8 +15,8 @@ import orjson
 
 from dpone.canonical import checksum
 from dpone.ops.verification import verify_store
-from tests.replay.conftest import FIRST_LOAD, Pipeline
 from tests.support.dlqfiles import reseal_index, segment_files
+from tests.support.replay_pipeline import FIRST_LOAD, Pipeline
 
 
 def _reseal_ref(dlq: Path, run_id: str, new_path: str) -> None:

@@ -29,8 +29,7 @@ from dpone.ops.replay_executor import OUTCOMES, DlqReplayService, Resolution, ex
 from dpone.ops.verification import verify_store
 from dpone.published import load_schema
 from dpone.testing import FrozenClock
-
-from .conftest import T0, assert_valid
+from tests.support.replay_pipeline import T0, assert_valid
 
 
 class FakeResolver:
