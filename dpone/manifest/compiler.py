@@ -30,9 +30,8 @@ from dpone.manifest.plan import (
     StrategyPlan,
 )
 from dpone.manifest.specs import (
-    DltSinkSpec,
     DltSourceSpec,
-    SinkSpec,
+    SinkPlace,
     SourceSpec,
     resolve_under,
     sink_spec,
@@ -130,7 +129,9 @@ def build_plan(doc: dict[str, Any], manifest: LoadedManifest) -> Plan:
         ),
         source=SourcePlan(spec=_source_spec(doc["source"], base, contract)),
         sink=SinkPlan(
-            spec=_sink_spec(sink, base, doc["name"], resolve_under(base, runtime["work_dir"])),
+            spec=sink_spec(
+                sink, SinkPlace(base, doc["name"], resolve_under(base, runtime["work_dir"]))
+            ),
             strategy=StrategyPlan(
                 mode=sink["strategy"]["mode"],
                 unique_key=tuple(sink["strategy"].get("unique_key", ())),
@@ -145,15 +146,6 @@ def build_plan(doc: dict[str, Any], manifest: LoadedManifest) -> Plan:
         document=doc,
         fingerprint=fingerprint_of(doc),
     )
-
-
-def _sink_spec(sink: dict[str, Any], base: Path, name: str, work_dir: Path) -> SinkSpec:
-    """The sink's spec; a dlt sink also gets the pipeline's name and work dir (dlt keeps its
-    pipeline and load packages there)."""
-    spec = sink_spec(sink, base)
-    if isinstance(spec, DltSinkSpec):
-        spec = dataclasses.replace(spec, pipeline=name, work_dir=work_dir)
-    return spec
 
 
 def _quality(doc: dict[str, Any]) -> QualityPlan:

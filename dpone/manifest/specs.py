@@ -332,17 +332,28 @@ class DltSinkSpec(SinkTarget):
 SinkSpec = DuckdbSinkSpec | PostgresSinkSpec | FilesystemSinkSpec | DltSinkSpec
 
 
-def _duckdb_sink(section: Section, base: Path) -> DuckdbSinkSpec:
-    database = resolve_under(base, section["database"])
+@dataclass(frozen=True, slots=True)
+class SinkPlace:
+    """What a sink's spec is built with besides its section: the manifest's folder (relative
+    paths resolve under it), the pipeline's name and its absolute work dir (a dlt sink keeps
+    its pipeline and load packages there)."""
+
+    base: Path
+    pipeline: str
+    work_dir: Path
+
+
+def _duckdb_sink(section: Section, at: SinkPlace) -> DuckdbSinkSpec:
+    database = resolve_under(at.base, section["database"])
     return DuckdbSinkSpec(
         database=database,
-        display=display_path(database, base),
+        display=display_path(database, at.base),
         dataset=section["dataset"],
         table=section["table"],
     )
 
 
-def _postgres_sink(section: Section, base: Path) -> PostgresSinkSpec:
+def _postgres_sink(section: Section, at: SinkPlace) -> PostgresSinkSpec:
     return PostgresSinkSpec(
         connection=SecretRef(section["connection"]),
         dataset=section["dataset"],
@@ -350,17 +361,17 @@ def _postgres_sink(section: Section, base: Path) -> PostgresSinkSpec:
     )
 
 
-def _filesystem_sink(section: Section, base: Path) -> FilesystemSinkSpec:
-    root = resolve_under(base, section["path"])
+def _filesystem_sink(section: Section, at: SinkPlace) -> FilesystemSinkSpec:
+    root = resolve_under(at.base, section["path"])
     return FilesystemSinkSpec(
         path=root,
-        display=display_path(root, base),
+        display=display_path(root, at.base),
         dataset=section["dataset"],
         table=section["table"],
     )
 
 
-def _dlt_sink(section: Section, base: Path) -> DltSinkSpec:
+def _dlt_sink(section: Section, at: SinkPlace) -> DltSinkSpec:
     credentials = section.get("credentials")
     return DltSinkSpec(
         destination=section["destination"],
@@ -368,16 +379,16 @@ def _dlt_sink(section: Section, base: Path) -> DltSinkSpec:
         destination_options=dict(section.get("destination_options") or {}),
         loader_file_format=section.get("loader_file_format"),
         merge_key=tuple(section.get("merge_key") or ()),
-        base_dir=base,
-        pipeline="",  # the compiler's: the manifest's name
-        work_dir=base,  # the compiler's: runtime.work_dir
+        base_dir=at.base,
+        pipeline=at.pipeline,
+        work_dir=at.work_dir,
         dataset=section["dataset"],
         table=section["table"],
     )
 
 
 #: ``sink.type`` -> the builder of its spec from the normalized ``sink`` section.
-SINK_SPECS: dict[str, Callable[[Section, Path], SinkSpec]] = {
+SINK_SPECS: dict[str, Callable[[Section, SinkPlace], SinkSpec]] = {
     "duckdb": _duckdb_sink,
     "postgres": _postgres_sink,
     "filesystem": _filesystem_sink,
@@ -385,6 +396,6 @@ SINK_SPECS: dict[str, Callable[[Section, Path], SinkSpec]] = {
 }
 
 
-def sink_spec(section: Section, base: Path) -> SinkSpec:
-    """The spec of a normalized ``sink`` section; relative paths resolve under ``base``."""
-    return SINK_SPECS[section["type"]](section, base)
+def sink_spec(section: Section, at: SinkPlace) -> SinkSpec:
+    """The spec of a normalized ``sink`` section; relative paths resolve under ``at.base``."""
+    return SINK_SPECS[section["type"]](section, at)
