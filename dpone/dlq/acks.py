@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from dpone.canonical import verify_sealed
 from dpone.dlq import fsio, segments
 from dpone.dlq.ack import ReplayAck
 from dpone.dlq.errors import (
@@ -270,12 +269,7 @@ def ack_segment_ids(store: DlqStore, run_id: str) -> list[tuple[str, bytes, list
         ids = []
         for number, line in enumerate(lines, start=1):
             at = f"{where} line {number}"
-            try:
-                doc = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                raise DlqAckChecksumMismatch(f"{at} does not verify: not JSON") from None
-            if not isinstance(doc, dict) or not verify_sealed(line, doc):
-                raise DlqAckChecksumMismatch(f"{at} does not verify: its checksum differs")
+            doc = segments.sealed_document(line, at, DlqAckChecksumMismatch)
             if doc.get("run_id") != run_id or not is_ulid(doc.get("record_id")):
                 raise DlqAckChecksumMismatch(f"{at} acknowledges a record of another run")
             ids.append(doc["record_id"])
