@@ -59,8 +59,8 @@ from dpone.state.model import PipelineState
 log = structlog.get_logger("dpone.run")
 
 #: Test hook: the index of a partition whose task kills its worker once, mid-task (after its
-#: second staged chunk), so that the scheduler runs it again elsewhere. The marker file in the
-#: run's scale-out folder records that it fired.
+#: second staged chunk), so that the scheduler runs it again elsewhere. The marker file beside
+#: the run's scale-out folder records that it fired.
 FAULT_ENV = "DPONE_SCALEOUT_FAULT"
 FAULT_MARKER = "fault-fired"
 
@@ -256,11 +256,17 @@ def _maybe_fault(spec: TaskSpec, partition: int, staged: int) -> None:
     if os.environ.get(FAULT_ENV) != str(partition) or staged != 2:
         return
     try:
-        fd = os.open(Path(spec.folder) / FAULT_MARKER, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        fd = os.open(fault_marker(spec.folder), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
     except FileExistsError:
         return  # fired once already: this is the retry
     os.close(fd)
     os._exit(1)
+
+
+def fault_marker(folder: str | Path) -> Path:
+    """The fault hook's marker: beside the run's scale-out folder (which a run removes)."""
+    folder = Path(folder)
+    return folder.parent / f"{folder.name}.{FAULT_MARKER}"
 
 
 class RowScopeEngine(AssertionEngine):
