@@ -91,7 +91,9 @@ class ScaleOutStaging(Staging):
     folder: Path | None = None
 
     def commit(self, cursor_to: str | None) -> None:
+        started = time.perf_counter()
         super().commit(cursor_to)
+        log.info("scaleout.sink_committed", seconds=round(time.perf_counter() - started, 3))
         self._remove()
 
     def abort(self) -> None:
@@ -168,6 +170,7 @@ class ScaleOutStream(Stream):
                 self._load(folder / "staged", staged)
         self.staging.begin_empty(sink_schema(plan.sink.contract))
         self.stage_seconds["sink_stage"] = time.perf_counter() - clock
+        log.info("scaleout.stages", **{k: round(v, 3) for k, v in self.stage_seconds.items()})
         return Streamed(tracker.committed_text(), tracker.unplaced_after_run())
 
     # --- the cluster ----------------------------------------------------------------------------
@@ -325,6 +328,7 @@ def _client(config: DaskPlan) -> Iterator[Any]:
             yield client
         return
     workers = config.n_workers or os.cpu_count() or 1
+    started = time.perf_counter()
     with (
         LocalCluster(
             n_workers=workers,
@@ -335,7 +339,8 @@ def _client(config: DaskPlan) -> Iterator[Any]:
         ) as cluster,
         Client(cluster) as client,
     ):
-        log.info("scaleout.cluster_started", workers=workers)
+        seconds = round(time.perf_counter() - started, 3)
+        log.info("scaleout.cluster_started", workers=workers, seconds=seconds)
         yield client
 
 
