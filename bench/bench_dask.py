@@ -102,11 +102,15 @@ class _RssSampler:
             for child in me.children(recursive=True):
                 try:
                     rss = child.memory_info().rss
-                    kind = "worker" if child.parent().pid != me.pid else "nanny"
+                    # LocalCluster's nannies live in this process; its workers are spawned
+                    # processes (multiprocessing's resource tracker is not one of them).
+                    cmdline = " ".join(child.cmdline())
                 except psutil.Error:
                     continue
+                if "resource_tracker" in cmdline:
+                    continue
                 if rss > self.peaks.get(child.pid, (0, ""))[0]:
-                    self.peaks[child.pid] = (rss, kind)
+                    self.peaks[child.pid] = (rss, "worker")
 
 
 def _timed(manifest: Path) -> tuple[float, Any, list[dict[str, Any]]]:

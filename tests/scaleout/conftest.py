@@ -80,6 +80,8 @@ def outcome(manifest: Path, env: dict[str, str] | None = None) -> dict[str, Any]
             "assertions": evidence["assertions"],
         },
         "work": work,
+        "scale_out": evidence.get("scale_out"),
+        "evidence_doc": evidence,
     }
 
 

@@ -35,6 +35,12 @@ def test_csv_glob_gives_the_local_result(tmp_path: Path) -> None:
     dask = outcome(write_manifest(tmp_path, "csv_dask", "dask", source, **DASK))
     same_result(local, dask)
     assert dask["report"]["rows"]["quarantined"] == 3 * 13
+    parts = dask["scale_out"]["partitions"]
+    assert [(p["source_partition"], p["rows_read"], p["rows_quarantined"]) for p in parts] == [
+        (f"data/part{f}.csv", 1200, 13) for f in range(3)
+    ]
+    assert dask["scale_out"]["single_partition_reason"] is None
+    assert "scale_out" not in local["evidence_doc"]
     # the tasks' segments are named by partition and chunk; the staged files are gone
     names = sorted(p.name for p in (dask["work"] / "dlq" / "runs").glob("*/segments/*.jsonl"))
     assert names[0] == "p00000-c000000.jsonl"

@@ -124,6 +124,15 @@ class ScaleOutStream(Stream):
         self.partition_counts: list[dict[str, Any]] = []
         #: seconds per stage of the driver's work (the bench reads them)
         self.stage_seconds: dict[str, float] = {}
+        self._single_reason: str | None = None
+
+    @property
+    def scale_out(self) -> dict[str, Any]:
+        """The evidence's ``scale_out`` section."""
+        return {
+            "partitions": list(self.partition_counts),
+            "single_partition_reason": self._single_reason,
+        }
 
     def run(self) -> Streamed:
         ctx, parts, state = self.ctx, self.parts, self.state
@@ -133,6 +142,7 @@ class ScaleOutStream(Stream):
         after = state.cursor.value if (state.cursor and source.cursor_pushdown) else None
         partitioning = plan_partitions(plan, source, after)
         partitions = partitioning.partitions
+        self._single_reason = partitioning.single_reason
         if partitioning.single_reason is not None:
             log.warning("scaleout.single_partition", reason=partitioning.single_reason)
         folder = ctx.paths.work_dir / SCALEOUT_DIR / ctx.run_id
