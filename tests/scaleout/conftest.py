@@ -42,7 +42,7 @@ def write_manifest(
     return path
 
 
-_RUN_ROW = re.compile(r"/row/([0-9]+)$")
+_RUN_ROW = re.compile(r"/rows/([0-9]+)$")
 
 
 def outcome(manifest: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -64,7 +64,7 @@ def outcome(manifest: Path, env: dict[str, str] | None = None) -> dict[str, Any]
             doc = json.loads(line)
             ref = doc["record_ref"]
             # run-scoped refs name their run: compare them by the row number they carry
-            found = _RUN_ROW.search(ref) if ref.startswith("dpone://run/") else None
+            found = _RUN_ROW.search(ref) if ref.startswith("dpone://runs/") else None
             records.append((found.group(1) if found else ref, doc["reason"]["code"]))
     evidence = json.loads((folder / report["evidence"]).read_text())
     return {
