@@ -27,7 +27,7 @@ from datetime import datetime
 
 from dpone.dlq import fsio
 from dpone.dlq.errors import DlqLimitExceeded
-from dpone.dlq.ids import check_identifier
+from dpone.dlq.fsio import check_identifier
 from dpone.dlq.model import RejectedRow
 from dpone.dlq.segments import SEGMENT_SUFFIX, SEGMENTS_DIR, SegmentEntry
 from dpone.dlq.store import RUNS_DIR, DlqStore, RunHeader, read_index_at

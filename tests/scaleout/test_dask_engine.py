@@ -9,8 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.postgres import pg_query
 from tests.scaleout.conftest import outcome, same_result, write_manifest
+from tests.support.postgres import pg_query
 
 pytestmark = [pytest.mark.dask, pytest.mark.slow]
 
