@@ -14,15 +14,17 @@ the run and of the row's place in the partition, never of the clock or of chance
 
 A retried task publishes the very same bytes under the very same names: ``link(2)`` finds the
 name taken, the bytes are compared, and the write is a no-op (the base writer's create-only
-publish). The driver indexes the segments from the descriptors the task returns
-(:meth:`RunWriter.adopt_segments`), after checking them against the bytes on disk.
+publish). :meth:`PartitionWriter.finish` hands the driver what its index needs — the
+segments' descriptors (with the SHA-256 of the bytes this writer published) and the records'
+index entries — so the driver never reads the segments back
+(:meth:`~dpone.dlq.writer.RunWriter.adopt_described`).
 """
 
 from __future__ import annotations
 
 import os
-from base64 import b32encode
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from dpone.dlq import fsio
@@ -32,37 +34,26 @@ from dpone.dlq.model import RejectedRow
 from dpone.dlq.segments import SEGMENT_SUFFIX, SEGMENTS_DIR, SegmentEntry
 from dpone.dlq.store import RUNS_DIR, DlqStore, RunHeader, read_index_at
 from dpone.dlq.writer import RunWriter
+from dpone.ids import ulids_at
 
 # The 80 bits under the ULID's timestamp: partition, chunk, row (most significant first).
 PARTITION_BITS = 20
 CHUNK_BITS = 28
 ROW_BITS = 32
 MAX_PARTITIONS = 2**PARTITION_BITS
-_CROCKFORD = bytes.maketrans(
-    b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", b"0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-)
-
-
-def _time_prefix(ms: int) -> str:
-    digits = []
-    for _ in range(10):
-        digits.append("0123456789ABCDEFGHJKMNPQRSTVWXYZ"[ms & 31])
-        ms >>= 5
-    return "".join(reversed(digits))
 
 
 def partition_ids(start: datetime, partition: int, chunk: int, first: int, count: int) -> list[str]:
     """``count`` record ids for rows ``first``.. of ``chunk`` of ``partition`` of a run that
     started at ``start``; the same arguments always give the same ids."""
-    if not (0 <= partition < MAX_PARTITIONS and 0 <= chunk < 2**CHUNK_BITS):
+    if not 0 <= partition < MAX_PARTITIONS:
         raise DlqLimitExceeded("partitions", partition, MAX_PARTITIONS - 1, "too many partitions")
+    if not 0 <= chunk < 2**CHUNK_BITS:
+        raise DlqLimitExceeded("chunks", chunk, 2**CHUNK_BITS - 1, "too many chunks")
     if first + count > 2**ROW_BITS:
         raise DlqLimitExceeded("rows", first + count, 2**ROW_BITS, "too many rows in a chunk")
-    prefix = _time_prefix(int(start.timestamp() * 1000))
     base = (partition << (CHUNK_BITS + ROW_BITS)) | (chunk << ROW_BITS)
-    raw = b"".join((base | (first + i)).to_bytes(10, "big") for i in range(count))
-    digits = b32encode(raw).translate(_CROCKFORD).decode("ascii")
-    return [prefix + digits[16 * i : 16 * i + 16] for i in range(count)]
+    return ulids_at(start, base | first, count)
 
 
 def partition_segment_name(partition: int, chunk: int, piece: int = 0) -> str:
@@ -70,11 +61,27 @@ def partition_segment_name(partition: int, chunk: int, piece: int = 0) -> str:
     return f"p{partition:05d}-c{chunk:06d}{suffix}{SEGMENT_SUFFIX}"
 
 
+@dataclass(frozen=True, slots=True)
+class PartitionSegments:
+    """What a partition published, for the driver's index: the segments' descriptors (JSON
+    form, in record-id order) and their records' index entries as columns (in the same order)."""
+
+    segments: tuple[dict[str, object], ...] = ()
+    record_ids: tuple[str, ...] = ()
+    sha256s: tuple[str, ...] = ()
+    codes: tuple[str, ...] = ()
+    columns: tuple[str | None, ...] = ()
+
+    def descriptors(self) -> list[SegmentEntry]:
+        """The descriptors, each checked as an index's segment entry (untrusted: a task's)."""
+        return [SegmentEntry.from_json(doc, i) for i, doc in enumerate(self.segments)]
+
+
 class PartitionWriter(RunWriter):
     """Writes one partition's records into a run another process (the driver) holds open.
 
-    It takes no lock and never writes the index: :meth:`finish` hands back the descriptors of
-    the segments it published (or found already published, byte for byte) for the driver.
+    It takes no lock and never writes the index: :meth:`finish` hands back what the driver
+    indexes.
     """
 
     def __init__(self, store: DlqStore, run_id: str, partition: int, started: datetime) -> None:
@@ -116,13 +123,29 @@ class PartitionWriter(RunWriter):
         self._piece += 1
         return name
 
-    def finish(self) -> list[SegmentEntry]:
-        """The segments this partition published, in name order; the writer is done."""
-        listed = sorted(self._segments.values(), key=lambda s: s.name)
+    def finish(self) -> PartitionSegments:
+        """What this partition published, for the driver; the writer is done."""
+        listed = sorted(self._segments.values(), key=lambda s: s.first_record_id)
+        entries = sorted(
+            (
+                (rid, sha, code, column)
+                for ids, shas, codes, columns in self._entry_columns
+                for rid, sha, code, column in zip(ids, shas, codes, columns, strict=True)
+            ),
+            key=lambda e: e[0],
+        )
         self._state = "closed"
         os.close(self._segments_fd)
         os.close(self._run_fd)
-        return listed
+        # Segments hold disjoint runs of ids (a chunk's pieces cut its records in id order):
+        # sorted by their first id, they list the entries in the entries' own order.
+        return PartitionSegments(
+            segments=tuple(seg.to_json() for seg in listed),
+            record_ids=tuple(e[0] for e in entries),
+            sha256s=tuple(e[1] for e in entries),
+            codes=tuple(e[2] for e in entries),
+            columns=tuple(e[3] for e in entries),
+        )
 
 
-__all__ = ["PartitionWriter", "partition_ids", "partition_segment_name"]
+__all__ = ["PartitionSegments", "PartitionWriter", "partition_ids", "partition_segment_name"]

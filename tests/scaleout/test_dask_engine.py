@@ -1,38 +1,27 @@
 """engine: dask on a LocalCluster of 2 worker processes gives what engine: local gives (SPEC §12):
-the same loaded rows, DLQ records (by record_ref and reason) and evidence counts."""
+the same loaded rows, DLQ records (by record_ref and reason) and evidence counts. The module's
+tests share one cluster (``local_cluster``); a run that starts its own is in test_dask_faults."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.scaleout.conftest import outcome, same_result, write_manifest
 from tests.support.postgres import pg_query
+from tests.support.scaleout import csv_files, outcome, same_result, write_manifest
 
 pytestmark = [pytest.mark.dask, pytest.mark.slow]
 
-DASK = {"dask": {"n_workers": 2}}
 
-
-def _csv_files(folder: Path, files: int = 3, rows: int = 1200) -> None:
-    data = folder / "data"
-    data.mkdir()
-    for f in range(files):
-        lines = ["id,amount,kind"]
-        for i in range(rows):
-            amount = "n/a" if i % 97 == 0 else f"{i}.25"
-            lines.append(f"{f * 100_000 + i},{amount},k{i % 3}")
-        (data / f"part{f}.csv").write_text("\n".join(lines) + "\n")
-
-
-def test_csv_glob_gives_the_local_result(tmp_path: Path) -> None:
-    _csv_files(tmp_path)
+def test_csv_glob_gives_the_local_result(tmp_path: Path, local_cluster: dict[str, Any]) -> None:
+    csv_files(tmp_path)
     source = {"type": "file", "format": "csv", "path": "data/*.csv"}
     local = outcome(write_manifest(tmp_path, "csv_local", "local", source))
-    dask = outcome(write_manifest(tmp_path, "csv_dask", "dask", source, **DASK))
+    dask = outcome(write_manifest(tmp_path, "csv_dask", "dask", source, **local_cluster))
     same_result(local, dask)
     assert dask["report"]["rows"]["quarantined"] == 3 * 13
     parts = dask["scale_out"]["partitions"]
@@ -47,7 +36,9 @@ def test_csv_glob_gives_the_local_result(tmp_path: Path) -> None:
     assert not list((dask["work"] / "scaleout").glob("*/staged"))
 
 
-def test_parquet_row_groups_give_the_local_result(tmp_path: Path) -> None:
+def test_parquet_row_groups_give_the_local_result(
+    tmp_path: Path, local_cluster: dict[str, Any]
+) -> None:
     (tmp_path / "data").mkdir()
     n = 9000
     amounts = [None if i % 101 == 0 else f"{i}.5" for i in range(n)]
@@ -64,7 +55,7 @@ def test_parquet_row_groups_give_the_local_result(tmp_path: Path) -> None:
     assert pq.ParquetFile(tmp_path / "data" / "big.parquet").num_row_groups == 9
     source = {"type": "file", "format": "parquet", "path": "data/big.parquet"}
     local = outcome(write_manifest(tmp_path, "pq_local", "local", source))
-    dask = outcome(write_manifest(tmp_path, "pq_dask", "dask", source, **DASK))
+    dask = outcome(write_manifest(tmp_path, "pq_dask", "dask", source, **local_cluster))
     same_result(local, dask)
     assert local["report"]["rows"]["quarantined"] > 0
     # 9 row groups of 1000 rows, taken together up to 4 chunks of 500 rows: 5 partitions
@@ -73,7 +64,7 @@ def test_parquet_row_groups_give_the_local_result(tmp_path: Path) -> None:
 
 
 def test_postgres_key_ranges_give_the_local_result(
-    tmp_path: Path, pg_url: str, pg_schema: str
+    tmp_path: Path, pg_url: str, pg_schema: str, local_cluster: dict[str, Any]
 ) -> None:
     pg_query(pg_url, f'CREATE SCHEMA "{pg_schema}"')
     pg_query(
@@ -92,7 +83,7 @@ def test_postgres_key_ranges_give_the_local_result(
     env = {"DPONE_TEST_PG_URL": pg_url}
     local_source = {k: v for k, v in source.items() if k not in ("partition_column", "partitions")}
     local = outcome(write_manifest(tmp_path, "pg_local", "local", local_source), env)
-    dask = outcome(write_manifest(tmp_path, "pg_dask", "dask", source, **DASK), env)
+    dask = outcome(write_manifest(tmp_path, "pg_dask", "dask", source, **local_cluster), env)
     same_result(local, dask)
     assert dask["report"]["rows"]["quarantined"] == 5000 // 89
     parts = {p.name[:6] for p in (dask["work"] / "dlq" / "runs").glob("*/segments/*.jsonl")}

@@ -6,9 +6,18 @@ lifecycle's commit, evidence, state and failure paths) is the local run's, uncha
 
     partitions (deterministic) -> DLQ run opened -> one task per partition (Dask)
     -> every task's result checked: a failed partition fails the run, nothing committed
-    -> the tasks' DLQ segments verified against their bytes and indexed; the run closed
-    -> batch assertions over every partition's rows -> staged Parquet loaded into ONE sink
-       load (committed by the lifecycle) -> evidence -> state
+    -> the tasks' DLQ segments indexed from what the tasks report; the run closed
+    -> batch assertions over every partition's rows -> the staged Parquet files checked and
+       handed to ONE sink load, which reads them itself when it commits (the lifecycle's
+       commit) -> evidence -> state
+
+Neither the DLQ segments nor the staged rows pass through the driver: a task reports each
+segment's descriptor (name, byte SHA-256, count, first/last id, expiry) and its records'
+index entries, and the driver writes the index from them (every read of a record and
+``dpone ops dlq verify`` check the bytes against the index); the staged files are checked
+against what their task reported (name, size, SHA-256, rows from the footer) and loaded by
+the sink in its commit's transaction (DuckDB: ``INSERT ... SELECT FROM read_parquet``; other
+sinks stream the files' batches into the load).
 
 The cluster is the manifest's (``runtime.dask.address``) or a ``LocalCluster`` started and
 closed by the run. Every task writes under the work dir and the DLQ directory, so both must
@@ -33,7 +42,6 @@ import structlog
 
 from dpone.assertions.engine import AssertionEngine
 from dpone.contracts.types import sink_schema
-from dpone.dlq.segments import SegmentEntry
 from dpone.dlq.writer import RunResult, RunWriter
 from dpone.errors import DponeError
 from dpone.faults import checkpoint
@@ -67,12 +75,21 @@ class AdoptingPipe(DlqPipe):
         if self._store is not None:
             self._open()
 
-    def adopt(self, listed: Sequence[SegmentEntry]) -> None:
-        if not listed:
-            return
-        writer = self._open()
-        self.records += writer.adopt_segments(listed)
-        self.used = True
+    def adopt(self, results: Sequence[PartitionResult]) -> None:
+        """Index every task's segments from its descriptors and entries (in partition order),
+        each segment checked to be named for its own partition."""
+        for r in results:
+            found = r.segments
+            listed = found.descriptors()
+            if not listed:
+                continue
+            for entry in listed:
+                match = _SEGMENT_NAME.fullmatch(entry.name)
+                if match is None or int(match.group(1)) != r.index:
+                    raise ScaleOutError("a task listed a DLQ segment of another partition")
+            entries = (found.record_ids, found.sha256s, found.codes, found.columns)
+            self.records += self._open().adopt_described(listed, entries)
+            self.used = True
 
     def abort(self, reason: Any = "run_failed") -> RunResult | None:
         if self._writer is not None:
@@ -85,14 +102,21 @@ class AdoptingPipe(DlqPipe):
 
 
 class ScaleOutStaging(Staging):
-    """The sink load, plus the run's staged Parquet folder: removed once the load commits
-    or the run fails (nothing else reads it)."""
+    """The sink load of the tasks' staged Parquet files, and the run's scale-out folder:
+    removed once the load commits or the run fails (nothing else reads it)."""
 
     folder: Path | None = None
+    files: tuple[Path, ...] = ()
+
+    def begin_staged(self, files: Sequence[Path], schema: pa.Schema) -> None:
+        """Begin the load of ``files`` (checked already), the first one's ``schema``."""
+        self.files = tuple(files)
+        self.begin_empty(schema)
 
     def commit(self, cursor_to: str | None) -> None:
+        assert self._load is not None, "begin_staged() runs before the commit"
         started = time.perf_counter()
-        super().commit(cursor_to)
+        self._load.commit_staged_parquet(self.files, cursor_to=cursor_to)
         log.info("scaleout.sink_committed", seconds=round(time.perf_counter() - started, 3))
         self._remove()
 
@@ -169,17 +193,17 @@ class ScaleOutStream(Stream):
         tracker = self._merge(results, partitions)
         self.engine.finalize()
         clock = time.perf_counter()
-        self.pipe.adopt(_segments(results))
+        self.pipe.adopt(results)
         self.pipe.close()
         self.stage_seconds["index_close"] = time.perf_counter() - clock
         checkpoint("after_dlq_close")
         self._report_progress(len(partitions), len(partitions))
         clock = time.perf_counter()
-        for result in results:
-            for staged in result.staged:
-                self._load(folder / "staged", staged)
-        self.staging.begin_empty(sink_schema(plan.sink.contract))
-        self.stage_seconds["sink_stage"] = time.perf_counter() - clock
+        staged = [f for r in results for f in r.staged]
+        schemas = [_check_staged(folder / "staged", f) for f in staged]
+        schema = schemas[0] if schemas else sink_schema(plan.sink.contract)
+        self.staging.begin_staged([folder / "staged" / f.name for f in staged], schema)
+        self.stage_seconds["staged_check"] = time.perf_counter() - clock
         log.info("scaleout.stages", **{k: round(v, 3) for k, v in self.stage_seconds.items()})
         return Streamed(tracker.committed_text(), tracker.unplaced_after_run())
 
@@ -290,34 +314,34 @@ class ScaleOutStream(Stream):
         log.info("scaleout.partitions", partitions=self.partition_counts)
         return tracker
 
-    def _load(self, staged_dir: Path, staged: StagedFile) -> None:
-        """One staged file into the sink load; its name and bytes are the task's word, so
-        both are checked first."""
-        if not _STAGED_NAME.fullmatch(staged.name):
-            raise ScaleOutError("a task named a staged file outside its naming scheme")
-        data = (staged_dir / staged.name).read_bytes()
-        if hashlib.sha256(data).hexdigest() != staged.sha256:
+
+def _check_staged(staged_dir: Path, staged: StagedFile) -> pa.Schema:
+    """A staged file as its task reported it (name, size, bytes, rows); its Arrow schema.
+    The file is the task's word, read back: it is checked before the sink reads it."""
+    if not _STAGED_NAME.fullmatch(staged.name):
+        raise ScaleOutError("a task named a staged file outside its naming scheme")
+    path = staged_dir / staged.name
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        with path.open("rb") as fh:
+            while block := fh.read(1 << 20):
+                digest.update(block)
+                size += len(block)
+        if size != staged.size or digest.hexdigest() != staged.sha256:
             raise ScaleOutError(
                 f"staged file {staged.name} does not hold the bytes its task reported"
             )
-        table = pq.read_table(pa.BufferReader(data))
-        if table.num_rows != staged.rows:
-            raise ScaleOutError(f"staged file {staged.name} holds another number of rows")
-        for batch in table.to_batches():
-            self.staging.write(batch)
-
-
-def _segments(results: Sequence[PartitionResult]) -> list[SegmentEntry]:
-    """The tasks' segment descriptors, each checked to be of its own partition's naming."""
-    out = []
-    for r in results:
-        for position, doc in enumerate(r.segments):
-            entry = SegmentEntry.from_json(doc, position)
-            match = _SEGMENT_NAME.fullmatch(entry.name)
-            if match is None or int(match.group(1)) != r.index:
-                raise ScaleOutError("a task listed a DLQ segment of another partition")
-            out.append(entry)
-    return out
+        meta = pq.read_metadata(path)
+    except OSError as exc:
+        raise ScaleOutError(
+            f"staged file {staged.name} cannot be read ({type(exc).__name__})"
+        ) from None
+    except pa.ArrowException:
+        raise ScaleOutError(f"staged file {staged.name} is not a readable Parquet file") from None
+    if meta.num_rows != staged.rows:
+        raise ScaleOutError(f"staged file {staged.name} holds another number of rows")
+    return pq.read_schema(path).remove_metadata()
 
 
 @contextmanager

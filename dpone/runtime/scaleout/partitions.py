@@ -28,11 +28,11 @@ from dpone.connectors.sources._sql import Relation, select_sql
 from dpone.connectors.sources.file import FileSource
 from dpone.connectors.sources.postgres import PostgresSource, sql_literal
 from dpone.manifest.plan import Plan
+from dpone.manifest.specs import PostgresSourceSpec
 
 PartitionKind = Literal["file", "row_groups", "key_range", "whole"]
 #: Parquet row groups are grouped until they hold about this many chunks' rows.
 ROW_GROUP_TARGET = 4
-DEFAULT_KEY_RANGES = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,15 +79,13 @@ def plan_partitions(plan: Plan, source: Source, after: object | None) -> Partiti
     pushes down (it decides the row offsets of the key ranges)."""
     if isinstance(source, FileSource):
         return _files(source, plan.runtime.chunk_size)
-    config = plan.source.config
-    if isinstance(source, PostgresSource):
-        column = config.get("partition_column")
-        if column is None:
+    spec = plan.source.spec
+    if isinstance(source, PostgresSource) and isinstance(spec, PostgresSourceSpec):
+        if spec.partition_column is None or spec.partitions is None:
             return _single(source, "the postgres source has no partition_column")
         if source.relation.table is None:
             return _single(source, "a query source cannot be split by key (use table:)")
-        count = int(config.get("partitions", DEFAULT_KEY_RANGES))
-        return _key_ranges(source, str(column), count, after)
+        return _key_ranges(source, spec.partition_column, spec.partitions, after)
     return _single(source, f"a {plan.source.type} source cannot be partitioned")
 
 

@@ -21,6 +21,7 @@ deterministic, retrying them reads the same thing — and the driver raises it a
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import socket
@@ -41,7 +42,7 @@ from dpone.connectors._util import rechunk, sha256_file
 from dpone.connectors.base import LoadMarker, LoadSpec, Sink, Source, SourceChunk
 from dpone.connectors.errors import SourceDecodeError, SourceUnavailable
 from dpone.connectors.sources.file import FileSource
-from dpone.dlq.partition import PartitionWriter
+from dpone.dlq.partition import PartitionSegments, PartitionWriter
 from dpone.dlq.store import DlqStore
 from dpone.dlq.writer import RunResult, RunWriter
 from dpone.durable import create_only
@@ -91,8 +92,11 @@ class TaskSpec:
 
 @dataclass(frozen=True, slots=True)
 class StagedFile:
+    """A staged Parquet file as its task wrote it: the driver checks the file against it."""
+
     name: str
     rows: int
+    size: int
     sha256: str
 
 
@@ -130,7 +134,7 @@ class PartitionResult:
     cursor_highest: Any = None
     cursor_read_keys: dict[str, str] = field(default_factory=dict)
     cursor_seen: dict[str, list[int]] = field(default_factory=dict)
-    segments: tuple[dict[str, Any], ...] = ()
+    segments: PartitionSegments = field(default_factory=PartitionSegments)
     staged: tuple[StagedFile, ...] = ()
     failure: TaskFailure | None = None
     seconds: float = 0.0
@@ -242,13 +246,11 @@ class StagedParquet:
                     f"staged file {name} exists with other bytes",
                     code="DPONE_SCALEOUT_STAGING_CONFLICT",
                 ) from None
-        self.files.append(StagedFile(name, batch.num_rows, _sha256(data)))
+        self.files.append(StagedFile(name, batch.num_rows, len(data), _sha256(data)))
         _maybe_fault(self._spec, self._partition, len(self.files))
 
 
 def _sha256(data: bytes) -> str:
-    import hashlib
-
     return hashlib.sha256(data).hexdigest()
 
 
@@ -283,7 +285,7 @@ class PartitionPipe(DlqPipe):
         super().__init__(store, run_id=spec.run_id, load_id=spec.load_id, pipeline=spec.plan.name)
         self._spec = spec
         self._partition = partition
-        self.segments: tuple[dict[str, Any], ...] = ()
+        self.segments = PartitionSegments()
 
     def _open(self) -> RunWriter:
         if self._writer is None and self._store is not None:
@@ -296,7 +298,7 @@ class PartitionPipe(DlqPipe):
         self.drain()
         self.stop()
         if isinstance(self._writer, PartitionWriter):
-            self.segments = tuple(s.to_json() for s in self._writer.finish())
+            self.segments = self._writer.finish()
         return None
 
 
