@@ -1,12 +1,15 @@
 """engine: dask (a LocalCluster of 2 worker processes) against engine: local, in one run.
 
-10,000,000 rows in 20 CSV files, 1% of them with an amount that is not a decimal (quarantined).
-The files are generated once into a cache folder on disk (``DPONE_BENCH_CACHE``, default
-``~/.cache/dpone-bench``), never on a tmpfs. Printed: rows/s of each engine and the ratio
-(target >= 1.5x), the peak RSS of every worker process (target < 1 GB; psutil, sampled every
-0.2 s), the driver's time per stage (partitioning, tasks, DLQ index close, staging the
-Parquet files into the sink load, sink commit, evidence and state), and the machine's load
-average: this machine is shared, so the figures are of the moment they were taken.
+10,000,000 rows in 20 CSV files, 1% of them with an amount that is not a decimal (quarantined);
+``DPONE_BENCH_DASK_ROWS`` sets another row count (still 20 files), e.g. 1000000 for a quick
+look at the per-stage split on a busy machine. The files are generated once into a cache
+folder on disk (``DPONE_BENCH_CACHE``, default ``~/.cache/dpone-bench``), never on a tmpfs.
+Printed: rows/s of each engine and the ratio (target >= 1.5x at 10M rows on 2 idle cores),
+the peak RSS of every worker process (target < 1 GB; psutil, sampled every 0.2 s), the
+driver's time per stage (cluster start, partitioning, tasks, DLQ index from the tasks'
+descriptors, the staged files' check, the sink's commit reading them, the rest: preflight,
+evidence and state), and the machine's load average: the figures are of the moment they were
+taken.
 """
 
 from __future__ import annotations
@@ -28,19 +31,25 @@ from dpone import api
 
 FILES = 20
 ROWS = 10_000_000
+ROWS_ENV = "DPONE_BENCH_DASK_ROWS"
 BAD_EVERY = 100  # 1%
 CHUNK = 100_000
 
 
+def _rows() -> int:
+    return int(os.environ.get(ROWS_ENV, ROWS))
+
+
 def _cache() -> Path:
     root = Path(os.environ.get("DPONE_BENCH_CACHE", Path.home() / ".cache" / "dpone-bench"))
-    folder = root / f"dask-{ROWS}-{FILES}"
+    rows = _rows()
+    folder = root / f"dask-{rows}-{FILES}"
     done = folder / ".complete"
     if done.exists():
         return folder
     shutil.rmtree(folder, ignore_errors=True)
     (folder / "data").mkdir(parents=True)
-    per = ROWS // FILES
+    per = rows // FILES
     for f in range(FILES):
         ids = range(f * per, (f + 1) * per)
         amount = [("n/a" if i % BAD_EVERY == 0 else f"{i % 100_000}.25") for i in ids]
@@ -124,7 +133,7 @@ def _timed(manifest: Path) -> tuple[float, Any, list[dict[str, Any]]]:
 def run() -> None:
     folder = _cache()
     load = os.getloadavg()
-    print(f"{ROWS:,} rows in {FILES} CSV files (1% bad), cache {folder}")
+    print(f"{_rows():,} rows in {FILES} CSV files (1% bad), cache {folder}")
     print(
         f"load average before: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} cores"
     )
@@ -148,12 +157,17 @@ def run() -> None:
     stages = next((e for e in events if e["event"] == "scaleout.stages"), {})
     commit = next((e for e in events if e["event"] == "scaleout.sink_committed"), {})
     start = next((e for e in events if e["event"] == "scaleout.cluster_started"), {})
-    split = {
-        k: float(stages.get(k, 0.0)) for k in ("partitioning", "tasks", "index_close", "sink_stage")
-    }
+    closed = next((e for e in events if e["event"] == "scaleout.cluster_closed"), {})
+    cluster = float(start.get("seconds", 0.0)) + float(closed.get("seconds", 0.0))
+    split = {"cluster_start_and_close": cluster}
+    split.update(
+        (k, float(stages.get(k, 0.0))) for k in ("partitioning", "index_close", "staged_check")
+    )
+    split["tasks (without the cluster's start)"] = float(stages.get("tasks", 0.0)) - cluster
     split["sink_commit"] = float(commit.get("seconds", 0.0))
     split["rest (preflight, evidence, state)"] = dask_s - sum(split.values())
-    print("dask run, seconds per stage: " + ", ".join(f"{k} {v:.1f}" for k, v in split.items()))
-    print(f"  (tasks includes the cluster's start: {float(start.get('seconds', 0.0)):.1f} s)")
+    print("dask run, seconds per stage:")
+    for k, v in split.items():
+        print(f"  {k:40} {v:7.2f}")
     load = os.getloadavg()
     print(f"load average after: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")

@@ -12,6 +12,10 @@ the strategy, insert the marker into ``<dataset>._dpone_loads``, drop the stagin
 A killed process leaves at most a staging table; :meth:`DuckDbSink.cleanup_abandoned`
 drops it. DuckDB's WAL makes the commit all-or-nothing across a crash.
 
+The rows of Parquet files staged by other processes (a scale-out run's tasks,
+:meth:`DuckDbLoad.commit_staged_parquet`) are read by DuckDB inside that same commit
+transaction, straight into the table that becomes the target or into the target.
+
 A load that carries idempotency keys (a replay batch) inserts one row per key into
 ``<dataset>._dpone_load_keys`` in the same commit. :meth:`DuckDbSink.session` opens the
 database once for many loads and look-ups (each then takes a cursor of that connection).

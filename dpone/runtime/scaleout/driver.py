@@ -376,6 +376,8 @@ def _client(config: DaskPlan) -> Iterator[Any]:
         seconds = round(time.perf_counter() - started, 3)
         log.info("scaleout.cluster_started", workers=workers, seconds=seconds)
         yield client
+        closing = time.perf_counter()
+    log.info("scaleout.cluster_closed", seconds=round(time.perf_counter() - closing, 3))
 
 
 __all__ = ["SCALEOUT_DIR", "ScaleOutError", "ScaleOutStream"]

@@ -14,19 +14,15 @@ index names its DLQ segments and staged files the same way on every attempt.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import pyarrow.parquet as pq
 
-from dpone.connectors import _pg
-from dpone.connectors._util import quote_ident
 from dpone.connectors.base import Source
-from dpone.connectors.errors import SourceConfigError, SourceError, SourceUnavailable
-from dpone.connectors.sources._sql import Relation, select_sql
+from dpone.connectors.errors import SourceUnavailable
+from dpone.connectors.sources._sql import Relation
 from dpone.connectors.sources.file import FileSource
-from dpone.connectors.sources.postgres import PostgresSource, sql_literal
 from dpone.manifest.plan import Plan
 from dpone.manifest.specs import PostgresSourceSpec
 
@@ -80,16 +76,22 @@ def plan_partitions(plan: Plan, source: Source, after: object | None) -> Partiti
     if isinstance(source, FileSource):
         return _files(source, plan.runtime.chunk_size)
     spec = plan.source.spec
-    if isinstance(source, PostgresSource) and isinstance(spec, PostgresSourceSpec):
+    if isinstance(spec, PostgresSourceSpec):
+        # Imported here: the PostgreSQL driver is the driver's to load, not every task's.
+        from dpone.connectors.sources.postgres import PostgresSource
+        from dpone.runtime.scaleout.keyranges import key_ranges
+
+        if not isinstance(source, PostgresSource):
+            return single(source, "an injected source cannot be partitioned")
         if spec.partition_column is None or spec.partitions is None:
-            return _single(source, "the postgres source has no partition_column")
+            return single(source, "the postgres source has no partition_column")
         if source.relation.table is None:
-            return _single(source, "a query source cannot be split by key (use table:)")
-        return _key_ranges(source, spec.partition_column, spec.partitions, after)
-    return _single(source, f"a {plan.source.type} source cannot be partitioned")
+            return single(source, "a query source cannot be split by key (use table:)")
+        return key_ranges(source, spec.partition_column, spec.partitions, after)
+    return single(source, f"a {plan.source.type} source cannot be partitioned")
 
 
-def _single(source: Source, reason: str) -> Partitioning:
+def single(source: Source, reason: str) -> Partitioning:
     label = getattr(getattr(source, "relation", None), "partition", None) or source.identity
     return Partitioning((Partition(0, "whole", str(label)),), reason)
 
@@ -128,83 +130,4 @@ def _files(source: FileSource, chunk_size: int) -> Partitioning:
     return Partitioning(tuple(parts))
 
 
-def _key_ranges(
-    source: PostgresSource, column: str, count: int, after: object | None
-) -> Partitioning:
-    table = source.relation.table
-    assert table is not None
-    key = quote_ident(column)
-    base = source.relation.base_sql()
-    rows = _query(source, f"SELECT min({key}), max({key}) FROM ({base}) AS _dpone_k")
-    low, high = rows[0]
-    preds: list[str] = []
-    if low is not None:
-        numeric = isinstance(low, int) and not isinstance(low, bool)
-        if not numeric and not hasattr(low, "isoformat"):
-            raise SourceConfigError(
-                f"partition_column {column!r} must be an integer, date or timestamp column",
-                pointer="/source/partition_column",
-            )
-        expr = key if numeric else f"EXTRACT(EPOCH FROM {key})"
-        lo, hi = (low, high) if numeric else _epochs(source, key, base)
-        span = hi - lo
-        count = max(1, min(count, int(span) + 1)) if numeric else max(1, count)
-        bounds = [lo + span * i / count for i in range(count)] + [hi]
-        for i in range(count):
-            left, right = _literal(bounds[i], numeric), _literal(bounds[i + 1], numeric)
-            upper = "<=" if i == count - 1 else "<"
-            preds.append(f"{expr} >= {left} AND {expr} {upper} {right}")
-    preds.append(f"{key} IS NULL")
-    parts: list[Partition] = []
-    offset = 0
-    for pred in preds:
-        relation = KeyRange(table, None, where=pred, order_by=key)
-        counted = select_sql(relation, source.incremental, after, sql_literal)
-        (rows_in,) = _query(source, f"SELECT count(*) FROM ({counted}) AS _dpone_c")[0]
-        if not rows_in:
-            continue
-        parts.append(
-            Partition(len(parts), "key_range", table, where=pred, order_by=key, row_offset=offset)
-        )
-        offset += int(rows_in)
-    if not parts:  # an empty table still runs (and commits an empty load)
-        return _single(source, "the table is empty")
-    return Partitioning(tuple(parts))
-
-
-def _literal(value: float, numeric: bool) -> str:
-    if numeric:
-        # Integer keys: ranges start at whole numbers (ceil keeps them disjoint and complete).
-        return str(-int(-value // 1))
-    return repr(float(value))
-
-
-def _epochs(source: PostgresSource, key: str, base: str) -> tuple[float, float]:
-    sql = (
-        f"SELECT EXTRACT(EPOCH FROM min({key}))::float8, EXTRACT(EPOCH FROM max({key}))::float8 "
-        f"FROM ({base}) AS _dpone_k"
-    )
-    low, high = _query(source, sql)[0]
-    return float(low), float(high)
-
-
-def _query(source: PostgresSource, sql: str) -> list[tuple[Any, ...]]:
-    """A small query of the source database (its SQLSTATE only in an error)."""
-    try:
-        # The source's resolved connection string: never logged, never in an error.
-        conn = _pg.connect(source._connection, autocommit=True)
-    except _pg.DRIVER_ERRORS:
-        raise SourceUnavailable("cannot connect to the PostgreSQL source") from None
-    try:
-        with conn.cursor() as cur:
-            cur.execute(sql)
-            return [tuple(row) for row in cur.fetchall()]
-    except _pg.DRIVER_ERRORS as exc:
-        _, detail = _pg.classify(exc)
-        raise SourceError(f"cannot partition the PostgreSQL source ({detail})") from None
-    finally:
-        with contextlib.suppress(*_pg.DRIVER_ERRORS, RuntimeError):
-            conn.close()
-
-
-__all__ = ["KeyRange", "Partition", "Partitioning", "plan_partitions"]
+__all__ = ["KeyRange", "Partition", "Partitioning", "plan_partitions", "single"]
