@@ -31,8 +31,9 @@ from dpone.dlq import fsio
 from dpone.dlq.errors import DlqLimitExceeded
 from dpone.dlq.fsio import check_identifier
 from dpone.dlq.model import RejectedRow
+from dpone.dlq.rundir import RUNS_DIR, RunHeader, read_index_at
 from dpone.dlq.segments import SEGMENT_SUFFIX, SEGMENTS_DIR, SegmentEntry
-from dpone.dlq.store import RUNS_DIR, DlqStore, RunHeader, read_index_at
+from dpone.dlq.store import DlqStore
 from dpone.dlq.writer import RunWriter
 from dpone.ids import ulids_at
 
