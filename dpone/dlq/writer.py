@@ -46,19 +46,18 @@ from dpone.dlq.errors import (
 )
 from dpone.dlq.index import StatusReason, entry
 from dpone.dlq.model import DlqRecord, RejectedRow, format_timestamp
-from dpone.dlq.segments import SEGMENT_FILE, SEGMENTS_DIR, SegmentEntry
-from dpone.dlq.store import (
+from dpone.dlq.rundir import (
     HARD_MAX_SEGMENT_BYTES,
     INDEX_FILE,
     RUNS_DIR,
-    DlqStore,
     RunHeader,
     dumps,
     read_index_at,
     release_lock,
-    scan_segments,
     take_lock,
 )
+from dpone.dlq.segments import SEGMENT_FILE, SEGMENTS_DIR, SegmentEntry
+from dpone.dlq.store import DlqStore, scan_segments
 from dpone.ids import UlidSequence
 
 log = structlog.get_logger("dpone.dlq")

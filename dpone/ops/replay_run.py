@@ -62,17 +62,15 @@ from dpone.ops.replay import (
     ReplayLoadNotCommitted,
     ReplayPlan,
     ReplayPlanMismatch,
-    ReplayResult,
     ReplaySourceChanged,
     ReplayUnsupported,
-    Resolution,
     RowStillRejected,
-    execute,
     is_valid_identity,
     plan,
     read_run,
     replayable_index,
 )
+from dpone.ops.replay_executor import ReplayResult, Resolution, execute
 from dpone.runtime import wiring
 
 log = structlog.get_logger("dpone.replay")
