@@ -51,6 +51,7 @@ from dpone.connectors.errors import (
     SourceObjectChanged,
     SourceUnavailable,
 )
+from dpone.manifest.secrets import resolve_all
 from dpone.manifest.specs import StorageOptions
 
 _READ_SIZE = 1 << 20
@@ -446,12 +447,12 @@ def storage_settings(
             f"storage option(s) {', '.join(unknown)} do not apply to {scheme}://",
             pointer="/source/options/storage",
         )
+    resolved = resolve_all(written, env)
     settings: dict[str, Any] = {}
     for key in allowed:
         if key == "anonymous":
             continue
-        ref = written.get(key)
-        value = ref.resolve(env) if ref is not None else None
+        value = resolved.get(key)
         if value is None:
             value = next((env[n] for n in _ENV_FALLBACK[scheme].get(key, ()) if env.get(n)), None)
         if value:
