@@ -21,6 +21,8 @@ def configure(*, verbose: bool = False, json: bool | None = None) -> None:
     )
     structlog.configure(
         processors=[
+            # Values bound for a stretch of work (a scale-out task binds its partition).
+            structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             renderer,

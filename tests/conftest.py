@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-pytest_plugins = ["tests.support.paths", "tests.support.postgres", "tests.support.s3server"]
+pytest_plugins = [
+    "tests.support.paths",
+    "tests.support.postgres",
+    "tests.support.s3server",
+    "tests.support.scaleout",
+]
 
 #: A fault-injection test runs dpone several times, each a process of its own with a 300 s
 #: limit (tests.support.processes); the default test timeout (pyproject.toml) is for one.

@@ -22,6 +22,7 @@ from dpone.errors import ManifestError
 from dpone.manifest import dltblocks, passes
 from dpone.manifest.loader import LoadedManifest, join_pointer, load_manifest, parse_manifest
 from dpone.manifest.plan import (
+    DaskPlan,
     Plan,
     QualityPlan,
     RuntimePlan,
@@ -126,7 +127,14 @@ def build_plan(doc: dict[str, Any], manifest: LoadedManifest) -> Plan:
         manifest_path=manifest.path,
         manifest_dir=base,
         runtime=RuntimePlan(
-            work_dir=resolve_under(base, runtime["work_dir"]), chunk_size=runtime["chunk_size"]
+            work_dir=resolve_under(base, runtime["work_dir"]),
+            chunk_size=runtime["chunk_size"],
+            engine=runtime["engine"],
+            dask=DaskPlan(
+                address=runtime["dask"].get("address"),
+                n_workers=runtime["dask"].get("n_workers"),
+                memory_limit=runtime["dask"].get("memory_limit"),
+            ),
         ),
         source=SourcePlan(spec=_source_spec(doc["source"], base, contract)),
         sink=SinkPlan(

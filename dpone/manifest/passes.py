@@ -22,6 +22,7 @@ from dpone.dlq import policy as dlq_limits
 from dpone.errors import ErrorDetail
 from dpone.manifest import defaults, dltblocks, paths, storage
 from dpone.manifest.dltsink import check_dlt_sink
+from dpone.manifest.engine_checks import check_engine
 from dpone.manifest.loader import LoadedManifest, join_pointer
 from dpone.manifest.secrets import inline_secret, malformed_reference
 from dpone.manifest.validate import MANIFEST_SCHEMA, locate
@@ -522,6 +523,7 @@ STATIC_CHECKS: tuple[Check, ...] = (
     check_secrets,
     dltblocks.check_dlt_source,
     check_assertions,
+    check_engine,
 )
 
 Pass = Callable[[Document, CompileContext], PassResult]

@@ -187,6 +187,10 @@ class PostgresSourceSpec:
     table: str | None
     query: str | None
     incremental: IncrementalPlan | None
+    #: ``engine: dask``: the column whose key range is split, into ``partitions`` ranges
+    #: (both None when the manifest names no ``partition_column``)
+    partition_column: str | None
+    partitions: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,6 +318,8 @@ def _postgres_source(section: Section, base: Path) -> PostgresSourceSpec:
         table=section.get("table"),
         query=section.get("query"),
         incremental=_incremental(section),
+        partition_column=section.get("partition_column"),
+        partitions=section.get("partitions"),
     )
 
 

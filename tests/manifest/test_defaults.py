@@ -153,6 +153,8 @@ sink: {type: postgres, connection: "${PG_URL}", table: orders}
     "dlt": "name: v_dlt\nsource: {type: dlt, ref: 'rows:rows'}\nsink: {type: duckdb, table: t}\n",
     "postgres": "name: v_postgres\nsource: {type: postgres, connection: '${PG_URL}', table: t}\n"
     "sink: {type: filesystem, path: lake, table: t}\n",
+    "postgres_keys": "name: v_postgres_keys\nsource: {type: postgres, connection: '${PG_URL}',"
+    " table: t, partition_column: id}\nsink: {type: duckdb, table: t}\n",
 }
 
 
@@ -255,6 +257,8 @@ TYPED: dict[str, tuple[Accessor, Typed]] = {
     "/environment": (lambda p, _: p.environment, _same),
     "/runtime/work_dir": (lambda p, _: p.runtime.work_dir, _as_path),
     "/runtime/chunk_size": (lambda p, _: p.runtime.chunk_size, _same),
+    "/runtime/engine": (lambda p, _: p.runtime.engine, _same),
+    "/source/partitions": (lambda p, _: p.source.spec.partitions, _same),
     "/source/incremental/initial_value": (lambda p, _: p.source.incremental.initial_value, _same),
     **{
         f"/source/options/csv/{key}": (
