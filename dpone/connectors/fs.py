@@ -431,6 +431,15 @@ _ENV_FALLBACK: dict[str, dict[str, tuple[str, ...]]] = {
 }
 
 
+def standard_variables(pattern: str) -> tuple[str, ...]:
+    """The environment variables the store of ``pattern`` falls back to (none for a local
+    path): what a process that reads it on dpone's behalf (a Dask worker) must be handed."""
+    if not sourcepaths.is_object_uri(pattern):
+        return ()
+    fallbacks = _ENV_FALLBACK[sourcepaths.split_uri(pattern)[0]]
+    return tuple(name for names in fallbacks.values() for name in names)
+
+
 def storage_settings(
     scheme: str, storage: StorageOptions | None, env: Mapping[str, str]
 ) -> dict[str, Any]:
@@ -558,5 +567,6 @@ __all__ = [
     "SourceFile",
     "object_filesystem",
     "open_inputs",
+    "standard_variables",
     "storage_settings",
 ]
