@@ -48,7 +48,8 @@ class SourcePlan:
 
     @property
     def secrets(self) -> tuple[SecretRef, ...]:
-        """``${ENV_VAR}`` references of a dlt-backed source (credentials, headers, arguments)."""
+        """``${ENV_VAR}`` references of a dlt-backed source (credentials, headers, arguments)
+        or of a file source's ``options.storage``."""
         found = getattr(self.spec, "secrets", ())
         return tuple(found)
 

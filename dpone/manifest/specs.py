@@ -74,8 +74,57 @@ class JsonlOptions:
 
 
 @dataclass(frozen=True, slots=True)
+class StorageOptions:
+    """``source.options.storage``: the object store settings of an ``s3://``, ``gs://`` or
+    ``az://`` path (which keys apply to which store: ``sourcepaths.STORAGE_OPTIONS``).
+
+    Each text setting stays a :class:`SecretRef` template (``${VAR}`` unresolved) until the
+    connector resolves it (``dpone.connectors.fs``); a setting the manifest leaves out is None,
+    and the store's standard environment variables, then its SDK's credential chain, apply.
+    """
+
+    endpoint_url: SecretRef | None
+    region: SecretRef | None
+    key: SecretRef | None
+    secret: SecretRef | None
+    token: SecretRef | None
+    project_id: SecretRef | None
+    account_name: SecretRef | None
+    account_key: SecretRef | None
+    sas_token: SecretRef | None
+    anonymous: bool
+
+    def written(self) -> dict[str, SecretRef]:
+        """The text settings the manifest wrote, by key."""
+        return {
+            name: value for name in STORAGE_TEXT_KEYS if (value := getattr(self, name)) is not None
+        }
+
+    @property
+    def secrets(self) -> tuple[SecretRef, ...]:
+        """The settings that reference the environment."""
+        return tuple(ref for ref in self.written().values() if ref.names)
+
+
+#: The text settings of :class:`StorageOptions`, in the schema's order.
+STORAGE_TEXT_KEYS: tuple[str, ...] = (
+    "endpoint_url",
+    "region",
+    "key",
+    "secret",
+    "token",
+    "project_id",
+    "account_name",
+    "account_key",
+    "sas_token",
+)
+
+
+@dataclass(frozen=True, slots=True)
 class FileSourceSpec:
-    """Files matching the glob ``path`` (as written; relative paths under ``base_dir``)."""
+    """Files matching the glob ``path`` (as written; relative paths under ``base_dir``), or
+    objects of a store when ``path`` is an ``s3://``, ``gs://`` or ``az://`` URI (then
+    ``storage`` holds the store's settings; it is None for a local path)."""
 
     type: ClassVar[str] = "file"
     base_dir: Path
@@ -83,7 +132,13 @@ class FileSourceSpec:
     format: FileFormat
     csv: CsvOptions
     jsonl: JsonlOptions
+    storage: StorageOptions | None
     incremental: IncrementalPlan | None
+
+    @property
+    def secrets(self) -> tuple[SecretRef, ...]:
+        """``${ENV_VAR}`` references of ``storage`` (resolved when the source is built)."""
+        return () if self.storage is None else self.storage.secrets
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +259,31 @@ def _file_source(section: Section, base: Path) -> FileSourceSpec:
             max_row_bytes=csv["max_row_bytes"],
         ),
         jsonl=JsonlOptions(encoding=options["jsonl"]["encoding"]),
+        storage=_storage(options.get("storage")),
         incremental=_incremental(section),
+    )
+
+
+def _storage(section: Section | None) -> StorageOptions | None:
+    """The schema fills ``options.storage`` for an object store path only."""
+    if section is None:
+        return None
+
+    def text(name: str) -> SecretRef | None:
+        value = section.get(name)
+        return None if value is None else SecretRef(value)
+
+    return StorageOptions(
+        endpoint_url=text("endpoint_url"),
+        region=text("region"),
+        key=text("key"),
+        secret=text("secret"),
+        token=text("token"),
+        project_id=text("project_id"),
+        account_name=text("account_name"),
+        account_key=text("account_key"),
+        sas_token=text("sas_token"),
+        anonymous=section["anonymous"],
     )
 
 

@@ -86,7 +86,8 @@ def schema_defaults(
                     at,
                     candidate.get("default"),
                     candidate.get(TEMPLATE),
-                    candidate.get("default") == {} and "properties" in candidate,
+                    candidate.get("default") == {}
+                    and ("properties" in candidate or "properties" in _resolve(candidate)),
                     conditions,
                 )
                 break
@@ -146,6 +147,8 @@ name: v_parquet
 source: {type: file, format: parquet, path: data/*.parquet}
 sink: {type: postgres, connection: "${PG_URL}", table: orders}
 """,
+    "s3_csv": "name: v_s3\nsource: {type: file, format: csv, path: 's3://bucket/in/*.csv'}\n"
+    "sink: {type: duckdb, table: t}\n",
     "python": "name: v_python\nsource: {type: python, callable: 'rows:rows'}\n"
     "sink: {type: duckdb, table: t}\n",
     "duckdb": "name: v_duckdb\nsource: {type: duckdb, database: src.duckdb, table: t}\n"
@@ -281,6 +284,7 @@ TYPED: dict[str, tuple[Accessor, Typed]] = {
         )
     },
     "/source/options/jsonl/encoding": (lambda p, _: p.source.spec.jsonl.encoding, _same),
+    "/source/options/storage/anonymous": (lambda p, _: p.source.spec.storage.anonymous, _same),
     "/source/args": (
         lambda p, _: (
             p.source.spec.args if hasattr(p.source.spec, "args") else p.source.spec.config["args"]

@@ -41,11 +41,13 @@ import pyarrow.parquet as pq
 import structlog
 
 from dpone.assertions.engine import AssertionEngine
+from dpone.connectors.fs import standard_variables
 from dpone.contracts.types import sink_schema
 from dpone.dlq.writer import RunResult, RunWriter
 from dpone.errors import DponeError
 from dpone.faults import checkpoint
-from dpone.manifest.plan import DaskPlan
+from dpone.manifest.plan import DaskPlan, Plan
+from dpone.manifest.specs import FileSourceSpec
 from dpone.runtime.context import RunContext
 from dpone.runtime.cursor import CursorTracker
 from dpone.runtime.dlq_pipe import DlqPipe
@@ -178,7 +180,7 @@ class ScaleOutStream(Stream):
             run_id=ctx.run_id,
             load_id=ctx.load_id,
             started_at=ctx.started_at,
-            env={k: ctx.options.env[k] for k in plan.secret_names if k in ctx.options.env},
+            env={k: ctx.options.env[k] for k in _variables(plan) if k in ctx.options.env},
             existing=existing,
             state=state,
             folder=str(folder),
@@ -342,6 +344,14 @@ def _check_staged(staged_dir: Path, staged: StagedFile) -> pa.Schema:
     if meta.num_rows != staged.rows:
         raise ScaleOutError(f"staged file {staged.name} holds another number of rows")
     return pq.read_schema(path).remove_metadata()
+
+
+def _variables(plan: Plan) -> tuple[str, ...]:
+    """What a task is handed of the run's environment: the manifest's ``${VAR}`` references
+    and the standard variables of an object store the source reads (its credentials)."""
+    spec = plan.source.spec
+    store = standard_variables(spec.path) if isinstance(spec, FileSourceSpec) else ()
+    return (*plan.secret_names, *store)
 
 
 @contextmanager

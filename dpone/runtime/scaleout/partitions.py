@@ -103,7 +103,7 @@ def _files(source: FileSource, chunk_size: int) -> Partitioning:
             parts.append(Partition(len(parts), "file", label, file=label))
             continue
         try:
-            with pq.ParquetFile(str(path)) as pf:
+            with path.open_random() as handle, pq.ParquetFile(handle) as pf:
                 sizes = [pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)]
         except OSError:
             raise SourceUnavailable(f"{label}: cannot read the file") from None

@@ -38,9 +38,10 @@ import structlog
 
 from dpone.assertions.engine import AssertionEngine
 from dpone.clock import utc_now
-from dpone.connectors._util import rechunk, sha256_file
+from dpone.connectors._util import rechunk
 from dpone.connectors.base import LoadMarker, LoadSpec, Sink, Source, SourceChunk
 from dpone.connectors.errors import SourceDecodeError, SourceUnavailable
+from dpone.connectors.fs import SourceFile
 from dpone.connectors.sources.file import FileSource
 from dpone.dlq.partition import PartitionSegments, PartitionWriter
 from dpone.dlq.store import DlqStore
@@ -177,21 +178,22 @@ class PartitionSource:
         return base.chunks(chunk_size, after)
 
 
-def _row_groups(part: Partition, path: Path, chunk_size: int) -> Iterator[SourceChunk]:
+def _row_groups(part: Partition, path: SourceFile, chunk_size: int) -> Iterator[SourceChunk]:
     """Some row groups of a Parquet file; row numbers are the file's (as a local run's)."""
     try:
-        digest = sha256_file(path)
+        digest = path.sha256()
     except OSError as exc:
         raise SourceUnavailable(
             f"{part.label}: cannot read the file ({type(exc).__name__})"
         ) from None
     row = part.first_row
     try:
-        with pq.ParquetFile(str(path)) as pf:
+        with path.open_random() as handle, pq.ParquetFile(handle, pre_buffer=False) as pf:
             batches = pf.iter_batches(batch_size=chunk_size, row_groups=list(part.row_groups))
             for batch in rechunk(batches, chunk_size):
                 yield SourceChunk(batch, part.label, digest, row, True)
                 row += batch.num_rows
+        path.verify(digest)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         raise SourceDecodeError(
             f"{part.label}: not a readable Parquet file",
