@@ -11,9 +11,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tests.support.s3pipeline import ENDPOINT_VARIABLE, S3Pipeline
 from tests.support.scaleout import outcome, same_result, write_manifest
-
-from .conftest import ENDPOINT_VARIABLE, S3Pipeline
 
 STORAGE = {"endpoint_url": "${" + ENDPOINT_VARIABLE + "}"}
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.replay.conftest import FIRST_LOAD, REPLAYED
 from tests.support.dlqfiles import reseal_ref
-
-from .conftest import S3Pipeline, csv_bytes
+from tests.support.replay_pipeline import FIRST_LOAD, REPLAYED
+from tests.support.s3pipeline import S3Pipeline, csv_bytes
 
 KEY = "landing/orders.csv"
 

@@ -27,10 +27,9 @@ from dpone.manifest.secrets import SecretRef
 from dpone.manifest.specs import STORAGE_TEXT_KEYS, StorageOptions
 from dpone.published import schema_errors
 from tests.connectors.specs import source_spec
-from tests.replay.conftest import CANARY, FIRST_LOAD, ROWS
+from tests.support.replay_pipeline import CANARY, FIRST_LOAD, ROWS
+from tests.support.s3pipeline import ENDPOINT_VARIABLE, S3Pipeline, csv_bytes
 from tests.support.s3server import REGION
-
-from .conftest import ENDPOINT_VARIABLE, S3Pipeline, csv_bytes
 
 
 def _sha(data: bytes) -> str:
