@@ -46,6 +46,11 @@ def resolve_all(refs: Mapping[str, SecretRef], env: Mapping[str, str]) -> dict[s
     return {key: ref.resolve(env) for key, ref in refs.items()}
 
 
+def require(refs: Iterable[SecretRef | None], env: Mapping[str, str]) -> None:
+    """Every variable ``refs`` reference is set in ``env``; the unset ones named in one error."""
+    _require_set([n for ref in refs if ref is not None for n in ref.names], env)
+
+
 def _require_set(names: Iterable[str], env: Mapping[str, str]) -> None:
     missing = [n for n in dict.fromkeys(names) if n not in env]
     if missing:

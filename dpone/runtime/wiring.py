@@ -28,6 +28,7 @@ from dpone.contracts.enforcer import ContractEnforcementService
 from dpone.dlq.store import DlqStore
 from dpone.evidence.writer import EVIDENCE_FILE, bundle_dir, publish_evidence_doc
 from dpone.manifest.plan import Plan
+from dpone.manifest.secrets import SecretRef, require
 from dpone.runtime.journal import RunJournal
 from dpone.state.store import StateStore
 
@@ -86,7 +87,18 @@ def connectors(
     source: Source | None = None,
     sink: Sink | None = None,
 ) -> tuple[Source, Sink]:
-    """The plan's source and sink (or the injected ones); secrets resolve in the factories."""
+    """The plan's source and sink (or the injected ones); secrets resolve in the factories.
+
+    Every variable the manifest's own connectors reference is checked first, all at once: a
+    dlt-backed source resolves its references only when it is read, which is too late for a
+    configuration error (the run would have begun and written its evidence).
+    """
+    own: list[SecretRef | None] = []
+    if source is None:
+        own += [plan.source.connection, *plan.source.secrets]
+    if sink is None:
+        own.append(plan.sink.connection)
+    require(own, env)
     if source is None:
         source = make_source(plan.source.spec, env=env, read_all_as_text=True)
     if sink is None:

@@ -188,8 +188,16 @@ def test_an_unset_variable_is_a_configuration_error(tmp_path: Path, httpserver: 
     source = rest_source(httpserver.url_for("/"), "json_link", auth={"token": "${API_TOKEN}"})
     project = ApiProject(tmp_path, source)
 
-    report, _ = project.run()
+    result = CliRunner().invoke(
+        cli, ["run", str(tmp_path / "manifest.yaml"), "--format", "json"], env={}
+    )
 
-    assert report["exit_code"] == 2
-    assert report["error"]["code"] == "DPONE_SECRET_UNRESOLVED"
+    # Refused in preflight, before the run begins: the error document, no run report, no
+    # evidence, no request.
+    assert result.exit_code == 2, result.output
+    doc = json.loads(result.stdout)
+    assert schema_errors(doc, "dpone.error.v1") == []
+    assert doc["code"] == "DPONE_SECRET_UNRESOLVED"
+    assert "API_TOKEN" in doc["message"]
+    assert not (tmp_path / ".dpone" / "evidence").exists()
     assert httpserver.log == []
