@@ -198,12 +198,28 @@ class RunReport:
         }
 
 
+def _cursor(value: Any) -> str:
+    return "none" if value is None else str(value)
+
+
+def _state_line(state: dict[str, Any]) -> str:
+    """The state's move in words: the cursor values as they are stored, never Python reprs."""
+    before, after = state.get("from"), state.get("to")
+    if not state.get("advanced"):
+        return f"unchanged  cursor {_cursor(before)}"
+    if before == after:
+        return f"advanced  cursor stays {_cursor(after)}"
+    return f"advanced  cursor {_cursor(before)} → {_cursor(after)}"
+
+
 def render_text(doc: dict[str, Any]) -> str:
     rows = doc["rows"]
     head = "succeeded" if doc["status"] == "succeeded" else "FAILED"
+    outcome = doc["data_outcome"]
+    if doc["status"] != "succeeded" and outcome != "failed_quality_gate":
+        outcome = None  # "FAILED (passed)" would read as a contradiction; the error says why
     lines = [
-        f"dpone run {doc['pipeline']} {head}"
-        + (f" ({doc['data_outcome']})" if doc["data_outcome"] else ""),
+        f"dpone run {doc['pipeline']} {head}" + (f" ({outcome})" if outcome else ""),
         f"  run        {doc['run_id']}",
         f"  rows       read {rows['read']:,}  loaded {rows['loaded']:,}  "
         f"quarantined {rows['quarantined']:,}  warned {rows['warned']:,}  "
@@ -229,8 +245,7 @@ def render_text(doc: dict[str, Any]) -> str:
         lines.append(f"  evidence   {doc['evidence']}")
     state = doc["state"]
     if state:
-        moved = "advanced" if state.get("advanced") else "unchanged"
-        lines.append(f"  state      {moved}  {state.get('from')!r} → {state.get('to')!r}")
+        lines.append(f"  state      {_state_line(state)}")
     for rec in doc["recovered"]:
         lines.append(f"  recovered  run {rec['run_id']}: {rec['action']} ({rec['reason']})")
     if doc["error"]:

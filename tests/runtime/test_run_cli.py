@@ -205,3 +205,28 @@ def test_real_process_exits_2_on_a_missing_secret_without_a_traceback(project: P
     assert "DPONE_SECRET_UNRESOLVED" in proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     assert not project.work_dir.exists()
+
+
+def test_the_text_report_names_the_cursor_in_words(project: Project) -> None:
+    project.write_csv("a.csv", [good(1, day=1), good(2, day=2)])
+    project.write_manifest(incremental=True)
+
+    first = project.cli("--format", "text")
+    again = project.cli("--format", "text")
+    project.write_csv("a.csv", [good(1, day=1), ("3", "a line with too few fields")])
+    project.write_manifest(enforcement="strict", incremental=True)
+    failed = project.cli("--format", "text")
+
+    assert first.exit_code == 0, first.stdout
+    assert f"dpone run {project.name} succeeded (passed)" in first.stdout
+    assert "state      advanced  cursor none → 2026-01-02T" in first.stdout
+    assert again.exit_code == 0, again.stdout
+    assert "state      advanced  cursor stays 2026-01-02T" in again.stdout
+    assert failed.exit_code == 1, failed.stdout
+    assert "DPONE_SOURCE_DECODE_FAILED" in failed.stdout
+    # A failed run's header does not call its data "passed"; the error line says why.
+    assert f"dpone run {project.name} FAILED\n" in failed.stdout
+    assert "state      unchanged  cursor 2026-01-02T" in failed.stdout
+    for result in (first, again, failed):
+        assert "None" not in result.stdout
+        assert "'" not in result.stdout.split("state")[1].splitlines()[0]
