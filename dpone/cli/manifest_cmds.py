@@ -68,6 +68,16 @@ def plan_cmd(manifest: str, allow_any_import: bool, fmt: str) -> None:
     run_command(fmt, body)
 
 
+def _engine(runtime: dict[str, Any]) -> str:
+    if runtime.get("engine", "local") != "dask":
+        return "local"
+    dask = runtime.get("dask") or {}
+    if dask.get("address"):
+        return f"dask  scheduler {dask['address']}"
+    workers = dask.get("n_workers", "one per core")
+    return f"dask  local cluster, workers {workers}"
+
+
 def render_plan(doc: dict[str, Any]) -> str:
     m = doc["manifest"]
     source, sink = m["source"], m["sink"]
@@ -77,8 +87,12 @@ def render_plan(doc: dict[str, Any]) -> str:
         source.get("path")
         or source.get("table")
         or source.get("query")
-        or source.get("callable", "")
+        or source.get("callable")
+        or source.get("ref")
+        or ""
     )
+    if source["type"] == "rest_api":
+        where = f"{source['client']['base_url']} resource {source['resource']['name']}"
     target = f"{sink['dataset']}.{sink['table']}"
     if sink["type"] == "duckdb":
         target = f"{sink['database']} → {target}"
@@ -96,6 +110,7 @@ def render_plan(doc: dict[str, Any]) -> str:
         + (f" on {', '.join(keys)}" if (keys := sink["strategy"].get("unique_key")) else "")
         + ")",
         f"chunks       {m['runtime']['chunk_size']} rows; work_dir {m['runtime']['work_dir']}",
+        f"engine       {_engine(m['runtime'])}",
         f"contract     {contract['enforcement']} (coercion {contract['coercion']}); "
         f"{len(contract['columns'])} declared column(s);"
         f" evolution {', '.join(f'{k}={v}' for k, v in contract['evolution'].items())}",
@@ -110,7 +125,9 @@ def render_plan(doc: dict[str, Any]) -> str:
         lines.append(f"  - {name}: {spec['type']}{extra}{null}")
     if "incremental" in source:
         inc = source["incremental"]
-        lines.append(f"incremental  {inc['cursor_column']} (initial {inc['initial_value']!r})")
+        initial = inc["initial_value"]
+        start = "none: reads everything" if initial is None else initial
+        lines.append(f"incremental  {inc['cursor_column']} (initial {start})")
     lines.append(
         f"dlq          {dlq['directory']}  (pii {dlq['pii_policy']}, "
         f"retention {dlq['retention_days']} days, enabled {str(dlq['enabled']).lower()})"

@@ -60,6 +60,31 @@ def test_plan_text_and_json() -> None:
     assert doc["fingerprint"].startswith("sha256:")
 
 
+def test_plan_text_names_the_engine_and_where_an_api_source_reads(tmp_path: Path) -> None:
+    manifest = tmp_path / "manifest.yaml"
+    manifest.write_text(
+        "name: kunden_api\n"
+        "runtime: {engine: dask, dask: {n_workers: 2}}\n"
+        "source:\n"
+        "  type: rest_api\n"
+        "  client: {base_url: 'http://127.0.0.1:9/v1/', headers: {X-KEY: '${TRIAL_KEY}'}}\n"
+        "  resource: {name: kunden, endpoint: kunden}\n"
+        "  incremental: {cursor_column: ts}\n"
+        "sink: {type: duckdb, table: kunden}\n",
+        encoding="utf-8",
+    )
+
+    code, out, _ = run("plan", str(manifest))
+
+    assert code == 0, out
+    assert "source       rest_api  http://127.0.0.1:9/v1/ resource kunden\n" in out
+    assert "engine       dask  local cluster, workers 2\n" in out
+    assert "incremental  ts (initial none: reads everything)\n" in out
+    assert "None" not in out
+    code, out, _ = run("plan", ORDERS)
+    assert "engine       local\n" in out
+
+
 def test_plan_redacts_secrets(tmp_path: Path, monkeypatch: object) -> None:
     manifest = EXAMPLES / "orders_postgres" / "manifest.yaml"
     code, out, _ = run("plan", str(manifest), "--format", "json")
