@@ -125,8 +125,10 @@ def run(
     caller already started (the CLI's).
     """
     from dpone.manifest.plan import Plan
+    from dpone.ops import stderr_logs
     from dpone.runtime.lifecycle import RunOptions, run_pipeline
 
+    stderr_logs()
     if isinstance(manifest_or_plan, Plan):
         from dpone.manifest.overrides import with_evolution
 

@@ -35,6 +35,18 @@ PathLike = str | os.PathLike[str]
 STORE_FOLDERS = ("runs", "acks")
 
 
+def stderr_logs() -> None:
+    """dpone's log events on stderr at info level, as the CLI writes them, unless the caller
+    configured structlog itself. Unconfigured, structlog prints every event, debug included,
+    to stdout, which is the calling program's output (a script printing JSON, a task's XCom)."""
+    import structlog
+
+    if not structlog.is_configured():
+        from dpone.logs import configure
+
+        configure()
+
+
 def open_store(directory: PathLike) -> DlqStore:
     """The store at ``directory``. A missing folder, or a folder with other things in it but
     neither ``runs/`` nor ``acks/`` (a work dir, the manifest's folder), is a usage error
@@ -95,6 +107,7 @@ def verify(
     ``repair`` first closes abandoned runs and removes crash leftovers."""
     from dpone.ops.verification import repair_store, signature_findings, verify_store
 
+    stderr_logs()
     if require_signature:
         from dpone.signing import require_key
 
@@ -146,6 +159,7 @@ def replay_execute(
     from dpone.ops import replay
     from dpone.ops.replay_run import execute_replay
 
+    stderr_logs()
     binding = _binding(manifest, run_id, dlq_dir, env)
     stored = replay.load_plan(Path(plan)) if isinstance(plan, str | os.PathLike) else plan
     return execute_replay(binding, stored, max_items=max_items)
@@ -230,6 +244,7 @@ def retention_apply(
     verify every touched run (``result.clean``)."""
     from dpone.ops.retention import apply_retention, load_plan
 
+    stderr_logs()
     if isinstance(plan, str | os.PathLike):
         plan = load_plan(Path(plan))
     store = open_store(dlq_dir if dlq_dir is not None else plan.directory)

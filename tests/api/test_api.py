@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -140,3 +143,51 @@ def test_handle_signals_true_watches_while_running_and_restores(orders: Path) ->
     assert during
     assert during[0][0] != before[0]
     assert _handlers() == before
+
+
+SCRIPT_RUN = """
+import json, sys
+import dpone
+report = dpone.run(sys.argv[1])
+dpone.ops.verify(sys.argv[2])
+print(json.dumps({"status": report.status}))
+"""
+
+SCRIPT_OWN_LOGGING = """
+import sys
+import structlog
+seen = []
+structlog.configure(processors=[lambda _l, _m, event: seen.append(event) or event],
+                    logger_factory=structlog.ReturnLoggerFactory())
+import dpone
+dpone.run(sys.argv[1], check=False)
+print(sorted({e["event"] for e in seen} & {"run.start", "run.failed"}))
+"""
+
+
+def test_a_script_keeps_its_stdout_and_its_own_logging(orders: Path) -> None:
+    """Unconfigured, structlog prints every event (debug too) to stdout: a script's output.
+    dpone's events go to stderr at info level instead, unless the caller configured structlog."""
+    dlq = orders.parent / ".dpone" / "dlq"
+    first = subprocess.run(
+        [sys.executable, "-c", SCRIPT_RUN, str(orders), str(dlq)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    own = subprocess.run(
+        [sys.executable, "-c", SCRIPT_OWN_LOGGING, str(orders)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout) == {"status": "succeeded"}
+    events = [json.loads(line) for line in first.stderr.splitlines()]
+    assert events[0]["event"] == "run.start"
+    assert {e["level"] for e in events} <= {"info", "warning", "error"}
+    assert own.returncode == 0, own.stderr
+    # The second run of the example reads no new row and fails its min_rows_per_load.
+    assert own.stdout.strip() == "['run.failed', 'run.start']"
+    assert own.stderr == ""
