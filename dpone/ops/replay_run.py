@@ -470,8 +470,13 @@ def bind(
     unique_key = strategy.unique_key if strategy.mode == "merge" else ()
     if not isinstance(sink, KeyedSink):
         raise ReplayUnsupported(
-            "the manifest's sink cannot commit idempotency keys with its rows, so a replay "
-            "could not be made exactly once"
+            f"the manifest's {manifest.sink.type} sink cannot commit idempotency keys with its "
+            "rows, so a replay could not be made exactly once",
+            fixes=(
+                "replay into a duckdb, postgres or filesystem sink: a manifest with the same "
+                "source and contract and one of those sinks",
+                "or rerun the pipeline once the source rows are fixed",
+            ),
         )
     resolver = FileRowResolver(manifest, source, sink, unique_key=unique_key)
     return ReplayBinding(

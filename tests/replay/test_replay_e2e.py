@@ -428,3 +428,21 @@ def test_more_rows_than_chunk_size_split_into_batch_loads(
     assert len(pipeline.acked(run_id)) == 12
     assert pipeline.execute(run_id).doc["counts"]["already_acknowledged"] == 12
     assert len(pipeline.load_ids()) == len(loads_before) + 3
+
+
+def test_a_dlt_sink_is_refused_with_what_to_do(duck: Pipeline) -> None:
+    duck.write_csv()
+    duck.write_manifest(mode="merge")
+    doc = json.loads(duck.manifest.read_text(encoding="utf-8"))
+    doc["sink"] = {k: v for k, v in doc["sink"].items() if k != "database"}
+    doc["sink"] |= {"type": "dlt", "destination": "duckdb"}
+    duck.manifest.write_text(json.dumps(doc), encoding="utf-8")
+    run_id = duck.run()
+
+    result = duck.execute(run_id)
+
+    assert result.exit_code == 2
+    assert result.doc["code"] == "DPONE_DLQ_REPLAY_UNSUPPORTED"
+    assert "dlt sink" in result.doc["message"]
+    assert any("duckdb, postgres or filesystem" in fix for fix in result.doc["fixes"])
+    assert duck.acked(run_id) == []
