@@ -140,6 +140,13 @@ class DlqLimitExceeded(DlqError):
 class DlqRunNotFound(DlqError):
     code = "DPONE_DLQ_RUN_NOT_FOUND"
     exit_code = EXIT_CONFIG
+    default_fixes: ClassVar[tuple[str, ...]] = (
+        "list the store's runs with `dpone ops dlq summary --dir DIR`",
+        "check --dir: the DLQ root is dlq.directory, by default <work_dir>/dlq",
+    )
+
+    def __init__(self, message: str, *, fixes: Sequence[str] | None = None) -> None:
+        super().__init__(message, fixes=self.default_fixes if fixes is None else fixes)
 
 
 class DlqRecordNotFound(DlqError):

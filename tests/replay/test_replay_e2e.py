@@ -446,3 +446,21 @@ def test_a_dlt_sink_is_refused_with_what_to_do(duck: Pipeline) -> None:
     assert "dlt sink" in result.doc["message"]
     assert any("duckdb, postgres or filesystem" in fix for fix in result.doc["fixes"])
     assert duck.acked(run_id) == []
+
+
+@pytest.mark.parametrize("command", [("quarantine-replay",), ("dlq", "verify"), ("dlq", "summary")])
+def test_an_unknown_run_id_says_where_to_find_the_runs(
+    duck: Pipeline, command: tuple[str, ...]
+) -> None:
+    duck.write_csv()
+    duck.write_manifest()
+    duck.run()
+    unknown = "01M8XFGK3SJXA7TGVADXN088WX"
+
+    result = duck.cli(
+        "ops", *command, "--dir", str(duck.dlq_dir), "--run-id", unknown, "--format", "json"
+    )
+
+    assert result.exit_code == 2
+    assert result.doc["code"] == "DPONE_DLQ_RUN_NOT_FOUND"
+    assert any("dpone ops dlq summary --dir" in fix for fix in result.doc["fixes"])
