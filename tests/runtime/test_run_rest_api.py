@@ -186,7 +186,7 @@ def test_secrets_never_reach_logs_or_artifacts(
 
 def test_an_unset_variable_is_a_configuration_error(tmp_path: Path, httpserver: HTTPServer) -> None:
     source = rest_source(httpserver.url_for("/"), "json_link", auth={"token": "${API_TOKEN}"})
-    project = ApiProject(tmp_path, source)
+    ApiProject(tmp_path, source)  # writes the manifest
 
     result = CliRunner().invoke(
         cli, ["run", str(tmp_path / "manifest.yaml"), "--format", "json"], env={}
