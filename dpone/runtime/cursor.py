@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dpone.clock import iso_utc
-from dpone.connectors.base import SourceChunk
+from dpone.connectors.base import DecodeFailure, SourceChunk
 from dpone.contracts.enforcer import ContractEnforcementService
 from dpone.contracts.spec import ColumnSpec, ContractSpec, EvolutionSpec, TypeInferenceSpec
 from dpone.errors import DponeError
@@ -87,6 +87,8 @@ def after_mask(
 
 #: Rows whose cursor cannot be placed that the state remembers, at most (≈ 8 bytes each).
 MAX_UNPLACED_ROWS = 50_000
+#: The suffix of a state key that lists a file's undecodable lines (not its rows).
+LINES = "#lines"
 
 
 class UnplacedLimit(DponeError):
@@ -105,7 +107,9 @@ class CursorTracker:
 
     A row whose cursor cannot be parsed belongs to no window. In a re-readable file it is
     remembered by (file, file SHA-256, row number) in the state once a run committed it, and
-    skipped by later runs while the file is unchanged; a rewritten file is new data.
+    skipped by later runs while the file is unchanged; a rewritten file is new data. A line
+    that did not decode has no cursor either: it is remembered the same way, by its line
+    number under the key ``<file>@<sha256>#lines`` (:meth:`new_failures`).
     """
 
     column: str | None
@@ -193,6 +197,18 @@ class CursorTracker:
                 seen.add(row)
         return pa.array(flags, pa.bool_())
 
+    def new_failures(self, chunk: SourceChunk) -> tuple[DecodeFailure, ...]:
+        """The chunk's undecodable lines that no committed run dead-lettered yet (all of them
+        unless the pipeline is incremental and the file re-readable)."""
+        if self.column is None or not (chunk.rereadable and chunk.file_sha256):
+            return chunk.failures
+        key = f"{chunk.partition}@{chunk.file_sha256}"
+        self.read_keys[chunk.partition] = key
+        done = set(self.previous.get(key + LINES, ()))
+        fresh = tuple(f for f in chunk.failures if f.line not in done)
+        self.seen.setdefault(key + LINES, set()).update(f.line for f in fresh)
+        return fresh
+
     def observe(self) -> None:
         """The kept rows of the last chunk are accounted for: the cursor covers them."""
         if self._typed is None or len(self._typed) == 0:
@@ -210,8 +226,9 @@ class CursorTracker:
         out: dict[str, list[int]] = {}
         read_partitions = set(self.read_keys)
         for key, rows in self.previous.items():
-            partition = key.rsplit("@", 1)[0]
-            if partition not in read_partitions or self.read_keys[partition] == key:
+            partition, file_key = key.rsplit("@", 1)
+            read_as = f"{partition}@{file_key.removesuffix(LINES)}"
+            if partition not in read_partitions or self.read_keys[partition] == read_as:
                 out[key] = list(rows)
         for key, new_rows in self.seen.items():
             out[key] = sorted(new_rows.union(out.get(key, ())))

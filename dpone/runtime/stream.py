@@ -173,7 +173,7 @@ class Stream:
         """Enforce, assert, quarantine and stage one chunk."""
         ctx, tally = self.ctx, self.tally
         if chunk.failures:
-            self._decode_failures(chunk)
+            self._decode_failures(chunk, tracker)
         if not chunk.num_rows:
             return
         tally.read += chunk.num_rows
@@ -204,9 +204,10 @@ class Stream:
         if ctx.options.progress is not None:
             ctx.options.progress(self._progress())
 
-    def _decode_failures(self, chunk: SourceChunk) -> None:
+    def _decode_failures(self, chunk: SourceChunk, tracker: CursorTracker) -> None:
         """Lines the source could not decode: dead-lettered under quarantine (the run goes
-        on), the run's failure in every other mode. Neither names the line's content."""
+        on; an incremental pipeline skips the lines a committed run dead-lettered already),
+        the run's failure in every other mode. Neither names the line's content."""
         plan = self.ctx.plan
         first = chunk.failures[0]
         if plan.sink.contract.enforcement != "quarantine" or not chunk.file_sha256:
@@ -220,12 +221,16 @@ class Stream:
                     "and load the other rows",
                 ),
             )
-        lines = [failure.line for failure in chunk.failures]
+        failures = tracker.new_failures(chunk)
+        self.tally.read += len(chunk.failures)
+        self.tally.skipped += len(chunk.failures) - len(failures)
+        if not failures:
+            return
+        lines = [failure.line for failure in failures]
         values = None
         if plan.sink.dlq.pii_policy != "reference_only":
             # The line's text is all there is of the row: preserve keeps it, masked its shape.
-            values = [{"line": failure.text} for failure in chunk.failures]
-        self.tally.read += len(lines)
+            values = [{"line": failure.text} for failure in failures]
         self.pipe.submit(
             rejected_rows(
                 file_line_refs(chunk.partition, chunk.file_sha256, lines),

@@ -53,6 +53,31 @@ def test_a_row_with_a_bad_cursor_is_quarantined_once_across_runs(project: Projec
     assert third["rows"]["loaded"] == 1
 
 
+def test_a_line_that_does_not_decode_is_dead_lettered_once_across_runs(project: Project) -> None:
+    """An incremental pipeline remembers a file's undecodable lines as it remembers rows with
+    an unparseable cursor: a rerun over the unchanged file does not dead-letter them again."""
+    path = project.write_csv("a.csv", [good(1), good(2)])
+    path.write_bytes(path.read_bytes() + b"3,n3,10.00,\xff\xfe,true\n")  # not UTF-8
+    project.write_manifest(enforcement="quarantine", incremental=True)
+
+    first = project.run()
+    second = project.run()
+
+    assert (first["rows"]["loaded"], first["rows"]["quarantined"]) == (2, 1)
+    [(key, lines)] = project.state()["unplaced"].items()
+    assert (key.endswith("#lines"), lines) == (True, [4])
+    assert (second["rows"]["quarantined"], second["rows"]["skipped"]) == (0, 3)
+    assert second["dlq"]["run_id"] is None
+    assert project.dlq().run_ids() == [first["run_id"]]
+
+    # A rewritten file is new data: its bad line is dead-lettered anew, and remembered anew.
+    path.write_bytes(path.read_bytes() + ",".join(good(4)).encode() + b"\n")
+    third = project.run()
+    assert (third["rows"]["loaded"], third["rows"]["quarantined"]) == (1, 1)
+    assert list(project.state()["unplaced"].values()) == [[4]]
+    assert project.run()["rows"]["quarantined"] == 0
+
+
 def test_a_source_error_in_a_later_chunk_fails_the_run_and_rolls_it_back(
     project: Project,
 ) -> None:
