@@ -42,6 +42,9 @@ from dpone.manifest.specs import CsvOptions, FileFormat, FileSourceSpec
 
 #: Bytes read at a time; a block is cut after its last complete line and parsed by Arrow whole.
 DEFAULT_BLOCK_SIZE = 1 << 20
+#: A block that fails to parse is parsed again in parts of this size, and only a part that
+#: fails is looked at line by line.
+SALVAGE_BYTES = 1 << 20
 #: The longest JSONL line a reader grows its block to (a CSV row's is ``csv.max_row_bytes``).
 MAX_JSONL_LINE = 64 << 20
 #: How much of an undecodable line a DecodeFailure keeps (for ``pii_policy: preserve``).
@@ -150,17 +153,30 @@ class FileSource:
         try:
             if self.format == "csv":
                 reader = _CsvReader(self.csv, self.read_all_as_text, partition, failures)
-                quote = reader.quote if self.csv.newlines_in_values else None
-                for block in self.progress.blocks(
-                    _line_blocks(
+                blocks: Iterator[_Block]
+                if self.csv.newlines_in_values:
+                    blocks = _line_blocks(
                         path,
                         partition,
                         self.csv.encoding,
                         self.block_size,
                         self.csv.max_row_bytes,
-                        quote,
+                        reader.quote,
                     )
-                ):
+                else:
+                    # A line is a row: blocks of a chunk's lines parse into the chunk itself,
+                    # which then goes on without being cut and copied together again.
+                    blocks = _row_blocks(
+                        path,
+                        partition,
+                        self.csv.encoding,
+                        self.block_size,
+                        self.csv.max_row_bytes,
+                        lines=chunk_size,
+                        first_extra=int(self.csv.header),
+                        quote=reader.quote,
+                    )
+                for block in self.progress.blocks(blocks):
                     yield from reader.parse(block)
             elif self.format == "jsonl":
                 yield from _jsonl_batches(
@@ -200,10 +216,27 @@ def _read_error(exc: OSError, partition: str) -> Exception:
 
 @dataclass(frozen=True, slots=True)
 class _Block:
-    """Whole lines of a file as UTF-8 bytes (invalid bytes kept as they are), from ``line``."""
+    """Whole lines of a file as UTF-8 bytes (invalid bytes kept as they are), from ``line``;
+    ``newlines`` counts its line breaks when known (-1: not counted)."""
 
-    data: bytes
+    data: bytes | memoryview
     line: int
+    newlines: int = -1
+    #: For a view (see _row_blocks), what the CSV reader would look for in its bytes: whether
+    #: it holds a quote character, and a \r that is not part of a \r\n.
+    quoted: bool | None = None
+    lone_cr: bool | None = None
+
+    @property
+    def raw(self) -> bytes:
+        """The block's bytes (a copy of a view)."""
+        return self.data if isinstance(self.data, bytes) else bytes(self.data)
+
+    def as_bytes(self) -> _Block:
+        """The same block holding bytes (a view is valid only until the next block)."""
+        if isinstance(self.data, bytes):
+            return self
+        return _Block(bytes(self.data), self.line, self.newlines)
 
 
 def _line_blocks(
@@ -240,25 +273,168 @@ def _line_blocks(
             buf = pending + data if pending else data
             cut = _cut(buf, quote)
             if (cut < 0 and len(buf) > max_row_bytes) or buf.find(b"\n") > max_row_bytes:
-                raise SourceRowTooLong(
-                    f"{partition}: line {line} is longer than max_row_bytes ({max_row_bytes})",
-                    path=partition,
-                    line=line,
-                    fixes=(
-                        "raise options.csv.max_row_bytes if the row is real; a file without "
-                        "line breaks is not CSV or JSON Lines",
-                    ),
-                )
+                raise _row_too_long(partition, line, max_row_bytes)
             if eof:
                 if buf:
-                    yield _Block(buf, line)
+                    yield _Block(buf, line, buf.count(b"\n"))
                 return
             if cut < 0:
                 pending = buf
                 continue
             block, pending = buf[: cut + 1], buf[cut + 1 :]
-            yield _Block(block, line)
-            line += block.count(b"\n")
+            newlines = block.count(b"\n")
+            yield _Block(block, line, newlines)
+            line += newlines
+
+
+def _row_blocks(
+    path: Path,
+    partition: str,
+    encoding: str,
+    block_size: int,
+    max_row_bytes: int,
+    *,
+    lines: int,
+    first_extra: int,
+    quote: bytes | None,
+) -> Iterator[_Block]:
+    """The file (decompressed by extension) in blocks of exactly ``lines`` lines, the first one
+    ``first_extra`` more (the header, which comes as a block of its own when it can) and the
+    last one what is left; a line longer than ``max_row_bytes`` is :class:`SourceRowTooLong`.
+
+    The file is read ``block_size`` bytes at a time into one buffer that every block reuses:
+    a block is a view of it, valid until the next block is asked for (the CSV reader is done
+    with it by then: Arrow copies what it parses). Each read's line breaks are counted once.
+    Memory stays at about one chunk's bytes, and no chunk-sized object is made per chunk.
+    """
+    utf8 = codecs.lookup(encoding).name == "utf-8"
+    decoder = None if utf8 else codecs.getincrementaldecoder(encoding)("surrogateescape")
+    # Reads no longer than the limit: a line past it then always spans two reads, where the
+    # check below sees it.
+    read_size = min(block_size, max_row_bytes)
+    buf = bytearray(2 * read_size)
+    view = memoryview(buf)
+    begin = end = 0  # buf[begin:end] is read and not in a block yet; it starts at `line`
+    have = 0  # line breaks in buf[begin:end]
+    line = 1
+    partial = 0  # bytes of the line being read (after the last line break)
+    want = lines + first_extra
+    fresh = True  # nothing read yet
+    with pa.input_stream(str(path), compression="detect") as stream:
+        while True:
+            if decoder is None:
+                room = read_size
+            else:
+                raw = stream.read(read_size)
+                # Bytes that do not decode survive as themselves and fail Arrow's UTF-8
+                # check, which pins them to their line.
+                text = decoder.decode(raw, final=not raw).encode("utf-8", "surrogateescape")
+                room = len(text)
+            if end + room > len(buf):  # move what is left to the front, or grow
+                size = end - begin
+                if size + room > len(buf):
+                    # To what a block's lines take at the line length so far, and a tenth.
+                    need = (size * want // have) * 11 // 10 if have else 2 * len(buf)
+                    buf = bytearray(max(need, size) + room)
+                    buf[:size] = view[begin:end]
+                    view = memoryview(buf)
+                else:
+                    view[:size] = view[begin:end]  # overlapping: memoryview copies safely
+                begin, end = 0, size
+            if decoder is None:
+                got = stream.readinto(view[end : end + room])
+            else:
+                view[end : end + room] = text
+                got = room
+            if fresh and got:
+                fresh = False
+                if buf.startswith(b"\xef\xbb\xbf", end, end + got):
+                    begin, end, got = begin + 3, end + 3, got - 3
+            if got:
+                first = buf.find(b"\n", end, end + got)
+                if partial + (got if first < 0 else first - end) > max_row_bytes:
+                    raise _row_too_long(partition, line + have, max_row_bytes)
+                if first < 0:
+                    partial += got
+                else:
+                    have += buf.count(b"\n", first, end + got)
+                    partial = end + got - buf.rfind(b"\n", first, end + got) - 1
+                end += got
+                if first_extra and want > lines:
+                    # The header (and blank lines before it) as a block of its own: its
+                    # reader takes the header off a small block, not off a chunk of bytes.
+                    head = bytes(view[begin:end])
+                    at = head.find(b"\n", len(head) - len(head.lstrip(b"\r\n")))
+                    if at >= 0:
+                        count = head.count(b"\n", 0, at + 1)
+                        yield _Block(head[: at + 1], line, count)
+                        begin, line, have, want = begin + at + 1, line + count, have - count, lines
+            while have >= want:
+                cut = _nth_newline(buf, want, have, begin, end) + 1
+                yield _row_block(buf, view, begin, cut, line, want, quote)
+                begin, line, have, want = cut, line + want, have - want, lines
+            if not got and (decoder is None or not raw):
+                if end > begin:
+                    yield _row_block(buf, view, begin, end, line, have, quote)
+                return
+
+
+def _row_block(
+    buf: bytearray,
+    view: memoryview,
+    begin: int,
+    end: int,
+    line: int,
+    newlines: int,
+    quote: bytes | None,
+) -> _Block:
+    """``buf[begin:end]`` as a block (a view), with what the CSV reader checks about it."""
+    quoted = quote is not None and buf.find(quote, begin, end) >= 0
+    lone_cr = buf.find(b"\r", begin, end) >= 0 and buf.count(b"\r", begin, end) != buf.count(
+        b"\r\n", begin, end
+    )
+    return _Block(view[begin:end], line, newlines, quoted, lone_cr)
+
+
+def _row_too_long(partition: str, line: int, max_row_bytes: int) -> SourceRowTooLong:
+    return SourceRowTooLong(
+        f"{partition}: line {line} is longer than max_row_bytes ({max_row_bytes})",
+        path=partition,
+        line=line,
+        fixes=(
+            "raise options.csv.max_row_bytes if the row is real; a file without "
+            "line breaks is not CSV or JSON Lines",
+        ),
+    )
+
+
+def _nth_newline(data: bytes | bytearray, n: int, total: int, lo: int = 0, hi: int = -1) -> int:
+    """The index of the ``n``-th line break (1-based) of ``data[lo:hi]``, which holds
+    ``total`` >= n: from where the average line length points, one step per line it is off."""
+    hi = len(data) if hi < 0 else hi
+    guess = lo + (hi - lo) * n // total
+    seen = data.count(b"\n", lo, guess)
+    if seen < n:
+        at = guess - 1
+        for _ in range(n - seen):
+            at = data.find(b"\n", at + 1, hi)
+        return at
+    at = guess
+    for _ in range(seen - n + 1):
+        at = data.rfind(b"\n", lo, at)
+    return at
+
+
+def _parts(block: _Block, size: int) -> Iterator[_Block]:
+    """``block`` in parts of whole lines of about ``size`` bytes."""
+    data, line, start = block.raw, block.line, 0
+    while start < len(data):
+        end = data.find(b"\n", start + size)
+        end = len(data) if end < 0 else end + 1
+        part = data[start:end]
+        yield _Block(part, line)
+        line += part.count(b"\n")
+        start = end
 
 
 def _cut(buf: bytes, quote: bytes | None) -> int:
@@ -307,18 +483,31 @@ class _CsvReader:
             block = self._header(block)
             if not block.data:
                 return
+        yield from self._parse_or_salvage(block)
+
+    def _parse_or_salvage(self, block: _Block) -> Iterator[pa.RecordBatch]:
         try:
-            table = self._parse(block.data)
+            table = self._parse(block.data, block.newlines, block.quoted, block.lone_cr)
         except (pa.ArrowInvalid, _Unparsable):
-            yield from self._salvage(block)
+            block = block.as_bytes()
+            if len(block.data) > SALVAGE_BYTES and not self.opts.newlines_in_values:
+                # A chunk-sized block: only its parts that fail are looked at line by line.
+                for part in _parts(block, SALVAGE_BYTES):
+                    yield from self._parse_or_salvage(part)
+            else:
+                yield from self._salvage(block)
             return
         yield from table.to_batches()
 
     def _header(self, block: _Block) -> _Block:
-        data = block.data.lstrip(b"\r\n")  # Arrow skips blank lines before the header too
-        block = _Block(data, block.line + block.data[: len(block.data) - len(data)].count(b"\n"))
-        end = block.data.find(b"\n")
-        first = block.data if end < 0 else block.data[: end + 1]
+        whole = block.raw
+        data = whole.lstrip(b"\r\n")  # Arrow skips blank lines before the header too
+        blank = whole[: len(whole) - len(data)].count(b"\n")
+        newlines = block.newlines - blank if block.newlines >= 0 else -1
+        line = block.line + blank
+        block = _Block(data, line, newlines)
+        end = data.find(b"\n")
+        first = data if end < 0 else data[: end + 1]
         try:
             table = pacsv.read_csv(
                 io.BytesIO(first),
@@ -336,10 +525,18 @@ class _CsvReader:
             ) from None
         self.names = list(table.schema.names)
         if self.opts.header:
-            return _Block(b"" if end < 0 else block.data[end + 1 :], block.line + 1)
+            if end < 0:
+                return _Block(b"", block.line + 1, 0)
+            return _Block(block.data[end + 1 :], block.line + 1, max(newlines - 1, -1))
         return block
 
-    def _parse(self, data: bytes) -> pa.Table:
+    def _parse(
+        self,
+        data: bytes | memoryview,
+        newlines: int = -1,
+        quoted: bool | None = None,
+        lone_cr: bool | None = None,
+    ) -> pa.Table:
         assert self.names is not None
         convert: dict[str, Any] = {}
         if self.as_text:
@@ -351,14 +548,19 @@ class _CsvReader:
                 quoted_strings_can_be_null=False,
             )
         table = pacsv.read_csv(
-            io.BytesIO(data),
+            pa.BufferReader(data),
             read_options=pacsv.ReadOptions(
                 column_names=self.names, block_size=len(data) + 1, use_threads=False
             ),
             parse_options=self.parse_options,
             convert_options=pacsv.ConvertOptions(**convert),
         )
-        if not self.opts.newlines_in_values and self.quote is not None and self.quote in data:
+        if (
+            not self.opts.newlines_in_values
+            and self.quote is not None
+            and (quoted if quoted is not None else self.quote in data)
+            and not _one_row_per_line(table.num_rows, data, newlines, lone_cr)
+        ):
             for column in table.columns:
                 if (
                     pa.types.is_string(column.type)
@@ -372,7 +574,7 @@ class _CsvReader:
         ``newlines_in_values`` a row is its lines up to an even number of quotes)."""
         lines: list[tuple[int, bytes]] = []
         record: list[bytes] = []
-        for i, raw in enumerate(block.data.split(b"\n")):
+        for i, raw in enumerate(block.raw.split(b"\n")):
             body = raw.removesuffix(b"\r")
             if record:  # a quoted value spanning lines (newlines_in_values) goes on
                 record.append(raw)
@@ -412,6 +614,21 @@ class _CsvReader:
     def _fail(self, line: int, what: str, data: bytes) -> None:
         text = data[:MAX_FAILURE_TEXT].decode("utf-8", "replace")
         self.failures.append(DecodeFailure(line, what, text))
+
+
+def _one_row_per_line(
+    rows: int, data: bytes | memoryview, newlines: int = -1, lone_cr: bool | None = None
+) -> bool:
+    """Whether Arrow made exactly one row of each line of ``data``: then no value holds a line
+    break (a row spans at least one line, a blank line makes none, and a value with a line
+    break spans two), which spares looking for one in every value. Lines end with ``\\n``
+    (or ``\\r\\n``); a lone ``\\r``, which Arrow also takes for a line end, says nothing."""
+    if newlines < 0 or lone_cr is None:
+        assert isinstance(data, bytes)
+        newlines = data.count(b"\n")
+        lone_cr = b"\r" in data and data.count(b"\r") != data.count(b"\r\n")
+    lines = newlines + (not data or data[-1] != 0x0A)
+    return rows == lines and not lone_cr
 
 
 def _unterminated(body: bytes, delimiter: str, quote: bytes) -> bool:
@@ -469,7 +686,7 @@ def _jsonl_batches(
     JSON, another JSON value, nesting deeper than the parser goes) becomes a DecodeFailure."""
     objects: list[dict[str, Any]] = []
     for block in blocks:
-        for i, raw in enumerate(block.data.split(b"\n")):
+        for i, raw in enumerate(block.raw.split(b"\n")):
             body = raw.removesuffix(b"\r")
             if not body.strip():
                 continue
