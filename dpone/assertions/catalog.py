@@ -14,14 +14,13 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
-import structlog
-
 from dpone.assertions.builtins import BUILTINS
 from dpone.assertions.spec import Scope, ValueKind
+from dpone.logs import get_logger
 
 ENTRY_POINT_GROUP = "dpone.assertion"
 
-log = structlog.get_logger("dpone.assertions")
+log = get_logger("dpone.assertions")
 
 
 def _no_problems(params: Mapping[str, Any]) -> list[str]:

@@ -18,15 +18,15 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import structlog
 
 from dpone.assertions.catalog import AssertionTypeInfo, registry
 from dpone.assertions.spec import AssertionSpec, AssertionVerdict
 from dpone.contracts.kernels import falses
 from dpone.errors import DponeError
+from dpone.logs import get_logger
 from dpone.usercode import UserCodeError, load_callable, split_reference
 
-log = structlog.get_logger("dpone.assertions")
+log = get_logger("dpone.assertions")
 WARN_LOG_LIMIT = 5
 
 

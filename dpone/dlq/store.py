@@ -41,7 +41,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
-import structlog
 
 from dpone import durable, signing
 from dpone.canonical import digest_without, skip_signature, verify_sealed
@@ -88,6 +87,7 @@ from dpone.dlq.policy import (
 from dpone.dlq.segments import SEGMENT_FILE, SEGMENTS_DIR, SegmentEntry
 from dpone.faults import checkpoint
 from dpone.ids import is_ulid
+from dpone.logs import get_logger
 
 if TYPE_CHECKING:
     from dpone.dlq.integrity import Finding
@@ -111,7 +111,7 @@ _DELETE_WORKERS = 4
 _PIPELINE = re.compile(PIPELINE_PATTERN)
 # Identifiers (``IDENTIFIER_PATTERN``), each followed by a newline, which none may hold.
 _IDENTIFIER_LINES = re.compile(r"(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}\n)*")
-log = structlog.get_logger("dpone.dlq")
+log = get_logger("dpone.dlq")
 
 
 def dumps(doc: Any) -> bytes:

@@ -44,7 +44,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, get_args
 
 import orjson
-import structlog
 
 from dpone.canonical import CHECKSUM_PATTERN, CHECKSUM_PREFIX
 from dpone.dlq.errors import DlqAckMismatch
@@ -56,6 +55,7 @@ from dpone.dlq.store import segment_documents
 from dpone.errors import EXIT_CONFIG, EXIT_REPLAY_EXECUTOR_REQUIRED, DponeError, Stage
 from dpone.faults import checkpoint
 from dpone.ids import is_identifier, is_ulid
+from dpone.logs import get_logger
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from dpone.dlq.ack import ReplayAck
     from dpone.dlq.store import DlqStore
 
-log = structlog.get_logger("dpone.replay")
+log = get_logger("dpone.replay")
 
 PLAN_SCHEMA = "dpone.dlq-replay-plan.v1"
 RESULT_SCHEMA = "dpone.dlq-replay-result.v1"
