@@ -42,6 +42,8 @@ from dpone.manifest.specs import CsvOptions, FileFormat, FileSourceSpec
 
 #: Bytes read at a time; a block is cut after its last complete line and parsed by Arrow whole.
 DEFAULT_BLOCK_SIZE = 1 << 20
+#: Arrow parses a chunk's block in blocks of this many reads' bytes (4 MiB by default).
+PARSE_READS = 4
 #: A block that fails to parse is parsed again in parts of this size, and only a part that
 #: fails is looked at line by line.
 SALVAGE_BYTES = 1 << 20
@@ -152,7 +154,13 @@ class FileSource:
         """Decoded batches of one file; lines that do not decode go to ``failures``."""
         try:
             if self.format == "csv":
-                reader = _CsvReader(self.csv, self.read_all_as_text, partition, failures)
+                reader = _CsvReader(
+                    self.csv,
+                    self.read_all_as_text,
+                    partition,
+                    failures,
+                    parse_bytes=PARSE_READS * self.block_size,
+                )
                 blocks: Iterator[_Block]
                 if self.csv.newlines_in_values:
                     blocks = _line_blocks(
@@ -310,73 +318,115 @@ def _row_blocks(
     utf8 = codecs.lookup(encoding).name == "utf-8"
     decoder = None if utf8 else codecs.getincrementaldecoder(encoding)("surrogateescape")
     # Reads no longer than the limit: a line past it then always spans two reads, where the
-    # check below sees it.
+    # check in _Lines.took sees it.
     read_size = min(block_size, max_row_bytes)
-    buf = bytearray(2 * read_size)
-    view = memoryview(buf)
-    begin = end = 0  # buf[begin:end] is read and not in a block yet; it starts at `line`
-    have = 0  # line breaks in buf[begin:end]
+    buf = _Lines(2 * read_size, max_row_bytes)
     line = 1
-    partial = 0  # bytes of the line being read (after the last line break)
     want = lines + first_extra
     fresh = True  # nothing read yet
     with pa.input_stream(str(path), compression="detect") as stream:
         while True:
+            raw = b""
             if decoder is None:
-                room = read_size
+                got = stream.readinto(buf.room(read_size, want))
             else:
                 raw = stream.read(read_size)
                 # Bytes that do not decode survive as themselves and fail Arrow's UTF-8
                 # check, which pins them to their line.
                 text = decoder.decode(raw, final=not raw).encode("utf-8", "surrogateescape")
-                room = len(text)
-            if end + room > len(buf):  # move what is left to the front, or grow
-                size = end - begin
-                if size + room > len(buf):
-                    # To what a block's lines take at the line length so far, and a tenth.
-                    need = (size * want // have) * 11 // 10 if have else 2 * len(buf)
-                    buf = bytearray(max(need, size) + room)
-                    buf[:size] = view[begin:end]
-                    view = memoryview(buf)
-                else:
-                    view[:size] = view[begin:end]  # overlapping: memoryview copies safely
-                begin, end = 0, size
-            if decoder is None:
-                got = stream.readinto(view[end : end + room])
-            else:
-                view[end : end + room] = text
-                got = room
+                got = len(text)
+                buf.room(got, want)[:] = text
             if fresh and got:
                 fresh = False
-                if buf.startswith(b"\xef\xbb\xbf", end, end + got):
-                    begin, end, got = begin + 3, end + 3, got - 3
+                got -= buf.skip_bom(got)
             if got:
-                first = buf.find(b"\n", end, end + got)
-                if partial + (got if first < 0 else first - end) > max_row_bytes:
-                    raise _row_too_long(partition, line + have, max_row_bytes)
-                if first < 0:
-                    partial += got
-                else:
-                    have += buf.count(b"\n", first, end + got)
-                    partial = end + got - buf.rfind(b"\n", first, end + got) - 1
-                end += got
-                if first_extra and want > lines:
+                buf.took(got, partition, line)
+                if want > lines:
                     # The header (and blank lines before it) as a block of its own: its
                     # reader takes the header off a small block, not off a chunk of bytes.
-                    head = bytes(view[begin:end])
-                    at = head.find(b"\n", len(head) - len(head.lstrip(b"\r\n")))
-                    if at >= 0:
-                        count = head.count(b"\n", 0, at + 1)
-                        yield _Block(head[: at + 1], line, count)
-                        begin, line, have, want = begin + at + 1, line + count, have - count, lines
-            while have >= want:
-                cut = _nth_newline(buf, want, have, begin, end) + 1
-                yield _row_block(buf, view, begin, cut, line, want, quote)
-                begin, line, have, want = cut, line + want, have - want, lines
+                    head = buf.head()
+                    if head is not None:
+                        count = head.count(b"\n")
+                        yield _Block(head, line, count)
+                        line, want = line + count, lines
+            while buf.have >= want:
+                yield buf.block(want, line, quote)
+                line, want = line + want, lines
             if not got and (decoder is None or not raw):
-                if end > begin:
-                    yield _row_block(buf, view, begin, end, line, have, quote)
+                if buf.end > buf.begin:
+                    yield buf.block(buf.have, line, quote, to_end=True)
                 return
+
+
+class _Lines:
+    """The bytes read and not handed out as a block yet (``buf[begin:end]``), with their line
+    breaks counted once as they are read (``have``); one buffer that every block reuses."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        self.limit = limit  # max_row_bytes
+        self.buf = bytearray(size)
+        self.view = memoryview(self.buf)
+        self.begin = self.end = 0
+        self.have = 0
+        self.partial = 0  # bytes of the line being read (after the last line break)
+
+    def room(self, size: int, want: int) -> memoryview:
+        """Where the next ``size`` bytes go: what is left moves to the front, or the buffer
+        grows to what ``want`` lines take at the line length so far, and a tenth."""
+        if self.end + size > len(self.buf):
+            left = self.end - self.begin
+            if left + size > len(self.buf):
+                need = (left * want // self.have) * 11 // 10 if self.have else 2 * len(self.buf)
+                buf = bytearray(max(need, left) + size)
+                buf[:left] = self.view[self.begin : self.end]
+                self.buf, self.view = buf, memoryview(buf)
+            else:
+                self.view[:left] = self.view[self.begin : self.end]  # memoryview copies safely
+            self.begin, self.end = 0, left
+        return self.view[self.end : self.end + size]
+
+    def skip_bom(self, got: int) -> int:
+        """Drops a UTF-8 byte order mark at the start of the first read; its length or 0."""
+        if self.buf.startswith(b"\xef\xbb\xbf", self.end, self.end + got):
+            self.begin, self.end = self.begin + 3, self.end + 3
+            return 3
+        return 0
+
+    def took(self, got: int, partition: str, line: int) -> None:
+        """``got`` bytes were read after ``end`` (the buffer starts at line ``line``): their
+        line breaks are counted, and a line longer than the limit is SourceRowTooLong."""
+        buf, end = self.buf, self.end
+        first = buf.find(b"\n", end, end + got)
+        if self.partial + (got if first < 0 else first - end) > self.limit:
+            raise _row_too_long(partition, line + self.have, self.limit)
+        if first < 0:
+            self.partial += got
+        else:
+            self.have += buf.count(b"\n", first, end + got)
+            self.partial = end + got - buf.rfind(b"\n", first, end + got) - 1
+        self.end += got
+
+    def head(self) -> bytes | None:
+        """The first line and the blank lines before it, taken off the front (a copy); None
+        while that line is not complete."""
+        head = bytes(self.view[self.begin : self.end])
+        at = head.find(b"\n", len(head) - len(head.lstrip(b"\r\n")))
+        if at < 0:
+            return None
+        self.begin += at + 1
+        self.have -= head.count(b"\n", 0, at + 1)
+        return head[: at + 1]
+
+    def block(self, count: int, line: int, quote: bytes | None, *, to_end: bool = False) -> _Block:
+        """The next ``count`` lines (``to_end``: all that is left, ``count`` line breaks),
+        from line ``line``, as a block viewing the buffer."""
+        if to_end:
+            cut = self.end
+        else:
+            cut = _nth_newline(self.buf, count, self.have, self.begin, self.end) + 1
+        block = _row_block(self.buf, self.view, self.begin, cut, line, count, quote)
+        self.begin, self.have = cut, self.have - count
+        return block
 
 
 def _row_block(
@@ -456,17 +506,26 @@ class _Unparsable(Exception):
 class _CsvReader:
     """Parses blocks of whole lines; a block that fails is split until each bad line is found.
 
-    Arrow's own chunking is not used: a block is handed to ``read_csv`` whole (so a row as
-    long as ``max_row_bytes`` parses), with the column names of the header. A quote opened
+    A block is handed to ``read_csv`` with the column names of the header. A chunk's block
+    (a line is a row) is read by Arrow in blocks of ``parse_bytes`` (a few MiB stay in the
+    CPU's caches; a chunk's 20 MiB at once do not); a row longer than that fails Arrow's
+    block, and the 1 MiB parts the block is parsed again in are each handed over whole (so
+    a row as long as ``max_row_bytes`` parses). A quote opened
     and never closed on a line would make Arrow swallow the following lines into one value
     even with ``newlines_in_values`` off, so a block holding a quote character is checked for
     values with a line break, and such a block is salvaged line by line.
     """
 
     def __init__(
-        self, opts: CsvOptions, as_text: bool, partition: str, failures: list[DecodeFailure]
+        self,
+        opts: CsvOptions,
+        as_text: bool,
+        partition: str,
+        failures: list[DecodeFailure],
+        parse_bytes: int,
     ) -> None:
         self.opts = opts
+        self.parse_bytes = parse_bytes
         self.as_text = as_text
         self.partition = partition
         self.failures = failures
@@ -485,15 +544,26 @@ class _CsvReader:
                 return
         yield from self._parse_or_salvage(block)
 
-    def _parse_or_salvage(self, block: _Block) -> Iterator[pa.RecordBatch]:
+    def _parse_or_salvage(self, block: _Block, *, whole: bool = True) -> Iterator[pa.RecordBatch]:
+        """``block`` parsed; if it fails, each bad line is found. ``whole``: a block as read
+        (not a part of one that failed), which Arrow parses in blocks of ``parse_bytes``."""
+        by_parts = whole and not self.opts.newlines_in_values
         try:
-            table = self._parse(block.data, block.newlines, block.quoted, block.lone_cr)
+            table = self._parse(
+                block.data,
+                block.newlines,
+                block.quoted,
+                block.lone_cr,
+                arrow_block=self.parse_bytes if by_parts else None,
+            )
         except (pa.ArrowInvalid, _Unparsable):
             block = block.as_bytes()
-            if len(block.data) > SALVAGE_BYTES and not self.opts.newlines_in_values:
-                # A chunk-sized block: only its parts that fail are looked at line by line.
+            if by_parts and len(block.data) > SALVAGE_BYTES:
+                # A chunk-sized block: only its parts that fail are looked at line by line
+                # (a row longer than ``parse_bytes`` fails Arrow's block too, and parses
+                # here in a part parsed whole).
                 for part in _parts(block, SALVAGE_BYTES):
-                    yield from self._parse_or_salvage(part)
+                    yield from self._parse_or_salvage(part, whole=False)
             else:
                 yield from self._salvage(block)
             return
@@ -536,7 +606,10 @@ class _CsvReader:
         newlines: int = -1,
         quoted: bool | None = None,
         lone_cr: bool | None = None,
+        arrow_block: int | None = None,
     ) -> pa.Table:
+        """``data`` as a table; Arrow reads it in blocks of ``arrow_block`` bytes (default:
+        all of it as one block; a row longer than a block fails)."""
         assert self.names is not None
         convert: dict[str, Any] = {}
         if self.as_text:
@@ -550,7 +623,9 @@ class _CsvReader:
         table = pacsv.read_csv(
             pa.BufferReader(data),
             read_options=pacsv.ReadOptions(
-                column_names=self.names, block_size=len(data) + 1, use_threads=False
+                column_names=self.names,
+                block_size=min(len(data) + 1, arrow_block or len(data) + 1),
+                use_threads=False,
             ),
             parse_options=self.parse_options,
             convert_options=pacsv.ConvertOptions(**convert),
