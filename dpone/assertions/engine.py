@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dpone.assertions.catalog import AssertionTypeInfo, registry
+from dpone.assertions.catalog import AssertionTypeInfo, Registered
 from dpone.assertions.spec import AssertionSpec, AssertionVerdict
 from dpone.contracts.kernels import falses
 from dpone.errors import DponeError
@@ -120,7 +120,7 @@ class AssertionEngine:
         base_dir: Path,
         types: Mapping[str, AssertionTypeInfo] | None = None,
     ) -> None:
-        types = types if types is not None else registry()
+        types = types if types is not None else Registered()
         self.tallies: list[_Tally] = []
         self.rows_passed = 0
         for spec in specs:

@@ -25,7 +25,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 
 from dpone import sourcepaths
 from dpone.connectors._util import rechunk, sha256_file
@@ -855,6 +854,8 @@ def _json_text(value: Any) -> str:
 
 
 def _parquet_batches(path: Path, partition: str, chunk_size: int) -> Iterator[pa.RecordBatch]:
+    import pyarrow.parquet as pq  # only a Parquet source pays for its import
+
     try:
         with pq.ParquetFile(str(path)) as pf:
             yield from pf.iter_batches(batch_size=chunk_size)
