@@ -14,12 +14,12 @@ from typing import Any
 import orjson
 import pytest
 from click.testing import CliRunner
-from dpone.logs import capture
 
 from dpone.cli.ops_dlq import dlq_group
 from dpone.dlq.errors import DlqError, DlqPreserveRefused
 from dpone.dlq.model import REDACTED, to_json_safe
 from dpone.dlq.store import DlqStore
+from dpone.logs import capture
 from dpone.ops.verification import verify_store
 from tests.support.dlqfiles import records_on_disk, segment_files
 
