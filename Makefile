@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 PYTEST_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-fast test-crash lint format demo demo-api bench clean
+.PHONY: help install test test-fast test-crash test-dask lint format demo demo-api bench clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -15,19 +15,22 @@ help: ## list the targets
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench,dask]'
 	@touch $(STAMP)
 
 install: $(STAMP) ## create .venv and install dpone with its dev and bench extras
 
 test: $(STAMP) ## run the whole test suite (installs first)
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m "not crash" tests
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m "not crash and not dask" tests
 
 test-fast: $(STAMP) ## the suite without the slow tests
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m "not slow and not crash" tests
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m "not slow and not crash and not dask" tests
 
 test-crash: $(STAMP) ## the full fault-injection matrix
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m crash tests
+
+test-dask: $(STAMP) ## engine: dask on LocalClusters and a scheduler with two workers (one process per test module)
+	$(BIN)/python -m pytest -p no:randomly -m dask tests
 
 lint: $(STAMP) ## ruff format check, ruff lint, mypy --strict on dpone/, the import layers
 	$(BIN)/ruff format --check dpone tests bench

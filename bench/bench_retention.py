@@ -22,7 +22,7 @@ import pyarrow as pa
 import structlog
 
 from dpone.dlq import DlqPolicy, DlqStore, file_refs, rejected_rows
-from dpone.dlq.store import replay_id_of
+from dpone.dlq.acks import replay_id_of
 from dpone.ops.retention import apply_retention, plan_retention
 from dpone.testing import FrozenClock
 

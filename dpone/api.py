@@ -99,7 +99,7 @@ def compile(
         compile_manifest(os.fspath(path), allow_any_import=allow_any_import), settings
     )
     if env is not None:
-        for ref in (plan.source.connection, plan.sink.connection):
+        for ref in (plan.source.connection, plan.sink.connection, *plan.source.secrets):
             if ref is not None:
                 ref.resolve(env)
     return plan

@@ -271,6 +271,8 @@ MANIFEST_CODES: Mapping[str, str] = {
     "DPONE_MANIFEST_PATH_ESCAPE": "a path leaves the manifest's folder where it must not",
     "DPONE_MANIFEST_SOURCE_OPTION": "a source option that does not fit the source type",
     "DPONE_MANIFEST_SINK_OPTION": "a sink option that does not fit the sink type",
+    "DPONE_MANIFEST_ENGINE_UNAVAILABLE": "engine dask without the dpone[dask] extra installed",
+    "DPONE_MANIFEST_ENGINE_UNSUPPORTED": "a manifest feature engine dask does not support",
     "DPONE_MANIFEST_UNIQUE_KEY_COLUMN": "a unique_key column the contract does not declare",
     "DPONE_MANIFEST_INCREMENTAL_COLUMN": "an incremental cursor the contract types as unorderable",
     "DPONE_DLT_NOT_INSTALLED": "the source type needs the dlt package, which is not installed",

@@ -130,6 +130,14 @@ def _ulids(prefix: str, start: int, count: int) -> list[str]:
     return out
 
 
+def ulids_at(now: datetime, start: int, count: int) -> list[str]:
+    """``count`` consecutive ULIDs carrying ``now``'s millisecond, whose 80-bit part starts at
+    ``start``: the same arguments always give the same ids (a scale-out task's records)."""
+    if not 0 <= start <= start + count <= 2**_RANDOM_BITS:
+        raise ValueError("ULID random part out of range")
+    return _ulids(_encode_time(min(int(now.timestamp() * 1000), _TIME_MAX)), start, count)
+
+
 def new_ulid(now: datetime) -> str:
     """One fresh ULID carrying ``now`` (run and load ids; records use :class:`UlidSequence`)."""
     return UlidSequence().batch(1, now)[0]
@@ -144,4 +152,5 @@ __all__ = [
     "new_ulid",
     "ulid_time_ms",
     "ulid_to_uuid",
+    "ulids_at",
 ]

@@ -9,12 +9,16 @@ Otherwise (the console renderer, or dpone used as a library without :func:`confi
 event goes to ``structlog.get_logger(name)`` as structlog is configured, by :func:`configure`
 or by the host application.
 
+Fields bound with :func:`bind` (a scale-out task binds its run and partition) go into every
+event of the same context until :func:`unbind`, whichever way events are written.
+
 Events carry names, counts and codes; never row values (the DLQ's PII canary test checks).
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import datetime
 import json
 import logging
@@ -66,6 +70,10 @@ class _Captured:
 
 #: Where events go; None: to structlog (see the module docstring).
 _writer: _JsonLines | _Captured | None = None
+#: Whether :func:`configure` ran in this process.
+_configured = False
+#: Fields every event of the current context carries (:func:`bind`).
+_bound: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("dpone_log_fields")
 
 
 class Logger:
@@ -89,6 +97,8 @@ class Logger:
         self.log(logging.ERROR, event, **fields)
 
     def log(self, level: int, event: str, **fields: Any) -> None:
+        for key, value in _bound.get({}).items():
+            fields.setdefault(key, value)
         writer = _writer
         if writer is not None:
             writer.emit(level, event, fields)
@@ -102,10 +112,26 @@ def get_logger(name: str) -> Logger:
     return Logger(name)
 
 
+def bind(**fields: Any) -> None:
+    """Add ``fields`` to every event of the current context (thread, task) from here on."""
+    _bound.set({**_bound.get({}), **fields})
+
+
+def unbind(*names: str) -> None:
+    """Stop adding the fields ``names`` (see :func:`bind`)."""
+    _bound.set({k: v for k, v in _bound.get({}).items() if k not in names})
+
+
+def is_configured() -> bool:
+    """Whether :func:`configure` ran in this process (a fresh worker process: not yet)."""
+    return _configured
+
+
 def configure(*, verbose: bool = False, json: bool | None = None) -> None:
     """Events at INFO (DEBUG with ``verbose``) and above to stderr: JSON lines when ``json``
     (default: when stderr is not a terminal), else structlog's console renderer."""
-    global _writer
+    global _writer, _configured
+    _configured = True
     as_json = (not sys.stderr.isatty()) if json is None else json
     level = logging.DEBUG if verbose else logging.INFO
     if as_json:
@@ -139,4 +165,4 @@ def capture() -> Iterator[list[dict[str, Any]]]:
         _writer = before
 
 
-__all__ = ["Logger", "capture", "configure", "get_logger"]
+__all__ = ["Logger", "bind", "capture", "configure", "get_logger", "is_configured", "unbind"]

@@ -1,10 +1,13 @@
-"""``source.path`` of a file source: its three forms, its checks, its glob, its matcher.
+"""``source.path`` of a file source: its four forms, its checks, its glob, its matcher.
 
-A path is written in one of three forms, told apart by its first character:
+A path is written in one of four forms, told apart by how it starts:
 
 * relative to the manifest's folder: ``data/*.csv``, ``../shared/*.csv``
 * absolute: ``/data/landing/*.csv``
 * under the home folder of the user running dpone: ``~/landing/*.csv`` (not ``~user``)
+* an object store URI: ``s3://bucket/prefix/*.csv``, ``gs://bucket/...``, ``az://container/...``
+  (the bucket is literal; the key is in normal form: no empty, ``.`` or ``..`` segment, since
+  an object store has no folders to climb and ``a//b`` is another key than ``a/b``)
 
 Globs (``*``, ``?``, ``[...]``, ``**`` for any depth) may stand in any segment. ``.`` segments
 and repeated ``/`` are dropped (:func:`normalize`); ``..`` is kept as written. A matched file
@@ -23,14 +26,30 @@ import re
 from pathlib import Path
 from typing import Literal
 
-PathKind = Literal["relative", "absolute", "home"]
+PathKind = Literal["relative", "absolute", "home", "object"]
+
+#: The object stores a file source reads (``dpone.connectors.fs``), by URI scheme.
+OBJECT_SCHEMES: tuple[str, ...] = ("s3", "gs", "az")
+#: ``source.options.storage`` keys per scheme (the manifest schema lists them all).
+STORAGE_OPTIONS: dict[str, tuple[str, ...]] = {
+    "s3": ("endpoint_url", "region", "key", "secret", "token", "anonymous"),
+    "gs": ("endpoint_url", "project_id", "anonymous"),
+    "az": ("account_name", "account_key", "sas_token", "endpoint_url"),
+}
+#: The storage options that are credentials: a manifest writes them as ``${ENV}`` only.
+CREDENTIAL_OPTIONS: tuple[str, ...] = ("key", "secret", "token", "account_key", "sas_token")
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+# S3, GCS and Azure bucket/container names share this shape (lower case, digits, '.', '-',
+# '_'); checking it keeps a glob, a '..' or an empty name out of the bucket.
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _MAGIC = re.compile(r"[*?[]")
 
 
 def kind(path: str) -> PathKind:
+    if is_object_uri(path):
+        return "object"
     if path.startswith("/"):
         return "absolute"
     if path == "~" or path.startswith("~/"):
@@ -38,8 +57,24 @@ def kind(path: str) -> PathKind:
     return "relative"
 
 
+def is_object_uri(path: str) -> bool:
+    """Whether ``path`` names objects of a store dpone reads (``s3://``, ``gs://``, ``az://``)."""
+    match = _SCHEME.match(path)
+    return match is not None and match[1] in OBJECT_SCHEMES
+
+
+def split_uri(uri: str) -> tuple[str, str, str]:
+    """``(scheme, bucket, key)`` of an object URI (no checks: see :func:`source_path_problem`)."""
+    scheme, _, rest = uri.partition("://")
+    bucket, _, key = rest.partition("/")
+    return scheme, bucket, key
+
+
 def _split(path: str) -> tuple[str, list[str]]:
-    """The anchor (``/``, ``~/`` or empty) and the segments after it."""
+    """The anchor (``/``, ``~/``, ``s3://bucket/`` or empty) and the segments after it."""
+    if is_object_uri(path):
+        scheme, bucket, key = split_uri(path)
+        return f"{scheme}://{bucket}/", key.split("/") if key else []
     k = kind(path)
     rest = path[1:] if k == "absolute" else path[2:] if k == "home" else path
     anchor = {"absolute": "/", "home": "~/", "relative": ""}[k]
@@ -47,7 +82,12 @@ def _split(path: str) -> tuple[str, list[str]]:
 
 
 def normalize(path: str) -> str:
-    """``path`` without ``.`` segments and repeated or trailing ``/`` (``..`` stays)."""
+    """``path`` without ``.`` segments and repeated or trailing ``/`` (``..`` stays).
+
+    An object URI is returned as written: its key is refused unless already normal.
+    """
+    if is_object_uri(path):
+        return path
     anchor, parts = _split(path)
     return anchor + "/".join(p for p in parts if p not in ("", "."))
 
@@ -66,10 +106,17 @@ def source_path_problem(path: object, *, glob: bool = True) -> str | None:
     if "\\" in path:
         return "contains a backslash; separate folders with '/'"
     scheme = _SCHEME.match(path)
-    if scheme:
+    if scheme and scheme[1] not in OBJECT_SCHEMES:
         return (
-            f"uses the URL scheme '{scheme[1]}:', which file sources cannot read (local paths only)"
+            f"uses the URL scheme '{scheme[1]}:', which file sources cannot read (local paths, "
+            "s3://, gs:// and az:// only)"
         )
+    if scheme:
+        return _object_uri_problem(path)
+    return _local_path_problem(path, glob)
+
+
+def _local_path_problem(path: str, glob: bool) -> str | None:
     if path.startswith("~") and kind(path) != "home":
         return (
             "starts with '~user'; only '~/' (the home folder of the user running dpone) "
@@ -89,8 +136,41 @@ def source_path_problem(path: object, *, glob: bool = True) -> str | None:
     return None
 
 
+def _object_uri_problem(uri: str) -> str | None:
+    _, bucket, key = split_uri(uri)
+    if not _BUCKET.match(bucket):
+        return (
+            "names a bucket that is not 3..222 lower-case letters, digits, '.', '-' or '_' "
+            "(a bucket cannot be a glob)"
+        )
+    if not key:
+        return "names a bucket, not objects; add a key or a glob such as 'prefix/*.csv'"
+    if key.endswith("/"):
+        return "ends with '/', which names a folder; add a file name or a glob such as '*.csv'"
+    parts = key.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        return (
+            "has an empty, '.' or '..' segment in its key; an object store key is matched "
+            "as written, so write it in normal form"
+        )
+    if parts[-1] == "**":
+        return "ends with '**', which matches folders; add a file glob such as '**/*.csv'"
+    return None
+
+
 def is_glob(path: str) -> bool:
     return _MAGIC.search(path) is not None
+
+
+def glob_root(uri: str) -> tuple[str, list[str]]:
+    """The literal ``bucket/prefix`` an object URI's glob starts at (what to list) and the
+    glob's segments below it."""
+    _, bucket, key = split_uri(uri)
+    parts = key.split("/")
+    literal = 0
+    while literal < len(parts) - 1 and not is_glob(parts[literal]):
+        literal += 1
+    return "/".join([bucket, *parts[:literal]]), parts[literal:]
 
 
 def _root(anchor: str, base_dir: Path) -> Path:
@@ -123,7 +203,8 @@ def expand(pattern: str, base_dir: Path) -> list[tuple[str, Path]]:
 def matches(pattern: str, path: str) -> bool:
     """Whether the file spelled ``path`` is one ``pattern`` names (pure; glob's rules:
     ``*`` and ``?`` stay within a segment, ``**`` spans segments, and a wildcard does not
-    match a name starting with ``.``)."""
+    match a name starting with ``.``). An object URI matches only within the pattern's own
+    scheme and bucket."""
     p_anchor, p_parts = _split(normalize(pattern))
     f_anchor, f_parts = _split(path)
     return p_anchor == f_anchor and _match_parts(p_parts, f_parts)
@@ -152,12 +233,18 @@ def _match_parts(pattern: list[str], parts: list[str]) -> bool:
 
 
 __all__ = [
+    "CREDENTIAL_OPTIONS",
+    "OBJECT_SCHEMES",
+    "STORAGE_OPTIONS",
     "PathKind",
     "expand",
+    "glob_root",
     "is_glob",
+    "is_object_uri",
     "kind",
     "matches",
     "normalize",
     "resolve",
     "source_path_problem",
+    "split_uri",
 ]

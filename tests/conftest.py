@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-pytest_plugins = ["tests.support.paths", "tests.support.postgres"]
+# The helpers in tests.support check with plain asserts: show their operands when they fail.
+pytest.register_assert_rewrite("tests.support")
+
+pytest_plugins = [
+    "tests.support.paths",
+    "tests.support.postgres",
+    "tests.support.s3server",
+    "tests.support.scaleout",
+]
 
 #: A fault-injection test runs dpone several times, each a process of its own with a 300 s
 #: limit (tests.support.processes); the default test timeout (pyproject.toml) is for one.

@@ -1,7 +1,7 @@
 """The dlt sink's four test destinations, and readers of what landed in them that do not use
 dlt: DuckDB's own driver, psycopg2, SQLAlchemy over the SQLite file, pyarrow over the bucket.
 
-A project kind ``dlt_<destination>`` (``tests/runtime/conftest.Project``) loads through
+A project kind ``dlt_<destination>`` (``tests.support.project.Project``) loads through
 ``sink: {type: dlt, destination: <destination>}`` into ``analytics.orders`` (PostgreSQL: a
 schema of the test's own); :func:`read_table`, :func:`nullable` and :func:`load_markers`
 read the outcome back.

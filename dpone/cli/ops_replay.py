@@ -15,7 +15,12 @@ from typing import Any
 import click
 
 from dpone.cli.ops_dlq import _logs_to_stderr
-from dpone.cli.output import markdown_format_option, print_json, run_command
+from dpone.cli.output import (
+    ALLOW_ANY_IMPORT_OPTION,
+    markdown_format_option,
+    print_json,
+    run_command,
+)
 from dpone.errors import UsageError
 
 #: Items shown in Markdown (the JSON output always holds every item).
@@ -65,6 +70,7 @@ EXECUTOR_FIX = (
     is_flag=True,
     help="Deprecated. Without --execute it exits 4 and applies nothing.",
 )
+@ALLOW_ANY_IMPORT_OPTION
 @markdown_format_option("the plan or result document")
 def quarantine_replay_cmd(
     directory: Path | None,
@@ -74,12 +80,13 @@ def quarantine_replay_cmd(
     plan_file: Path | None,
     max_items: int | None,
     yes: bool,
+    allow_any_import: bool,
     fmt: str,
 ) -> None:
     """Print the replay plan of a DLQ run; with --execute --manifest M, apply it."""
 
     def body() -> int:
-        from dpone import ops
+        from dpone import api, ops
         from dpone.ops import replay
 
         _logs_to_stderr()
@@ -90,15 +97,20 @@ def quarantine_replay_cmd(
             )
         if plan_file is not None and not execute:
             raise UsageError("--plan is the plan --execute checks and applies; add --execute")
+        # The manifest is compiled as `dpone run` compiles it, so a predicate that needed
+        # --allow-any-import there needs it here too (and is still never imported to plan).
+        bound = (
+            None if manifest is None else api.compile(manifest, allow_any_import=allow_any_import)
+        )
         if not execute:
             doc = ops.replay_plan(
-                run_id, dlq_dir=directory, manifest=manifest, max_items=max_items
+                run_id, dlq_dir=directory, manifest=bound, max_items=max_items
             ).to_json()
             _show_plan(doc, fmt)
             return 0
-        assert manifest is not None  # --execute without --manifest was refused above
+        assert bound is not None  # --execute without --manifest was refused above
         result = ops.replay_execute(
-            manifest, run_id, dlq_dir=directory, plan=plan_file, max_items=max_items
+            bound, run_id, dlq_dir=directory, plan=plan_file, max_items=max_items
         ).to_json()
         if fmt == "json":
             print_json(result)

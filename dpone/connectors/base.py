@@ -12,6 +12,7 @@ import re
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
 import pyarrow as pa
@@ -198,6 +199,13 @@ class SinkLoad(Protocol):
         marker; calling it twice returns the same marker. If it raises, the load may or may
         not have committed: :meth:`Sink.committed_load` is the truth.
         """
+        ...
+
+    def commit_staged_parquet(
+        self, files: Sequence[Path], *, cursor_to: str | None = None
+    ) -> LoadMarker:
+        """:meth:`commit` with the rows of ``files`` (Parquet staged by other processes, the
+        tasks of a scale-out run) added to this load: one load, one commit."""
         ...
 
     def abort(self) -> None:

@@ -51,6 +51,24 @@ class SourceNoFiles(SourceConfigError):
     code = "DPONE_SOURCE_NO_FILES"
 
 
+class SourceBucketNotFound(SourceNoFiles):
+    """An object store path whose bucket (or container) does not exist."""
+
+    code = "DPONE_SOURCE_BUCKET_NOT_FOUND"
+
+
+class SourceAccessDenied(SourceConfigError):
+    """The object store refused the credentials (unknown key, wrong secret, no permission)."""
+
+    code = "DPONE_SOURCE_ACCESS_DENIED"
+
+
+class SourceObjectChanged(SourceUnavailable):
+    """An object's bytes changed between its hashing and its read (a retry reads it anew)."""
+
+    code = "DPONE_SOURCE_OBJECT_CHANGED"
+
+
 # --- sinks ----------------------------------------------------------------------------------------
 
 
@@ -139,6 +157,9 @@ CONNECTOR_CODES: dict[str, str] = {
     "DPONE_SOURCE_UNAVAILABLE": "the source's server or file system failed; may work on retry",
     "DPONE_SOURCE_CONFIG": "the source section cannot become a reader",
     "DPONE_SOURCE_NO_FILES": "the source path matched no file",
+    "DPONE_SOURCE_BUCKET_NOT_FOUND": "the bucket of an object store source path does not exist",
+    "DPONE_SOURCE_ACCESS_DENIED": "the object store refused the source's credentials",
+    "DPONE_SOURCE_OBJECT_CHANGED": "a source object changed while it was read; may work on retry",
     "DPONE_SOURCE_QUERY_INVALID": "the source table or query is missing, invalid or writes",
     "DPONE_SOURCE_CALLABLE_IMPORT": "a python source's callable does not import",
     "DPONE_SOURCE_CALLABLE_NOT_CALLABLE": "a python source's callable is not callable",

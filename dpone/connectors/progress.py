@@ -1,6 +1,6 @@
 """How far a source has read, in bytes, for a progress display's share and ETA.
 
-A source that knows its size (a file source: the files' sizes on disk) has a
+A source that knows its size (a file source: the files' sizes on disk or in the store) has a
 ``read_progress()`` method returning ``(bytes_read, bytes_total)``; ``bytes_total`` is None
 when the size is not known. The run calls it between chunks; the file source's reading runs
 on the read-ahead thread (``runtime/prefetch.py``), so :class:`ReadProgress` keeps its
@@ -27,6 +27,19 @@ class _Block(Protocol):
     def data(self) -> bytes | memoryview: ...
 
 
+class SizedFile(Protocol):
+    """A file whose size is known (``dpone.connectors.fs.SourceFile``)."""
+
+    @property
+    def name(self) -> str:
+        """The file's path or URI (its extension tells a compressed file)."""
+        ...
+
+    def size(self) -> int:
+        """Its size in bytes (OSError when it cannot be known)."""
+        ...
+
+
 Block = TypeVar("Block", bound=_Block)
 
 
@@ -37,7 +50,7 @@ class MeasuredSource(Protocol):
         ...
 
 
-def compressed(path: Path) -> bool:
+def compressed(path: Path | str) -> bool:
     """Whether pyarrow decompresses ``path`` as it reads it (by its extension, as
     ``pa.input_stream(..., compression="detect")`` decides)."""
     try:
@@ -58,24 +71,24 @@ class ReadProgress:
         self._file_read = 0  # ... and how much of it
         self._file_measured = False
 
-    def start(self, paths: Iterable[Path]) -> None:
-        """A new read of ``paths``: their sizes on disk are the total."""
+    def start(self, files: Iterable[SizedFile]) -> None:
+        """A new read of ``files``: their sizes are the total."""
         total = 0
-        for path in paths:
+        for file in files:
             with contextlib.suppress(OSError):  # reading it fails then, with its own error
-                total += path.stat().st_size
+                total += file.size()
         with self._lock:
             self._total, self._done, self._file_size, self._file_read = total, 0, 0, 0
 
-    def begin_file(self, path: Path, *, by_block: bool) -> None:
-        """``path`` is read next; ``by_block``: its blocks are counted as they are read."""
+    def begin_file(self, file: SizedFile, *, by_block: bool) -> None:
+        """``file`` is read next; ``by_block``: its blocks are counted as they are read."""
         try:
-            size = path.stat().st_size
+            size = file.size()
         except OSError:
             size = 0
         with self._lock:
             self._file_size, self._file_read = size, 0
-            self._file_measured = by_block and not compressed(path)
+            self._file_measured = by_block and not compressed(file.name)
 
     def blocks(self, blocks: Iterable[Block]) -> Iterator[Block]:
         """``blocks`` unchanged, each counted by ``len(block.data)`` as it passes."""
@@ -98,4 +111,4 @@ class ReadProgress:
             return self._done + self._file_read, self._total
 
 
-__all__ = ["MeasuredSource", "ReadProgress", "compressed"]
+__all__ = ["MeasuredSource", "ReadProgress", "SizedFile", "compressed"]

@@ -16,14 +16,14 @@ from dpone import durable
 from dpone.dlq import fsio
 from dpone.dlq.errors import DlqError, DlqRunNotFound
 from dpone.dlq.index import DlqIndex
-from dpone.dlq.segments import SEGMENTS_DIR, bytes_checksum
-from dpone.dlq.store import (
+from dpone.dlq.rundir import (
     HARD_MAX_SEGMENT_BYTES,
     INDEX_FILE,
     RUNS_DIR,
     read_index_at,
     segment_where,
 )
+from dpone.dlq.segments import SEGMENTS_DIR, bytes_checksum
 
 if TYPE_CHECKING:
     from dpone.dlq.store import DlqStore

@@ -14,8 +14,13 @@ Three forms (SPEC §5):
 * ``dpone://runs/<run_id>/loads/<load_id>/rows/<n>`` — a source that cannot be re-read
   (a Python generator, a stream); ``n`` is the 1-based row number within the load.
 
-The leading character of ``path`` tells the three path forms apart: ``/`` absolute, ``~``
-home (a relative path may not start with ``~``), anything else relative.
+The leading character of ``path`` tells the three local path forms apart: ``/`` absolute,
+``~`` home (a relative path may not start with ``~``), anything else relative. A file read
+from an object store is named by its URI, whose scheme and ``://`` stay as they are and whose
+bucket and key are percent-encoded like a path:
+``dpone://file/s3://bucket/landing/a%20b.csv?sha256=<hex>&row=<n>`` (``sha256`` is the
+object's bytes). A local path never reads that way: its ``:`` is always encoded (``%3A``), so
+the grammar only grew (every ref valid before is valid and means the same).
 
 The bulk builders format a whole chunk at the cost of one f-string per row.
 """
@@ -30,7 +35,7 @@ from urllib.parse import quote, unquote
 from dpone.dlq.errors import DlqInvalidRef
 from dpone.dlq.fsio import check_identifier
 from dpone.ids import IDENTIFIER_PATTERN
-from dpone.sourcepaths import source_path_problem
+from dpone.sourcepaths import is_object_uri, source_path_problem
 
 REF_PREFIX = "dpone://"
 MAX_REF_LENGTH = 4096
@@ -38,7 +43,8 @@ MAX_REF_LENGTH = 4096
 _SHA_HEX = re.compile(r"^[0-9a-f]{64}$")
 _ID = IDENTIFIER_PATTERN[1:-1]  # the identifier pattern without its anchors
 _FILE_REF = re.compile(
-    r"^dpone://file/(?P<path>[A-Za-z0-9/._~%-]+)\?sha256=(?P<sha>[0-9a-f]{64})"
+    r"^dpone://file/(?P<path>(?:(?:s3|gs|az)://)?[A-Za-z0-9/._~%-]+)"
+    r"\?sha256=(?P<sha>[0-9a-f]{64})"
     r"&(?P<unit>row|line)=(?P<row>[1-9][0-9]{0,17})$"
 )
 _RUN_REF = re.compile(
@@ -101,7 +107,9 @@ def _file_prefix(path: str, sha256: str, unit: str = "row") -> str:
     _check_path(path)
     if not _SHA_HEX.match(sha256):
         raise DlqInvalidRef("a file record_ref needs the file's SHA-256 as 64 lowercase hex digits")
-    return f"{REF_PREFIX}file/{quote(path, safe=_PATH_SAFE)}?sha256={sha256}&{unit}="
+    scheme, sep, rest = path.partition("://") if is_object_uri(path) else ("", "", path)
+    spelled = scheme + sep + quote(rest, safe=_PATH_SAFE)
+    return f"{REF_PREFIX}file/{spelled}?sha256={sha256}&{unit}="
 
 
 def file_ref(path: str, sha256: str, row: int) -> str:

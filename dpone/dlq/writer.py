@@ -23,7 +23,7 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Literal
 
@@ -45,19 +45,18 @@ from dpone.dlq.errors import (
 )
 from dpone.dlq.index import StatusReason, entry
 from dpone.dlq.model import DlqRecord, RejectedRow, format_timestamp
-from dpone.dlq.segments import SEGMENT_FILE, SEGMENTS_DIR, SegmentEntry
-from dpone.dlq.store import (
+from dpone.dlq.rundir import (
     HARD_MAX_SEGMENT_BYTES,
     INDEX_FILE,
     RUNS_DIR,
-    DlqStore,
     RunHeader,
     dumps,
     read_index_at,
     release_lock,
-    scan_segments,
     take_lock,
 )
+from dpone.dlq.segments import SEGMENT_FILE, SEGMENTS_DIR, SegmentEntry
+from dpone.dlq.store import DlqStore, scan_segments
 from dpone.ids import UlidSequence
 from dpone.logs import get_logger
 
@@ -86,6 +85,8 @@ class _Item:
 
 #: One published segment's index entries as columns: ids, checksums, codes, columns.
 _Columns = tuple[list[str], list[str], list[str], list[str | None]]
+#: Index entries as columns, as a scale-out task reports them (any sequences).
+EntryColumns = tuple[Sequence[str], Sequence[str], Sequence[str], Sequence[str | None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,7 +263,7 @@ class RunWriter:
         self._require_open()
         self._settle_pending()
         started = time.perf_counter()
-        now = self._store.now()
+        now = self._now()
         encoder = RecordEncoder(
             run_id=self.run_id,
             load_id=self.load_id,
@@ -276,7 +277,7 @@ class RunWriter:
         if self._all_new(refs):
             # The common case: every row is new to this run, once. Its records go to disk as
             # built, in record-id order (the ids are made in row order).
-            ids = self._ids.batch(len(rows), now) if rows else []
+            ids = self._new_ids(len(rows), now) if rows else []
             built = encoder.encode(rows, ids)
             self._check_limits(len(built), built.entry_sizes, len(built.cuts(self._max_segment)))
             self._publish_encoded(built)
@@ -322,7 +323,7 @@ class RunWriter:
                 chunk[ref] = self._pending[ref]
             else:
                 to_build[ref] = row
-        new_ids = self._ids.batch(len(to_build), now) if to_build else []
+        new_ids = self._new_ids(len(to_build), now) if to_build else []
         built = encoder.encode(list(to_build.values()), new_ids)
         for i in range(len(built)):
             chunk[built.refs[i]] = self._item_of(built, i)
@@ -377,6 +378,20 @@ class RunWriter:
         self._write_items(items)
         self._unreported_refs.difference_update(r.record_ref for r in records)
         return [record.record_id for record in records]
+
+    # --- where ids, timestamps and segment names come from (a scale-out partition's writer,
+    # dpone/dlq/partition.py, derives all three from the run and the row's place instead) -----
+
+    def _now(self) -> datetime:
+        return self._store.now()
+
+    def _new_ids(self, count: int, now: datetime) -> list[str]:
+        return self._ids.batch(count, now)
+
+    def _next_segment_name(self) -> str:
+        name = segments.segment_name(self._seq)
+        self._seq += 1
+        return name
 
     def _item_of(self, built: EncodedChunk, i: int) -> _Item:
         return _Item(
@@ -468,8 +483,7 @@ class RunWriter:
         adopted: list[tuple[int, int]] = []
         try:
             for start, stop in built.cuts(self._max_segment):
-                name = segments.segment_name(self._seq)
-                self._seq += 1
+                name = self._next_segment_name()
                 data = built.data(start, stop)
                 try:
                     created = segments.publish(
@@ -535,8 +549,7 @@ class RunWriter:
         ids = tuple(item.record_id for item in group)
         name = self._pending_names.get(ids)
         if name is None:
-            name = segments.segment_name(self._seq)
-            self._seq += 1
+            name = self._next_segment_name()
         data = segments.encode([item.data for item in group])
         try:
             if not segments.publish(self._segments_fd, name, data, f"{self._where}/{name}"):
@@ -596,6 +609,59 @@ class RunWriter:
             raise DlqRecordConflict(
                 f"{where} already exists with other bytes; the existing file is kept"
             )
+
+    # --- segments published by other processes (scale-out tasks) -------------------------------
+
+    def adopt_described(self, listed: Sequence[SegmentEntry], entries: EntryColumns) -> int:
+        """Index segments that scale-out tasks published into this run's folder, from what the
+        tasks report: each segment's descriptor (name, byte SHA-256, count, first/last id,
+        expiry) and the index entries of its records (ids, checksums, codes, columns; the
+        segments' records in segment order). The bytes are not read back here: the task
+        hashed what it wrote, and every read and ``dpone ops dlq verify`` check the bytes
+        against the index. What is checked is what the index must hold together: each
+        descriptor's count and first/last id against its entries, and ids new and unique.
+        The number of records adopted."""
+        self._require_open()
+        ids, shas, codes, columns = entries
+        if not len(ids) == len(shas) == len(codes) == len(columns):
+            raise DlqInvalidReject("the index entries of a task's segments do not line up")
+        if len(set(ids)) != len(ids) or not self._sha_of.keys().isdisjoint(ids):
+            raise DlqRecordConflict(f"run {self.run_id}: a task reports a record id twice")
+        start = 0
+        for seg in listed:
+            stop = start + seg.record_count
+            if (
+                seg.name in self._segments
+                or seg.record_count < 1
+                or stop > len(ids)
+                or ids[start] != seg.first_record_id
+                or ids[stop - 1] != seg.last_record_id
+            ):
+                raise DlqInvalidReject(
+                    f"{self._where}/{seg.name}: the task's descriptor does not match its entries"
+                )
+            start = stop
+        if start != len(ids):
+            raise DlqInvalidReject("a task reports index entries of no segment it lists")
+        known = {code.value for code in ReasonCode}
+        if not known.issuperset(codes):
+            raise DlqInvalidReject("a task reports a reason code dpone does not know")
+        sizes = [
+            ENTRY_FIXED + len(c) + self._column_size(col)
+            for c, col in zip(codes, columns, strict=True)
+        ]
+        self._check_limits(len(ids), sizes, len(listed))
+        for seg in listed:
+            self._segments[seg.name] = seg
+        if ids:
+            self._add_entries(list(ids), list(shas), list(codes), list(columns))
+        self._entry_bytes += sum(sizes)
+        return len(ids)
+
+    def trust_disk(self) -> None:
+        """Other processes may have published segments this writer never adopted: an abort
+        then indexes what verifies on disk rather than what this writer knows."""
+        self._dirty = True
 
     # --- ending ---------------------------------------------------------------------------------
 
@@ -741,4 +807,4 @@ def _result_of(doc: Mapping[str, Any], run_id: str) -> RunResult:
     )
 
 
-__all__ = ["RunResult", "RunWriter", "WriterState"]
+__all__ = ["EntryColumns", "RunResult", "RunWriter", "WriterState"]

@@ -123,6 +123,9 @@ class Evidence:
     finished_at: str
     facets: Mapping[str, Any] = field(default_factory=dict)
     schema_changes: tuple[SchemaChange, ...] = ()
+    #: ``engine: dask`` only (SPEC §12): per-partition counts, and why the source ran as one
+    #: partition when it did
+    scale_out: Mapping[str, Any] | None = None
 
     @property
     def execution_status(self) -> ExecutionStatus:
@@ -140,6 +143,12 @@ class Evidence:
         return "passed"
 
     def to_json(self) -> dict[str, Any]:
+        doc = self._doc()
+        if self.scale_out is not None:
+            doc["scale_out"] = dict(self.scale_out)
+        return doc
+
+    def _doc(self) -> dict[str, Any]:
         return {
             "schema": EVIDENCE_SCHEMA_ID,
             "run_id": self.run_id,

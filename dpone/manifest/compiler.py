@@ -22,6 +22,7 @@ from dpone.errors import ManifestError
 from dpone.manifest import dltblocks, passes
 from dpone.manifest.loader import LoadedManifest, join_pointer, load_manifest, parse_manifest
 from dpone.manifest.plan import (
+    DaskPlan,
     Plan,
     QualityPlan,
     RuntimePlan,
@@ -30,9 +31,8 @@ from dpone.manifest.plan import (
     StrategyPlan,
 )
 from dpone.manifest.specs import (
-    DltSinkSpec,
     DltSourceSpec,
-    SinkSpec,
+    SinkPlace,
     SourceSpec,
     resolve_under,
     sink_spec,
@@ -126,11 +126,20 @@ def build_plan(doc: dict[str, Any], manifest: LoadedManifest) -> Plan:
         manifest_path=manifest.path,
         manifest_dir=base,
         runtime=RuntimePlan(
-            work_dir=resolve_under(base, runtime["work_dir"]), chunk_size=runtime["chunk_size"]
+            work_dir=resolve_under(base, runtime["work_dir"]),
+            chunk_size=runtime["chunk_size"],
+            engine=runtime["engine"],
+            dask=DaskPlan(
+                address=runtime["dask"].get("address"),
+                n_workers=runtime["dask"].get("n_workers"),
+                memory_limit=runtime["dask"].get("memory_limit"),
+            ),
         ),
         source=SourcePlan(spec=_source_spec(doc["source"], base, contract)),
         sink=SinkPlan(
-            spec=_sink_spec(sink, base, doc["name"], resolve_under(base, runtime["work_dir"])),
+            spec=sink_spec(
+                sink, SinkPlace(base, doc["name"], resolve_under(base, runtime["work_dir"]))
+            ),
             strategy=StrategyPlan(
                 mode=sink["strategy"]["mode"],
                 unique_key=tuple(sink["strategy"].get("unique_key", ())),
@@ -145,15 +154,6 @@ def build_plan(doc: dict[str, Any], manifest: LoadedManifest) -> Plan:
         document=doc,
         fingerprint=fingerprint_of(doc),
     )
-
-
-def _sink_spec(sink: dict[str, Any], base: Path, name: str, work_dir: Path) -> SinkSpec:
-    """The sink's spec; a dlt sink also gets the pipeline's name and work dir (dlt keeps its
-    pipeline and load packages there)."""
-    spec = sink_spec(sink, base)
-    if isinstance(spec, DltSinkSpec):
-        spec = dataclasses.replace(spec, pipeline=name, work_dir=work_dir)
-    return spec
 
 
 def _quality(doc: dict[str, Any]) -> QualityPlan:

@@ -20,8 +20,9 @@ from dpone.assertions.catalog import AssertionTypeInfo
 from dpone.contracts.spec import ColumnSpec
 from dpone.dlq import policy as dlq_limits
 from dpone.errors import ErrorDetail
-from dpone.manifest import defaults, dltblocks, paths
+from dpone.manifest import defaults, dltblocks, paths, storage
 from dpone.manifest.dltsink import check_dlt_sink
+from dpone.manifest.engine_checks import check_engine
 from dpone.manifest.loader import LoadedManifest, join_pointer
 from dpone.manifest.secrets import inline_secret, malformed_reference
 from dpone.manifest.validate import MANIFEST_SCHEMA, locate
@@ -320,7 +321,7 @@ def check_secrets(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
                     ),
                 )
             )
-    allowed = (*_CONNECTION_POINTERS, *dltblocks.reference_roots(doc))
+    allowed = (*_CONNECTION_POINTERS, storage.STORAGE, *dltblocks.reference_roots(doc))
     errors.extend(_stray_references(doc, "", ctx, allowed))
     return errors
 
@@ -329,7 +330,8 @@ def _stray_references(
     value: Any, pointer: str, ctx: CompileContext, allowed: tuple[str, ...]
 ) -> list[ErrorDetail]:
     """``${...}`` outside a connection string (or a dlt source's credentials, checked by
-    ``dltblocks``) would silently stay literal: say so instead."""
+    ``dltblocks``, or ``source.options.storage``, checked by ``storage``) would silently stay
+    literal: say so instead."""
     if pointer in allowed:
         return []
     if isinstance(value, dict):
@@ -348,7 +350,8 @@ def _stray_references(
         return [
             ctx.error(
                 "DPONE_MANIFEST_SECRET_REFERENCE",
-                "${...} references are resolved only in connection strings",
+                "${...} references are resolved only in connection strings and "
+                "source.options.storage",
                 pointer,
                 fixes=("write the value itself here, or move it into a connection string",),
             )
@@ -459,7 +462,8 @@ def check_source(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
                 "/source/path",
                 fixes=(
                     "write a path relative to the manifest's folder (data/*.csv, ../shared/*.csv)"
-                    ", an absolute one (/data/landing/*.csv) or one under ~/",
+                    ", an absolute one (/data/landing/*.csv), one under ~/, or an object store "
+                    "URI (s3://bucket/prefix/*.csv, gs://..., az://...)",
                 ),
             )
         )
@@ -508,6 +512,7 @@ def _is_codec(name: str) -> bool:
 
 STATIC_CHECKS: tuple[Check, ...] = (
     check_source,
+    storage.check_storage,
     paths.check_nul_bytes,
     paths.check_dlq_directory,
     check_strategy,
@@ -518,6 +523,7 @@ STATIC_CHECKS: tuple[Check, ...] = (
     check_secrets,
     dltblocks.check_dlt_source,
     check_assertions,
+    check_engine,
 )
 
 Pass = Callable[[Document, CompileContext], PassResult]

@@ -48,7 +48,8 @@ class SourcePlan:
 
     @property
     def secrets(self) -> tuple[SecretRef, ...]:
-        """``${ENV_VAR}`` references of a dlt-backed source (credentials, headers, arguments)."""
+        """``${ENV_VAR}`` references of a dlt-backed source (credentials, headers, arguments)
+        or of a file source's ``options.storage``."""
         found = getattr(self.spec, "secrets", ())
         return tuple(found)
 
@@ -93,9 +94,21 @@ class QualityPlan:
 
 
 @dataclass(frozen=True, slots=True)
+class DaskPlan:
+    """``runtime.dask``: a scheduler's address, or the shape of a local cluster (None: the
+    manifest does not say; ``n_workers`` is then the machine's cores, ``memory_limit`` Dask's)."""
+
+    address: str | None
+    n_workers: int | None
+    memory_limit: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class RuntimePlan:
     work_dir: Path
     chunk_size: int
+    engine: Literal["local", "dask"]
+    dask: DaskPlan
 
 
 @dataclass(frozen=True, slots=True)

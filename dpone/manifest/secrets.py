@@ -7,7 +7,7 @@ A :class:`SecretRef` keeps the template the user wrote (which holds no secret); 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlsplit
 
@@ -30,13 +30,7 @@ class SecretRef:
         return tuple(dict.fromkeys(REFERENCE.findall(self.template)))
 
     def resolve(self, env: Mapping[str, str]) -> str:
-        missing = [n for n in self.names if n not in env]
-        if missing:
-            raise SecretError(
-                f"environment variable(s) {', '.join(missing)} referenced by the manifest "
-                "are not set",
-                fixes=tuple(f"export {n}=... before running dpone" for n in missing),
-            )
+        _require_set(self.names, env)
         return REFERENCE.sub(lambda m: env[m.group(1)], self.template)
 
     def redacted(self) -> str:
@@ -44,6 +38,21 @@ class SecretRef:
 
     def __repr__(self) -> str:
         return f"SecretRef({self.template!r})"
+
+
+def resolve_all(refs: Mapping[str, SecretRef], env: Mapping[str, str]) -> dict[str, str]:
+    """Each of ``refs`` resolved; every variable that is not set is named in one error."""
+    _require_set([n for ref in refs.values() for n in ref.names], env)
+    return {key: ref.resolve(env) for key, ref in refs.items()}
+
+
+def _require_set(names: Iterable[str], env: Mapping[str, str]) -> None:
+    missing = [n for n in dict.fromkeys(names) if n not in env]
+    if missing:
+        raise SecretError(
+            f"environment variable(s) {', '.join(missing)} referenced by the manifest are not set",
+            fixes=tuple(f"export {n}=... before running dpone" for n in missing),
+        )
 
 
 def malformed_reference(text: str) -> bool:

@@ -74,8 +74,57 @@ class JsonlOptions:
 
 
 @dataclass(frozen=True, slots=True)
+class StorageOptions:
+    """``source.options.storage``: the object store settings of an ``s3://``, ``gs://`` or
+    ``az://`` path (which keys apply to which store: ``sourcepaths.STORAGE_OPTIONS``).
+
+    Each text setting stays a :class:`SecretRef` template (``${VAR}`` unresolved) until the
+    connector resolves it (``dpone.connectors.fs``); a setting the manifest leaves out is None,
+    and the store's standard environment variables, then its SDK's credential chain, apply.
+    """
+
+    endpoint_url: SecretRef | None
+    region: SecretRef | None
+    key: SecretRef | None
+    secret: SecretRef | None
+    token: SecretRef | None
+    project_id: SecretRef | None
+    account_name: SecretRef | None
+    account_key: SecretRef | None
+    sas_token: SecretRef | None
+    anonymous: bool
+
+    def written(self) -> dict[str, SecretRef]:
+        """The text settings the manifest wrote, by key."""
+        return {
+            name: value for name in STORAGE_TEXT_KEYS if (value := getattr(self, name)) is not None
+        }
+
+    @property
+    def secrets(self) -> tuple[SecretRef, ...]:
+        """The settings that reference the environment."""
+        return tuple(ref for ref in self.written().values() if ref.names)
+
+
+#: The text settings of :class:`StorageOptions`, in the schema's order.
+STORAGE_TEXT_KEYS: tuple[str, ...] = (
+    "endpoint_url",
+    "region",
+    "key",
+    "secret",
+    "token",
+    "project_id",
+    "account_name",
+    "account_key",
+    "sas_token",
+)
+
+
+@dataclass(frozen=True, slots=True)
 class FileSourceSpec:
-    """Files matching the glob ``path`` (as written; relative paths under ``base_dir``)."""
+    """Files matching the glob ``path`` (as written; relative paths under ``base_dir``), or
+    objects of a store when ``path`` is an ``s3://``, ``gs://`` or ``az://`` URI (then
+    ``storage`` holds the store's settings; it is None for a local path)."""
 
     type: ClassVar[str] = "file"
     base_dir: Path
@@ -83,7 +132,13 @@ class FileSourceSpec:
     format: FileFormat
     csv: CsvOptions
     jsonl: JsonlOptions
+    storage: StorageOptions | None
     incremental: IncrementalPlan | None
+
+    @property
+    def secrets(self) -> tuple[SecretRef, ...]:
+        """``${ENV_VAR}`` references of ``storage`` (resolved when the source is built)."""
+        return () if self.storage is None else self.storage.secrets
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +187,10 @@ class PostgresSourceSpec:
     table: str | None
     query: str | None
     incremental: IncrementalPlan | None
+    #: ``engine: dask``: the column whose key range is split, into ``partitions`` ranges
+    #: (both None when the manifest names no ``partition_column``)
+    partition_column: str | None
+    partitions: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +259,31 @@ def _file_source(section: Section, base: Path) -> FileSourceSpec:
             max_row_bytes=csv["max_row_bytes"],
         ),
         jsonl=JsonlOptions(encoding=options["jsonl"]["encoding"]),
+        storage=_storage(options.get("storage")),
         incremental=_incremental(section),
+    )
+
+
+def _storage(section: Section | None) -> StorageOptions | None:
+    """The schema fills ``options.storage`` for an object store path only."""
+    if section is None:
+        return None
+
+    def text(name: str) -> SecretRef | None:
+        value = section.get(name)
+        return None if value is None else SecretRef(value)
+
+    return StorageOptions(
+        endpoint_url=text("endpoint_url"),
+        region=text("region"),
+        key=text("key"),
+        secret=text("secret"),
+        token=text("token"),
+        project_id=text("project_id"),
+        account_name=text("account_name"),
+        account_key=text("account_key"),
+        sas_token=text("sas_token"),
+        anonymous=section["anonymous"],
     )
 
 
@@ -235,6 +318,8 @@ def _postgres_source(section: Section, base: Path) -> PostgresSourceSpec:
         table=section.get("table"),
         query=section.get("query"),
         incremental=_incremental(section),
+        partition_column=section.get("partition_column"),
+        partitions=section.get("partitions"),
     )
 
 
@@ -332,17 +417,28 @@ class DltSinkSpec(SinkTarget):
 SinkSpec = DuckdbSinkSpec | PostgresSinkSpec | FilesystemSinkSpec | DltSinkSpec
 
 
-def _duckdb_sink(section: Section, base: Path) -> DuckdbSinkSpec:
-    database = resolve_under(base, section["database"])
+@dataclass(frozen=True, slots=True)
+class SinkPlace:
+    """What a sink's spec is built with besides its section: the manifest's folder (relative
+    paths resolve under it), the pipeline's name and its absolute work dir (a dlt sink keeps
+    its pipeline and load packages there)."""
+
+    base: Path
+    pipeline: str
+    work_dir: Path
+
+
+def _duckdb_sink(section: Section, at: SinkPlace) -> DuckdbSinkSpec:
+    database = resolve_under(at.base, section["database"])
     return DuckdbSinkSpec(
         database=database,
-        display=display_path(database, base),
+        display=display_path(database, at.base),
         dataset=section["dataset"],
         table=section["table"],
     )
 
 
-def _postgres_sink(section: Section, base: Path) -> PostgresSinkSpec:
+def _postgres_sink(section: Section, at: SinkPlace) -> PostgresSinkSpec:
     return PostgresSinkSpec(
         connection=SecretRef(section["connection"]),
         dataset=section["dataset"],
@@ -350,17 +446,17 @@ def _postgres_sink(section: Section, base: Path) -> PostgresSinkSpec:
     )
 
 
-def _filesystem_sink(section: Section, base: Path) -> FilesystemSinkSpec:
-    root = resolve_under(base, section["path"])
+def _filesystem_sink(section: Section, at: SinkPlace) -> FilesystemSinkSpec:
+    root = resolve_under(at.base, section["path"])
     return FilesystemSinkSpec(
         path=root,
-        display=display_path(root, base),
+        display=display_path(root, at.base),
         dataset=section["dataset"],
         table=section["table"],
     )
 
 
-def _dlt_sink(section: Section, base: Path) -> DltSinkSpec:
+def _dlt_sink(section: Section, at: SinkPlace) -> DltSinkSpec:
     credentials = section.get("credentials")
     return DltSinkSpec(
         destination=section["destination"],
@@ -368,16 +464,16 @@ def _dlt_sink(section: Section, base: Path) -> DltSinkSpec:
         destination_options=dict(section.get("destination_options") or {}),
         loader_file_format=section.get("loader_file_format"),
         merge_key=tuple(section.get("merge_key") or ()),
-        base_dir=base,
-        pipeline="",  # the compiler's: the manifest's name
-        work_dir=base,  # the compiler's: runtime.work_dir
+        base_dir=at.base,
+        pipeline=at.pipeline,
+        work_dir=at.work_dir,
         dataset=section["dataset"],
         table=section["table"],
     )
 
 
 #: ``sink.type`` -> the builder of its spec from the normalized ``sink`` section.
-SINK_SPECS: dict[str, Callable[[Section, Path], SinkSpec]] = {
+SINK_SPECS: dict[str, Callable[[Section, SinkPlace], SinkSpec]] = {
     "duckdb": _duckdb_sink,
     "postgres": _postgres_sink,
     "filesystem": _filesystem_sink,
@@ -385,6 +481,6 @@ SINK_SPECS: dict[str, Callable[[Section, Path], SinkSpec]] = {
 }
 
 
-def sink_spec(section: Section, base: Path) -> SinkSpec:
-    """The spec of a normalized ``sink`` section; relative paths resolve under ``base``."""
-    return SINK_SPECS[section["type"]](section, base)
+def sink_spec(section: Section, at: SinkPlace) -> SinkSpec:
+    """The spec of a normalized ``sink`` section; relative paths resolve under ``at.base``."""
+    return SINK_SPECS[section["type"]](section, at)

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from dpone.dlq.store import DlqStore
     from dpone.manifest.plan import Plan
     from dpone.ops.gate import GateReport
-    from dpone.ops.replay import ReplayPlan, ReplayResult
+    from dpone.ops.replay import ReplayPlan
+    from dpone.ops.replay_executor import ReplayResult
     from dpone.ops.replay_run import ReplayBinding
     from dpone.ops.retention import RetentionPlan, RetentionResult
 

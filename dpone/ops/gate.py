@@ -39,7 +39,7 @@ from dpone.canonical import verify_checksum, with_checksum
 from dpone.clock import Clock, iso_utc, utc_now
 from dpone.dlq.errors import DlqIndexInvalid
 from dpone.dlq.index import INDEX_SCHEMA, DlqIndex
-from dpone.dlq.store import HARD_MAX_INDEX_BYTES
+from dpone.dlq.rundir import HARD_MAX_INDEX_BYTES
 from dpone.durable import replace_atomic
 from dpone.errors import ConfigError, Stage
 from dpone.evidence.model import EVIDENCE_SCHEMA_ID, DataOutcome

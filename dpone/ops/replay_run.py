@@ -4,8 +4,9 @@ It binds :mod:`dpone.ops.replay` to a manifest, through the same component wirin
 (``runtime/wiring.py``):
 
 * :class:`FileRowResolver` re-reads the quarantined rows from the manifest's file source by
-  their ``record_ref`` (path, SHA-256, row). Every file's SHA-256 is checked before any row is
-  read: one changed file refuses the whole replay (``DPONE_DLQ_REPLAY_SOURCE_CHANGED``). The
+  their ``record_ref`` (path or object URI, SHA-256, row), through the source's own filesystem
+  layer (``dpone.connectors.fs``). Every file's SHA-256 is checked before any row is read: one
+  changed file refuses the whole replay (``DPONE_DLQ_REPLAY_SOURCE_CHANGED``). The
   rows are then re-enforced exactly as a run enforces them (the same
   :class:`~dpone.contracts.enforcer.ContractEnforcementService`, chunk by chunk as the source
   yields them), checked by the manifest's row-scope assertions (one engine for the whole
@@ -42,7 +43,7 @@ import pyarrow.compute as pc
 
 from dpone.canonical import checksum
 from dpone.clock import Clock, utc_now
-from dpone.connectors._util import conform, position_mask, sha256_file
+from dpone.connectors._util import conform, position_mask
 from dpone.connectors.base import KeyedSink, LoadSpec
 from dpone.connectors.errors import SinkSchemaError
 from dpone.connectors.sources.file import FileSource
@@ -61,17 +62,15 @@ from dpone.ops.replay import (
     ReplayLoadNotCommitted,
     ReplayPlan,
     ReplayPlanMismatch,
-    ReplayResult,
     ReplaySourceChanged,
     ReplayUnsupported,
-    Resolution,
     RowStillRejected,
-    execute,
     is_valid_identity,
     plan,
     read_run,
     replayable_index,
 )
+from dpone.ops.replay_executor import ReplayResult, Resolution, execute
 from dpone.runtime import wiring
 
 log = get_logger("dpone.replay")
@@ -244,16 +243,13 @@ class FileRowResolver:
             wanted.append(_Wanted(ref.row, record.record_id))
         return files
 
-    def _full_path(self, partition: str) -> Path:
-        return self.source.resolve(partition)
-
     def _check_file(self, partition: str, sha: str) -> None:
         fixes = (
             "restore the file as it was when the run read it, or rerun the pipeline on the "
             "new file instead of replaying",
         )
         try:
-            actual = sha256_file(self._full_path(partition))
+            actual = self.source.resolve(partition).sha256()
         except FileNotFoundError:
             raise ReplaySourceChanged(
                 f"{partition} is gone; the records cannot be read again",
@@ -279,7 +275,7 @@ class FileRowResolver:
         pieces: list[tuple[pa.RecordBatch, list[str]]] = []
         i = 0
         chunk_size = self.manifest.runtime.chunk_size
-        for chunk in self.source.read_file(partition, self._full_path(partition), chunk_size):
+        for chunk in self.source.read_file(partition, self.source.resolve(partition), chunk_size):
             if chunk.file_sha256 != sha:
                 raise ReplaySourceChanged(f"{partition} changed while it was read", path=partition)
             end = chunk.first_row + chunk.num_rows

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING
 
 from dpone import durable
 from dpone.dlq import fsio
+from dpone.dlq.acks import ACK_FILE, MAX_ACK_SEGMENT_BYTES, parse_ack_line
+from dpone.dlq.compaction import leftover_segments, remove_leftovers
 from dpone.dlq.errors import (
     DlqError,
     DlqIndexMissing,
@@ -44,28 +46,22 @@ from dpone.dlq.integrity import (
     finding_of,
     structural,
 )
-from dpone.dlq.segments import SEGMENTS_DIR
-from dpone.dlq.store import (
-    ACK_FILE,
+from dpone.dlq.rundir import (
     ACKS_DIR,
     INDEX_FILE,
     LOCK_FILE,
-    MAX_ACK_SEGMENT_BYTES,
     NEW_RUN_PREFIX,
     RUNS_DIR,
     RunHeader,
-    SegmentScan,
-    leftover_segments,
     name_exists,
-    parse_ack_line,
     read_index_at,
     release_lock,
-    remove_leftovers,
-    scan_segments,
     segment_where,
     take_lock,
     writer_alive,
 )
+from dpone.dlq.segments import SEGMENTS_DIR
+from dpone.dlq.store import SegmentScan, scan_segments
 from dpone.ids import is_identifier
 
 if TYPE_CHECKING:

@@ -97,7 +97,7 @@ class _Run:
         self._refuse_used_run_id()
         state = parts.states.read(ctx.plan.name)
         self._journal("running")
-        stream = Stream(ctx, parts, self.engine, state)
+        stream = _stream(ctx, parts, self.engine, state)
         try:
             streamed = stream.run()
             evidence = outcome.evidence(
@@ -266,6 +266,17 @@ class _Run:
             error=_error_detail(err),
             timings=timings,
         )
+
+
+def _stream(
+    ctx: RunContext, parts: Components, engine: AssertionEngine, state: PipelineState
+) -> Stream:
+    """This process reads the source (``engine: local``), or a Dask cluster does (§12)."""
+    if ctx.plan.runtime.engine == "dask":
+        from dpone.runtime.scaleout.driver import ScaleOutStream
+
+        return ScaleOutStream(ctx, parts, engine, state)
+    return Stream(ctx, parts, engine, state)
 
 
 class _Lineage:

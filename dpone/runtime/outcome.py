@@ -93,6 +93,7 @@ def evidence(
             ctx.labels.schema(staging.existing),
             ctx.labels.fields(staging.written),
         ),
+        scale_out=getattr(stream, "scale_out", None),
         facets=lineage.facets(
             engine.verdicts(),
             rows_read=counts.read,

@@ -132,6 +132,8 @@ class Stream:
         self.pipe = DlqPipe(
             parts.dlq, run_id=ctx.run_id, load_id=ctx.load_id, pipeline=ctx.plan.name
         )
+        #: the incremental window of :meth:`run` (a scale-out task returns what it saw)
+        self.tracker: CursorTracker | None = None
 
     def counts(self) -> RowCounts:
         return self.tally.counts(self.pipe.records)
@@ -146,7 +148,9 @@ class Stream:
         committed when this returns."""
         plan, source, state = self.ctx.plan, self.parts.source, self.state
         enforcer = self.parts.enforcer()
-        tracker = CursorTracker.create(plan.sink.contract, plan.source.incremental, state)
+        tracker = self.tracker = CursorTracker.create(
+            plan.sink.contract, plan.source.incremental, state
+        )
         existing = self.staging.open()
         after = state.cursor.value if (state.cursor and source.cursor_pushdown) else None
         with _chunks(source, plan.runtime.chunk_size, after) as chunks:

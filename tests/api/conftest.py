@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.support.paths import EXAMPLES
-
-
-def copy_orders(root: Path) -> Path:
-    """``root/manifests_examples/orders_csv`` without any earlier run's ``.dpone``."""
-    target = root / "manifests_examples" / "orders_csv"
-    shutil.copytree(EXAMPLES / "orders_csv", target, ignore=shutil.ignore_patterns(".dpone*"))
-    return target / "manifest.yaml"
+from tests.support.paths import copy_orders
 
 
 @pytest.fixture

@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.api.conftest import copy_orders
-from tests.support.paths import ROOT
+from tests.support.paths import ROOT, copy_orders
 
 DOC = ROOT / "docs" / "python-api.md"
 BLOCK = re.compile(r"<!-- test: (\w+) -->\n```python\n(.*?)```", re.DOTALL)

@@ -140,3 +140,33 @@ def test_top_level_bindings(tmp_path: Path, source: str, code: str | None) -> No
     (tmp_path / "rules.py").write_text(source)
     problem = check_reference("rules.positive", tmp_path)
     assert (problem.code if problem else None) == code
+
+
+def test_replay_compiles_the_manifest_as_run_does_with_allow_any_import(tmp_path: Path) -> None:
+    """A predicate from an installed package needs --allow-any-import for `dpone run`; the
+    replay of that run compiles the same manifest, so it needs (and accepts) the flag too."""
+    site = tmp_path / "site"
+    (site / "shop_rules").mkdir(parents=True)
+    (site / "shop_rules" / "__init__.py").write_text("")
+    rules = site / "shop_rules" / "checks.py"
+    rules.write_text("def positive(row):\n    return row['id'] > 0\n")
+    project(tmp_path, "shop_rules.checks:positive")
+    env = {"PYTHONPATH": str(site)}
+    ran = dpone_subprocess(
+        ["run", "manifest.yaml", "--run-id", "r1", "--allow-any-import", "--format", "json"],
+        cwd=tmp_path,
+        env=env,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert json.loads(ran.stdout)["rows"]["quarantined"] == 1
+    rules.write_text("def positive(row):\n    return row['id'] != 0\n")  # the rule was wrong
+
+    replay = ["ops", "quarantine-replay", "--manifest", "manifest.yaml", "--run-id", "r1"]
+    refused = dpone_subprocess([*replay, "--execute", "--format", "json"], cwd=tmp_path, env=env)
+    assert refused.returncode == 2
+    assert json.loads(refused.stdout)["code"] == "DPONE_MANIFEST_PREDICATE_NOT_ALLOWED"
+    applied = dpone_subprocess(
+        [*replay, "--execute", "--allow-any-import", "--format", "json"], cwd=tmp_path, env=env
+    )
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert json.loads(applied.stdout)["counts"]["applied"] == 1

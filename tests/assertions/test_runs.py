@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.runtime.conftest import Project, good, loaded
+from tests.support.project import Project, good, loaded
 
 ALL_PASS: dict[str, Any] = {
     "min_rows_per_load": 1,

@@ -2,23 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from .sinkkit import Target
-
-
-class StepClock:
-    """A deterministic clock: each call is one second after the previous one."""
-
-    def __init__(self) -> None:
-        self.now = datetime(2026, 1, 1, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        self.now += timedelta(seconds=1)
-        return self.now
+from .sinkkit import StepClock, Target
 
 
 @pytest.fixture

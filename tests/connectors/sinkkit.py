@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,17 @@ SCHEMA = pa.schema(
         pa.field("amount", pa.decimal128(18, 2)),
     ]
 )
+
+
+class StepClock:
+    """A deterministic clock: each call is one second after the previous one."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(seconds=1)
+        return self.now
 
 
 def batch(

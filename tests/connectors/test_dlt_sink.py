@@ -22,9 +22,9 @@ from dpone.manifest.secrets import SecretRef
 from dpone.manifest.specs import DltSinkSpec
 from dpone.published import load_schema
 from tests import dltkit
-from tests.runtime.conftest import TABLE, good, loaded, make_project
 from tests.support.paths import EXAMPLES
 from tests.support.processes import dpone_subprocess
+from tests.support.project import TABLE, good, loaded, make_project
 
 from .specs import sink_spec
 

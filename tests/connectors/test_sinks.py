@@ -12,8 +12,7 @@ from dpone.connectors import LoadMarker, LoadSpec
 from dpone.connectors.base import Sink, SinkLoad
 from dpone.connectors.errors import SinkConfigError, SinkError, SinkSchemaError
 
-from .conftest import StepClock
-from .sinkkit import PIPELINE, SCHEMA, Target, batch, spec
+from .sinkkit import PIPELINE, SCHEMA, StepClock, Target, batch, spec
 
 
 def load(sink: Sink, load_spec: LoadSpec, *batches: pa.RecordBatch) -> LoadMarker:

@@ -1,5 +1,5 @@
-"""The crash tests reuse the end-to-end project helpers of ``tests/runtime``; the PostgreSQL
-fixtures come from ``tests/conftest.py``."""
+"""The crash tests reuse the end-to-end helpers of ``tests.support`` (``project``,
+``replay_pipeline``); the PostgreSQL fixtures come from ``tests/conftest.py``."""
 
 from __future__ import annotations
 

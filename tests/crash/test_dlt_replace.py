@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests import dltkit
-from tests.runtime.conftest import CANARY, good, loaded, make_project, ts
+from tests.support.project import CANARY, good, loaded, make_project, ts
 
 from .harness import in_process, killed_process
 

@@ -21,7 +21,7 @@ import pytest
 
 from dpone.dlq.store import DlqStore
 from dpone.ops.verification import verify_store
-from tests.runtime.conftest import DATASET, PG_ENV, TABLE, Project, make_project
+from tests.support.project import DATASET, PG_ENV, TABLE, Project, make_project
 
 from .harness import (
     BASE_RUN,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.runtime.conftest import make_project
+from tests.support.project import make_project
 
 from .harness import (
     BASE_RUN,

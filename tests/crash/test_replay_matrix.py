@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from dpone.ops.verification import verify_store
-from tests.replay.conftest import Pipeline, make_pipeline
+from tests.support.replay_pipeline import Pipeline, make_pipeline
 
 SINKS = ("duckdb", "postgres", "filesystem")
 #: The second of three batches: one batch before it committed and was acknowledged.

@@ -24,7 +24,7 @@ import pytest
 
 from dpone.connectors.sources.duckdb import interruptible
 from dpone.errors import Interrupted
-from tests.runtime.conftest import Project, make_project
+from tests.support.project import Project, make_project
 
 from .harness import (
     RERUN,

@@ -11,8 +11,7 @@ from dpone.cli.ops_dlq import dlq_group
 from dpone.contracts.reasons import ReasonCode
 from dpone.dlq.store import DlqStore
 from tests.support.dlqfiles import lines_of, rewrite_line, segment_files
-
-from .conftest import rows
+from tests.support.dlqrows import rows
 
 
 def _populate(store: DlqStore) -> None:

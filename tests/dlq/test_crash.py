@@ -19,8 +19,7 @@ from dpone.cli.ops_dlq import dlq_group
 from dpone.dlq.store import DlqStore
 from dpone.ops.verification import verify_store
 from tests.support.dlqfiles import record_ids_on_disk, segment_files, temp_files
-
-from .conftest import start_writer
+from tests.support.dlqrows import start_writer
 
 RUN = "run-killed"
 # About 800 bytes a record: the second chunk makes three segments of at most 1 MiB.

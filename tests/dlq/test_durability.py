@@ -24,8 +24,7 @@ from tests.support.dlqfiles import (
     segments_dir,
     temp_files,
 )
-
-from .conftest import StoreFactory, rows
+from tests.support.dlqrows import StoreFactory, rows
 
 # About 800 bytes a record: 3000 rows are three segments of at most 1 MiB.
 BIG = 3000

@@ -13,6 +13,7 @@ import pytest
 
 from dpone import durable
 from dpone.canonical import checksum
+from dpone.dlq.acks import replay_id_of
 from dpone.dlq.errors import (
     DlqAckChecksumMismatch,
     DlqChecksumMismatch,
@@ -22,11 +23,10 @@ from dpone.dlq.errors import (
     DlqRecordInvalid,
 )
 from dpone.dlq.integrity import Finding
-from dpone.dlq.store import DlqStore, replay_id_of
+from dpone.dlq.store import DlqStore
 from dpone.ops.verification import repair_store, verify_store
 from tests.support.dlqfiles import ack_files, lines_of, rewrite_line, segment_files, segments_dir
-
-from .conftest import StoreFactory, rows, run_writer
+from tests.support.dlqrows import StoreFactory, rows, run_writer
 
 ACK = {
     "plan_id": "plan-1",

@@ -14,8 +14,7 @@ from dpone.dlq.index import entry
 from dpone.dlq.policy import LIMITS
 from dpone.dlq.writer import _INDEX_OVERHEAD, _SEGMENT_ENTRY_BYTES
 from tests.support.dlqfiles import lines_of, record_ids_on_disk, segment_files
-
-from .conftest import StoreFactory, rows, run_writer
+from tests.support.dlqrows import StoreFactory, rows, run_writer
 
 
 @pytest.mark.parametrize("name", sorted(LIMITS))

@@ -23,8 +23,7 @@ from dpone.dlq.model import (
 )
 from dpone.dlq.refs import file_ref
 from dpone.dlq.store import DlqStore
-
-from .conftest import rows
+from tests.support.dlqrows import rows
 
 
 def test_bulk_builder_from_arrow_columns() -> None:

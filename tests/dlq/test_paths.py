@@ -11,8 +11,7 @@ from dpone.dlq.errors import DlqPathEscape
 from dpone.dlq.store import DlqStore
 from dpone.ops.verification import repair_store, verify_store
 from tests.support.dlqfiles import segment_files, segments_dir, temp_files
-
-from .conftest import rows
+from tests.support.dlqrows import rows
 
 ACK = {
     "plan_id": "plan-1",

@@ -22,8 +22,7 @@ from dpone.dlq.store import DlqStore
 from dpone.logs import capture
 from dpone.ops.verification import verify_store
 from tests.support.dlqfiles import records_on_disk, segment_files
-
-from .conftest import StoreFactory, files_under, rows
+from tests.support.dlqrows import StoreFactory, files_under, rows
 
 CANARY = f"CANARY-{uuid.uuid4().hex}"
 

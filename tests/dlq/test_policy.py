@@ -6,8 +6,7 @@ import pytest
 
 from dpone.dlq.errors import DlqPolicyInvalid
 from dpone.dlq.policy import DlqPolicy, is_production
-
-from .conftest import StoreFactory
+from tests.support.dlqrows import StoreFactory
 
 
 @pytest.mark.parametrize(

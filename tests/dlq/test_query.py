@@ -9,7 +9,7 @@ import duckdb
 from dpone.contracts.reasons import ReasonCode
 from dpone.dlq.store import DlqStore
 from dpone.ops.summary import summarize
-from tests.dlq.conftest import rows
+from tests.support.dlqrows import rows
 
 DOC = Path(__file__).parents[2] / "docs" / "dlq.md"
 

@@ -12,6 +12,8 @@ import orjson
 import pytest
 
 from dpone.canonical import checksum
+from dpone.dlq.acks import parse_ack_segment, sealed_ack_columns
+from dpone.dlq.compaction import all_identifiers
 from dpone.dlq.errors import (
     DlqAckChecksumMismatch,
     DlqError,
@@ -21,11 +23,10 @@ from dpone.dlq.errors import (
 )
 from dpone.dlq.fsio import check_identifier
 from dpone.dlq.index import DlqIndex, IndexEntry
-from dpone.dlq.store import DlqStore, all_identifiers, parse_ack_segment, sealed_ack_columns
+from dpone.dlq.store import DlqStore
 from dpone.ops.verification import verify_store
 from tests.support.dlqfiles import ack_files, reseal_index
-
-from .conftest import rows
+from tests.support.dlqrows import rows
 
 ACK = {
     "plan_id": "plan-1",

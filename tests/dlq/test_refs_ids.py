@@ -13,6 +13,7 @@ from dpone.dlq.refs import (
     FileLineRef,
     FileRef,
     RunRowRef,
+    all_have_ref_shape,
     file_line_refs,
     file_ref,
     file_refs,
@@ -56,6 +57,33 @@ def test_file_refs_keep_the_manifest_spelling(path: str, uri_path: str) -> None:
     assert has_ref_shape(line_ref)
 
 
+@pytest.mark.parametrize(
+    ("uri", "spelled"),
+    [
+        ("s3://bucket/landing/a.csv", "s3://bucket/landing/a.csv"),
+        ("gs://bucket_1/2026 Q1/ä:b.csv.gz", "gs://bucket_1/2026%20Q1/%C3%A4%3Ab.csv.gz"),
+        ("az://container/x/y.parquet", "az://container/x/y.parquet"),
+    ],
+)
+def test_object_refs_carry_the_uri(uri: str, spelled: str) -> None:
+    ref = file_ref(uri, SHA, 3)
+    assert ref == f"dpone://file/{spelled}?sha256={SHA}&row=3"
+    assert parse_ref(ref) == FileRef(uri, SHA, 3)
+    assert is_replayable(ref)
+    assert has_ref_shape(ref)
+    assert all_have_ref_shape([ref, file_ref("local/a.csv", SHA, 1), run_row_ref("r", "l", 1)])
+    (line_ref,) = file_line_refs(uri, SHA, [4])
+    assert parse_ref(line_ref) == FileLineRef(uri, SHA, 4)
+    assert not is_replayable(line_ref)
+
+
+def test_a_local_path_that_looks_like_a_scheme_stays_local() -> None:
+    """``s3:`` as a local folder name is encoded, so it never reads as an object URI."""
+    ref = file_ref("s3:/x.csv", SHA, 1)
+    assert ref == f"dpone://file/s3%3A/x.csv?sha256={SHA}&row=1"
+    assert parse_ref(ref) == FileRef("s3:/x.csv", SHA, 1)
+
+
 def test_run_row_ref_round_trip() -> None:
     ref = run_row_ref("run-1", "load.2", 3)
     assert ref == "dpone://runs/run-1/loads/load.2/rows/3"
@@ -76,7 +104,12 @@ def test_bulk_builders_match_single() -> None:
         ("/", SHA, 1),
         ("~/", SHA, 1),
         ("a\\b.csv", SHA, 1),
-        ("s3://bucket/a.csv", SHA, 1),
+        ("http://host/a.csv", SHA, 1),
+        ("s3://bucket/a/../b.csv", SHA, 1),
+        ("s3://bucket//a.csv", SHA, 1),
+        ("s3://Bucket/a.csv", SHA, 1),
+        ("s3://bucket/", SHA, 1),
+        ("gs://b*/a.csv", SHA, 1),
         ("a/./b.csv", SHA, 1),
         ("a//b.csv", SHA, 1),
         ("a.csv", "XYZ", 1),
@@ -97,6 +130,14 @@ def test_unsafe_file_refs_are_refused(path: str, sha: str, row: int) -> None:
         f"dpone://file/a.csv?sha256={SHA}&row=01",
         "dpone://runs/../loads/l/rows/1",
         "dpone://file/%FF.csv?sha256=" + SHA + "&row=1",
+        # An object URI is spelled with its scheme as is, never encoded, and only s3/gs/az.
+        f"dpone://file/s3%3A//bucket/a.csv?sha256={SHA}&row=1",
+        f"dpone://file/http://bucket/a.csv?sha256={SHA}&row=1",
+        f"dpone://file/S3://bucket/a.csv?sha256={SHA}&row=1",
+        f"dpone://file/s3://bucket/a/../b.csv?sha256={SHA}&row=1",
+        f"dpone://file/s3://bucket/a%2F..%2Fb.csv?sha256={SHA}&row=1",
+        f"dpone://file/s3://bucket?sha256={SHA}&row=1",
+        f"dpone://file/s3:/bucket/a.csv?sha256={SHA}&row=1",
     ],
 )
 def test_parse_refuses_non_canonical_refs(ref: str) -> None:

@@ -16,8 +16,7 @@ from dpone.dlq.policy import PII_POLICIES, RETENTION_DAYS
 from dpone.dlq.store import DlqStore
 from dpone.published import load_schema, schema_errors, schema_names
 from tests.support.dlqfiles import lines_of, segment_files
-
-from .conftest import StoreFactory, files_under, rows, run_writer
+from tests.support.dlqrows import StoreFactory, files_under, rows, run_writer
 
 SCHEMAS = ("dpone.dlq.v1", "dpone.dlq-index.v1", "dpone.dlq-replay-ack.v1")
 

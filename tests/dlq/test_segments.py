@@ -11,8 +11,9 @@ from typing import Any
 import orjson
 import pytest
 
+from dpone.dlq.acks import replay_id_of
 from dpone.dlq.errors import DlqAckConflict, DlqRecordNotFound, DlqRunLocked, DlqRunNotOpen
-from dpone.dlq.store import DlqStore, replay_id_of
+from dpone.dlq.store import DlqStore
 from dpone.ids import UlidSequence
 from dpone.ops.verification import verify_store
 from dpone.testing import FrozenClock
@@ -25,8 +26,7 @@ from tests.support.dlqfiles import (
     segment_files,
     temp_files,
 )
-
-from .conftest import StoreFactory, rows, run_writer
+from tests.support.dlqrows import StoreFactory, rows, run_writer
 
 MIB = 1_048_576
 PLAN = "sha256:" + "7" * 64

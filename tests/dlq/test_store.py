@@ -12,7 +12,7 @@ import pytest
 
 from dpone.canonical import checksum, verify_checksum
 from dpone.contracts.reasons import ReasonCode
-from dpone.dlq import store as store_module
+from dpone.dlq.acks import replay_id_of
 from dpone.dlq.errors import (
     DlqAckConflict,
     DlqAckMismatch,
@@ -27,8 +27,7 @@ from dpone.dlq.store import DlqStore
 from dpone.ops.verification import verify_store
 from dpone.testing import FrozenClock
 from tests.support.dlqfiles import lines_of, record_ids_on_disk, segment_files
-
-from .conftest import StoreFactory, rows, run_writer
+from tests.support.dlqrows import StoreFactory, rows, run_writer
 
 ACK = {
     "plan_id": "sha256:" + "1" * 64,
@@ -263,7 +262,7 @@ def test_acks_are_create_only(store: DlqStore, clock: FrozenClock, root: Path) -
     with pytest.raises(DlqAckMismatch):
         store.write_ack("run-1", record_id, replace(ack, record_sha256="sha256:" + "0" * 64))
     assert [p.name for p in (root / "acks" / "run-1").iterdir()] == [
-        f"{store_module.replay_id_of(ACK['plan_id'])}-000001.jsonl"
+        f"{replay_id_of(ACK['plan_id'])}-000001.jsonl"
     ]
     assert verify_store(store) == []
 

@@ -363,18 +363,34 @@ def test_every_example_is_tested() -> None:
 
 
 @pytest.mark.parametrize("example", example_folders())
-def test_every_example_runs(tmp_path: Path, example: str, pg_schema: str, pg_url: str) -> None:
+def test_every_example_runs(
+    request: pytest.FixtureRequest, tmp_path: Path, example: str, pg_schema: str, pg_url: str
+) -> None:
     """Each example from a copy of the examples folder (some share data files) exits 0.
     PostgreSQL examples name their server as ${DPONE_PG_URL}; their dataset becomes a schema
-    of this test's own, so parallel runs never share a table."""
+    of this test's own, so parallel runs never share a table. An S3 example runs against the
+    local S3 server (tests/support/s3server.py), its bucket filled by its own upload.py as its
+    comments tell a user to."""
     copy = tmp_path / "examples"
     shutil.copytree(EXAMPLES, copy, ignore=shutil.ignore_patterns(".dpone", "out"))
     target = copy / example / "manifest.yaml"
     text = target.read_text()
     if "type: postgres" in text:
         target.write_text(re.sub(r"(?m)^(\s+dataset:) \w+", rf"\1 {pg_schema}", text))
-    with demo_api(target) as env:
-        run = dpone("run", str(target), "--format", "json", env={PG_URL_VARIABLE: pg_url, **env})
+    env = {PG_URL_VARIABLE: pg_url}
+    if "s3://" in text:
+        server = request.getfixturevalue("s3_server")
+        env |= {**server.env(), "DPONE_S3_ENDPOINT": server.endpoint}
+        upload = subprocess.run(
+            [sys.executable, str(target.parent / "upload.py")],
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert upload.returncode == 0, upload.stderr
+    with demo_api(target) as api_env:
+        run = dpone("run", str(target), "--format", "json", env={**env, **api_env})
     assert run.exit_code == 0, run.stdout + run.stderr
     assert run.doc["status"] == "succeeded"
     assert run.doc["rows"]["loaded"] > 0

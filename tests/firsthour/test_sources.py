@@ -213,7 +213,16 @@ def test_replay_refuses_a_record_whose_file_the_glob_does_not_match(proj: Projec
 
 
 @pytest.mark.parametrize(
-    "path", ["s3://bucket/orders.csv", "data/a\x00.csv", "~bob/orders.csv", "data/", "..", ""]
+    "path",
+    [
+        "https://example.com/orders.csv",
+        "s3://bucket/landing/../orders.csv",
+        "data/a\x00.csv",
+        "~bob/orders.csv",
+        "data/",
+        "..",
+        "",
+    ],
 )
 def test_validate_refuses_what_run_would_refuse(proj: Project, path: str) -> None:
     proj.write_manifest(path)

@@ -1,8 +1,10 @@
 """The repository's shape (SPEC §1): the published schemas live in the package, and the
-top-level ``schemas/`` SPEC §1 and §10 name is that very folder."""
+top-level ``schemas/`` SPEC §1 and §10 name is that very folder; the tests' helpers live in
+modules, their conftests hold fixtures only."""
 
 from __future__ import annotations
 
+import ast
 from importlib import resources
 
 from tests.support.paths import ROOT
@@ -17,3 +19,19 @@ def test_the_top_level_schemas_folder_is_the_packaged_one() -> None:
     names = sorted(p.name for p in packaged.glob("*.schema.json"))
     assert len(names) >= 11  # SPEC §10's documents
     assert sorted(p.name for p in shipped.iterdir() if p.name.endswith(".schema.json")) == names
+
+
+def test_no_test_module_imports_from_a_conftest() -> None:
+    """A conftest is pytest's to load: helpers shared by tests are plain modules
+    (``tests/support/``), imported like any other."""
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_bytes(), str(path))):
+            names = []
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            if any(name.split(".")[-1] == "conftest" for name in names):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert found == []

@@ -4,6 +4,8 @@ The schema is walked for every default it declares; manifests that leave each on
 compiled, and the compiler must have filled it, in the normalized document and in the typed
 plan, with exactly the schema's value. Nothing downstream may default a manifest value again:
 the plan's specs have no field defaults and no connector signature defaults a manifest key.
+The library's own dataclasses (the DLQ policy, the contract, a load) keep defaults for
+callers outside the compiler (``DlqStore(root)``, ``dpone.testing``); each is the schema's.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
+from dpone.connectors import base as connector_base
+from dpone.connectors.base import LoadSpec, SourceChunk
 from dpone.connectors.sinks import SINKS, make_sink
 from dpone.connectors.sinks.duckdb import DuckDbSink
 from dpone.connectors.sinks.filesystem import FilesystemSink
@@ -28,6 +32,10 @@ from dpone.connectors.sources.file import FileSource
 from dpone.connectors.sources.postgres import PostgresSource
 from dpone.connectors.sources.python import PythonSource
 from dpone.connectors.sources.sqlite import SqliteSource
+from dpone.contracts import spec as contract_spec
+from dpone.contracts.spec import ColumnSpec, ContractSpec, EvolutionSpec, TypeInferenceSpec
+from dpone.dlq import policy as dlq_policy
+from dpone.dlq.policy import DlqPolicy
 from dpone.manifest import plan as plan_module
 from dpone.manifest import specs
 from dpone.manifest.compiler import compile_loaded
@@ -78,7 +86,8 @@ def schema_defaults(
                     at,
                     candidate.get("default"),
                     candidate.get(TEMPLATE),
-                    candidate.get("default") == {} and "properties" in candidate,
+                    candidate.get("default") == {}
+                    and ("properties" in candidate or "properties" in _resolve(candidate)),
                     conditions,
                 )
                 break
@@ -138,6 +147,8 @@ name: v_parquet
 source: {type: file, format: parquet, path: data/*.parquet}
 sink: {type: postgres, connection: "${PG_URL}", table: orders}
 """,
+    "s3_csv": "name: v_s3\nsource: {type: file, format: csv, path: 's3://bucket/in/*.csv'}\n"
+    "sink: {type: duckdb, table: t}\n",
     "python": "name: v_python\nsource: {type: python, callable: 'rows:rows'}\n"
     "sink: {type: duckdb, table: t}\n",
     "duckdb": "name: v_duckdb\nsource: {type: duckdb, database: src.duckdb, table: t}\n"
@@ -150,6 +161,8 @@ sink: {type: postgres, connection: "${PG_URL}", table: orders}
     "dlt": "name: v_dlt\nsource: {type: dlt, ref: 'rows:rows'}\nsink: {type: duckdb, table: t}\n",
     "postgres": "name: v_postgres\nsource: {type: postgres, connection: '${PG_URL}', table: t}\n"
     "sink: {type: filesystem, path: lake, table: t}\n",
+    "postgres_keys": "name: v_postgres_keys\nsource: {type: postgres, connection: '${PG_URL}',"
+    " table: t, partition_column: id}\nsink: {type: duckdb, table: t}\n",
 }
 
 
@@ -252,6 +265,8 @@ TYPED: dict[str, tuple[Accessor, Typed]] = {
     "/environment": (lambda p, _: p.environment, _same),
     "/runtime/work_dir": (lambda p, _: p.runtime.work_dir, _as_path),
     "/runtime/chunk_size": (lambda p, _: p.runtime.chunk_size, _same),
+    "/runtime/engine": (lambda p, _: p.runtime.engine, _same),
+    "/source/partitions": (lambda p, _: p.source.spec.partitions, _same),
     "/source/incremental/initial_value": (lambda p, _: p.source.incremental.initial_value, _same),
     **{
         f"/source/options/csv/{key}": (
@@ -269,6 +284,7 @@ TYPED: dict[str, tuple[Accessor, Typed]] = {
         )
     },
     "/source/options/jsonl/encoding": (lambda p, _: p.source.spec.jsonl.encoding, _same),
+    "/source/options/storage/anonymous": (lambda p, _: p.source.spec.storage.anonymous, _same),
     "/source/args": (
         lambda p, _: (
             p.source.spec.args if hasattr(p.source.spec, "args") else p.source.spec.config["args"]
@@ -457,3 +473,82 @@ def test_every_spec_type_has_a_connector() -> None:
     assert sink_types == set(SINKS)
     assert {t.type for t in source_types} == set(specs.SOURCE_SPECS)
     assert {t.type for t in sink_types} == set(specs.SINK_SPECS)
+
+
+# --- the library's dataclasses keep the schema's defaults -----------------------------------
+
+#: Defaults kept for callers outside the compiler (``DlqStore(root)`` without a policy,
+#: ``dpone.testing``, a connector's own tests), each with the schema default it must equal.
+LIBRARY_DEFAULTS: dict[tuple[type[Any], str], str] = {
+    **{
+        (DlqPolicy, f.name): f"/sink/options/dlq/{f.name}"
+        for f in dataclasses.fields(DlqPolicy)
+        if f.name != "directory"
+    },
+    (ContractSpec, "enforcement"): "/sink/options/schema_contract/enforcement",
+    (ContractSpec, "columns"): "/sink/options/schema_contract/columns",
+    (ContractSpec, "coercion"): "/sink/options/schema_contract/coercion",
+    **{
+        (EvolutionSpec, key): f"/sink/options/schema_contract/evolution/{key}"
+        for key in EVOLUTION_KEYS
+    },
+    **{
+        (TypeInferenceSpec, f.name): f"/sink/options/type_inference/{f.name}"
+        for f in dataclasses.fields(TypeInferenceSpec)
+    },
+    (ColumnSpec, "nullable"): "/sink/options/schema_contract/columns/*/nullable",
+    (LoadSpec, "mode"): "/sink/strategy/mode",
+}
+#: Defaulted fields that stand for "not given", where the schema has no default (or one that
+#: depends on another value the dataclass does not default: a column's type), or that are
+#: objects whose own fields are checked above, or no manifest value at all.
+NOT_SCHEMA_DEFAULTS = {
+    (ColumnSpec, "precision"),
+    (ColumnSpec, "scale"),
+    (ColumnSpec, "timezone"),
+    (ContractSpec, "evolution"),
+    (ContractSpec, "type_inference"),
+    (LoadSpec, "unique_key"),
+    (LoadSpec, "cursor_to"),
+    (LoadSpec, "keys"),
+    (SourceChunk, "failures"),
+}
+
+
+def _field_defaults(cls: type[Any]) -> dict[str, Any]:
+    return {
+        f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        for f in dataclasses.fields(cls)
+        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+    }
+
+
+def test_every_library_dataclass_default_is_classified() -> None:
+    defaulted = {
+        (cls, name)
+        for module in (dlq_policy, contract_spec, connector_base)
+        for cls in _dataclasses(module)
+        for name in _field_defaults(cls)
+    }
+    assert defaulted == set(LIBRARY_DEFAULTS) | NOT_SCHEMA_DEFAULTS
+
+
+@pytest.mark.parametrize(
+    ("cls", "name"), sorted(LIBRARY_DEFAULTS, key=lambda k: (k[0].__name__, k[1]))
+)
+def test_a_library_dataclass_default_is_the_schema_default(cls: type[Any], name: str) -> None:
+    pointer = LIBRARY_DEFAULTS[(cls, name)]
+    # A conditional default applies when its object, as the dataclass's defaults make it
+    # (``cls().to_json()``), takes the branch it is under.
+    found = [
+        d.value
+        for d in DEFAULTS
+        if d.pointer == pointer
+        and all(
+            Draft202012Validator(condition).is_valid(cls().to_json()) == taken
+            for _, condition, taken in d.conditions
+        )
+    ]
+    assert len(found) == 1, pointer
+    expected = tuple(found[0]) if isinstance(found[0], dict) else found[0]
+    assert _field_defaults(cls)[name] == expected, pointer

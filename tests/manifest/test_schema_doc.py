@@ -151,7 +151,9 @@ def test_example_is_valid(validator: Draft202012Validator, path: Path) -> None:
 @pytest.mark.parametrize("path", EXAMPLE_MANIFESTS, ids=lambda p: p.parent.name)
 def test_example_file_source_matches_files(path: Path) -> None:
     source = _yaml(path)["source"]
-    if source["type"] == "file":
+    # An object store example's bucket is filled by its upload.py; test_every_example_runs
+    # runs it against the local S3 server.
+    if source["type"] == "file" and "://" not in source["path"]:
         assert sorted(path.parent.glob(source["path"])), source["path"]
 
 

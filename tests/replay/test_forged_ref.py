@@ -9,28 +9,9 @@ resolved against the manifest's own source, never followed as written.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import orjson
-
-from dpone.canonical import checksum
 from dpone.ops.verification import verify_store
-from tests.replay.conftest import FIRST_LOAD, Pipeline
-from tests.support.dlqfiles import reseal_index, segment_files
-
-
-def _reseal_ref(dlq: Path, run_id: str, new_path: str) -> None:
-    """Point the first replayable record at ``new_path`` and make the store verify again."""
-    segment = segment_files(dlq, run_id)[0]
-    lines = segment.read_bytes().splitlines()
-    doc = orjson.loads(lines[0])
-    old_ref = doc["record_ref"]
-    doc["record_ref"] = "dpone://file/" + new_path + old_ref[old_ref.index("?") :]
-    del doc["sha256"]
-    doc["sha256"] = checksum(doc)
-    lines[0] = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
-    segment.write_bytes(b"".join(line + b"\n" for line in lines))
-    reseal_index(dlq, run_id)
+from tests.support.dlqfiles import reseal_ref
+from tests.support.replay_pipeline import FIRST_LOAD, Pipeline
 
 
 def test_a_forged_record_naming_a_file_outside_the_source_loads_nothing(duck: Pipeline) -> None:
@@ -39,10 +20,9 @@ def test_a_forged_record_naming_a_file_outside_the_source_loads_nothing(duck: Pi
     outside = duck.root / "other"
     outside.mkdir()
     (outside / "orders.csv").write_bytes(duck.data.read_bytes())
-    _reseal_ref(duck.dlq_dir, run_id, "other/orders.csv")
-    assert (
-        verify_store(duck.store()) == []
-    )  # the forgery is consistent: only the source check is left
+    reseal_ref(duck.dlq_dir, run_id, "other/orders.csv")
+    # The forgery is consistent: only the source check is left.
+    assert verify_store(duck.store()) == []
 
     result = duck.execute(run_id)
 

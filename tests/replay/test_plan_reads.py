@@ -19,8 +19,7 @@ from dpone.dlq.store import DlqStore
 from dpone.ops.replay import ReplayItem, _plan_columns, plan, read_run
 from dpone.testing import FrozenClock
 from tests.support.dlqfiles import reseal_index, segment_files
-
-from .conftest import T0
+from tests.support.replay_pipeline import T0
 
 #: Column names that are also member names of a record: a preserved row holds them.
 TRAPS = ("code", "record_id", "record_ref", "replay", "sha256", "reason", "run_id", "schema")

@@ -13,8 +13,7 @@ import pytest
 
 from dpone.ops.replay import KEY_PATTERN
 from dpone.ops.verification import verify_store
-
-from .conftest import (
+from tests.support.replay_pipeline import (
     CANARY,
     FIRST_LOAD,
     REPLAYED,

@@ -32,8 +32,7 @@ from dpone.ops.verification import repair_store, verify_store
 from dpone.testing import FrozenClock
 from tests.support.dlqfiles import acked_ids, record_ids_on_disk, segment_files
 from tests.support.processes import dpone_killed_at
-
-from .conftest import T0, assert_valid
+from tests.support.replay_pipeline import T0, assert_valid
 
 SOON = datetime.fromisoformat("2026-03-11T00:00:00Z")  # everything unexpired (30 days)
 LATER = datetime.fromisoformat("2026-04-15T00:00:00Z")  # everything expired

@@ -14,26 +14,22 @@ from dpone.dlq.model import DlqRecord, rejected_rows
 from dpone.dlq.refs import file_refs, run_row_refs
 from dpone.dlq.store import DlqStore
 from dpone.ops.replay import (
-    OUTCOMES,
-    DlqReplayService,
     ReplayError,
     ReplayPlan,
     ReplayPlanMismatch,
     ReplayRunAborted,
     ReplayRunOpen,
     ReplaySourceChanged,
-    Resolution,
     RowStillRejected,
     body_checksum,
-    execute,
     idempotency_key,
     plan,
 )
+from dpone.ops.replay_executor import OUTCOMES, DlqReplayService, Resolution, execute
 from dpone.ops.verification import verify_store
 from dpone.published import load_schema
 from dpone.testing import FrozenClock
-
-from .conftest import T0, assert_valid
+from tests.support.replay_pipeline import T0, assert_valid
 
 
 class FakeResolver:

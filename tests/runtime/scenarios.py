@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from .conftest import CANARY, Project, good, loaded, ts
+from tests.support.project import CANARY, Project, good, loaded, ts
 
 # Bad rows of the quarantine and warn scenarios; the canary sits in every one of them.
 LOSSY_AMOUNT = ("4", CANARY, "12.345", ts(4), "true")  # scale 3 into decimal(10, 2)

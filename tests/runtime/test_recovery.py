@@ -18,8 +18,8 @@ import pytest
 from dpone.published import schema_errors
 from dpone.runtime.journal import JournalEntry, RunJournal
 from tests.support.processes import dpone_killed_at
+from tests.support.project import CANARY, PIPELINE, Project, good, loaded, make_project, ts
 
-from .conftest import CANARY, PIPELINE, Project, good, loaded, make_project, ts
 from .scenarios import LOSSY_AMOUNT, cursor_moment
 
 DEAD_WRITER = textwrap.dedent(

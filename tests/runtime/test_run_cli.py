@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from dpone.published import schema_errors
+from tests.support.project import CANARY, Project, good, loaded
 
-from .conftest import CANARY, Project, good, loaded
 from .scenarios import LOSSY_AMOUNT, THREE_BAD
 
 

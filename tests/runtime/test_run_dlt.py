@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tests import dltkit
+from tests.support.project import Project, good
 
-from .conftest import Project, good
 from .scenarios import SinkScenarios
 
 

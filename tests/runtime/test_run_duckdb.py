@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import threading
 
-from .conftest import Project, good, ts
+from tests.support.project import Project, good, ts
+
 from .scenarios import SinkScenarios
 
 

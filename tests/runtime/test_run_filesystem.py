@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .conftest import Project
+from tests.support.project import Project
+
 from .scenarios import SinkScenarios
 
 

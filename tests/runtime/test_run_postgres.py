@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.support.postgres import PG_URL, pg_query
+from tests.support.project import TABLE, Project
 
-from .conftest import TABLE, Project
 from .scenarios import SinkScenarios
 
 pytestmark = pytest.mark.postgres

@@ -17,7 +17,7 @@ from pytest_httpserver import HTTPServer
 from dpone.cli.main import cli
 from dpone.published import schema_errors
 from tests.connectors.restapi import PAGINATORS, OrdersApi, item, rest_source
-from tests.runtime.conftest import CANARY
+from tests.support.project import CANARY
 
 TOKEN = "tok-7d1c55e0a9"
 API_KEY = "key-31f0c2b8d4"

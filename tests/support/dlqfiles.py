@@ -140,3 +140,22 @@ def reseal_index(root: Path, run_id: str) -> dict[str, Any]:
     index_path.chmod(0o644)
     index_path.write_bytes(json.dumps(forged, sort_keys=True).encode())
     return forged
+
+
+def reseal_ref(root: Path, run_id: str, new_path: str) -> None:
+    """A forger's rewrite: point the run's first record at ``new_path`` (as a ref spells it),
+    then reseal the record's checksum and the index, so the store verifies again."""
+    import orjson
+
+    from dpone.canonical import checksum
+
+    segment = segment_files(root, run_id)[0]
+    lines = segment.read_bytes().splitlines()
+    doc = orjson.loads(lines[0])
+    old_ref = doc["record_ref"]
+    doc["record_ref"] = "dpone://file/" + new_path + old_ref[old_ref.index("?") :]
+    del doc["sha256"]
+    doc["sha256"] = checksum(doc)
+    lines[0] = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
+    segment.write_bytes(b"".join(line + b"\n" for line in lines))
+    reseal_index(root, run_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -19,4 +20,11 @@ def example_manifests() -> list[Path]:
     return sorted(EXAMPLES.glob("*/manifest.yaml"))
 
 
-__all__ = ["EXAMPLES", "ROOT", "example_manifests", "examples"]
+def copy_orders(root: Path) -> Path:
+    """``root/manifests_examples/orders_csv`` without any earlier run's ``.dpone``."""
+    target = root / "manifests_examples" / "orders_csv"
+    shutil.copytree(EXAMPLES / "orders_csv", target, ignore=shutil.ignore_patterns(".dpone*"))
+    return target / "manifest.yaml"
+
+
+__all__ = ["EXAMPLES", "ROOT", "copy_orders", "example_manifests", "examples"]

@@ -6,10 +6,12 @@ import errno
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Sequence
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from dpone.connectors._util import check_keys_not_null, conform, position_mask, quote_ident
 from dpone.connectors.base import LOAD_MODES, LoadMarker, LoadSpec
@@ -81,6 +83,20 @@ class LoadState(ABC):
         self.state = "committed"
         self._close()
         return self.marker
+
+    def commit_staged_parquet(
+        self, files: Sequence[Path], *, cursor_to: str | None = None
+    ) -> LoadMarker:
+        """Commit, in this one load, the rows of Parquet files other processes staged (the
+        tasks of a scale-out run; checked by the caller). Here the files' batches go through
+        :meth:`write` (memory: one batch at a time); a sink that reads Parquet itself loads
+        the files inside its commit's transaction instead (DuckDB)."""
+        self._require_open()
+        for path in files:
+            with pq.ParquetFile(path) as pf:
+                for batch in pf.iter_batches():
+                    self.write(batch)
+        return self.commit(cursor_to=cursor_to)
 
     def abort(self) -> None:
         if self.state != "open":

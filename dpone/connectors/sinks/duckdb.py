@@ -13,6 +13,10 @@ the strategy, insert the marker into ``<dataset>._dpone_loads``, drop the stagin
 A killed process leaves at most a staging table; :meth:`DuckDbSink.cleanup_abandoned`
 drops it. DuckDB's WAL makes the commit all-or-nothing across a crash.
 
+The rows of Parquet files staged by other processes (a scale-out run's tasks,
+:meth:`DuckDbLoad.commit_staged_parquet`) are read by DuckDB inside that same commit
+transaction, straight into the table that becomes the target or into the target.
+
 A load that carries idempotency keys (a replay batch) inserts one row per key into
 ``<dataset>._dpone_load_keys`` in the same commit. :meth:`DuckDbSink.session` opens the
 database once for many loads and look-ups (each then takes a cursor of that connection).
@@ -22,10 +26,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from dpone.connectors._util import (
     Clock,
@@ -320,6 +326,8 @@ class DuckDbLoad(LoadState):
         # Staged rows short of a whole row group, not inserted yet (see _stage).
         self._waiting: list[pa.RecordBatch] = []
         self._waiting_rows = 0
+        #: Parquet files the commit reads itself (:meth:`commit_staged_parquet`)
+        self._parquet: tuple[Path, ...] = ()
 
     def _stage(self, batch: pa.RecordBatch) -> None:
         """Stage ``batch`` in whole row groups: each INSERT holds a multiple of DuckDB's row
@@ -393,10 +401,12 @@ class DuckDbLoad(LoadState):
                 if adopted:
                     # A first load into a table that does not exist yet: the staging table becomes
                     # the target, inside this transaction, instead of copying every row again.
+                    self._insert_parquet(con, stage)
                     self._adopt_stage(con)
                 else:
                     self._prepare_target(con)
                     self._apply(con, target, stage)
+                    self._insert_parquet(con, target)
                 marker = self.new_marker(sink.target, iso_utc(sink._clock()))
                 step.doing = f"inserting the load marker into {q(_LOADS)}"
                 con.execute(
@@ -421,6 +431,38 @@ class DuckDbLoad(LoadState):
             if isinstance(exc, duckdb.Error):
                 raise duck_error(exc, step.doing) from None
             raise
+
+    # --- Parquet staged by other processes (a scale-out run's tasks) ----------------------------
+
+    def commit_staged_parquet(
+        self, files: Sequence[Path], *, cursor_to: str | None = None
+    ) -> LoadMarker:
+        """Commit with the rows of ``files`` read by DuckDB itself inside the commit's
+        transaction (``INSERT INTO ... SELECT ... FROM read_parquet([...])``): no row passes
+        through Python and none is staged twice. A merge (its rows numbered for "last wins"),
+        or files whose schema is not this load's, go through :meth:`write` instead (the
+        base's way, which conforms every batch)."""
+        self._require_open()
+        if self.spec.mode == "merge" or any(
+            not pq.read_schema(f).remove_metadata().equals(self.spec.schema) for f in files
+        ):
+            return super().commit_staged_parquet(files, cursor_to=cursor_to)
+        self._parquet = tuple(files)
+        return self.commit(cursor_to=cursor_to)
+
+    def _insert_parquet(self, con: duckdb.DuckDBPyConnection, into: str) -> None:
+        """The rows of the Parquet files given to :meth:`commit_staged_parquet` into ``into``
+        (the staging table about to become the target, or the target), counted."""
+        if not self._parquet:
+            return
+        cols = ", ".join(quote_ident(n) for n in self.spec.schema.names)
+        # The run's own files under its work dir; quoted as SQL string literals.
+        files = ", ".join("'" + str(p).replace("'", "''") + "'" for p in self._parquet)
+        self._step.doing = f"loading the staged Parquet files into {into}"
+        inserted = con.execute(
+            f"INSERT INTO {into} ({cols}) SELECT {cols} FROM read_parquet([{files}])"
+        ).fetchall()
+        self.rows += int(inserted[0][0])
 
     def _insert_keys(self, con: duckdb.DuckDBPyConnection) -> None:
         """One row per idempotency key of the load, inside the commit's transaction."""

@@ -32,7 +32,7 @@ SourceFactory = Callable[[Any, Mapping[str, str], bool], "Source"]
 def _file(spec: FileSourceSpec, env: Mapping[str, str], as_text: bool) -> Source:
     from dpone.connectors.sources.file import FileSource
 
-    return FileSource(spec, read_all_as_text=as_text)
+    return FileSource(spec, read_all_as_text=as_text, env=env)
 
 
 def _python(spec: PythonSourceSpec, env: Mapping[str, str], as_text: bool) -> Source:
@@ -84,12 +84,12 @@ SOURCES: dict[type[Any], SourceFactory] = {
 
 
 def make_source(spec: SourceSpec, *, env: Mapping[str, str], read_all_as_text: bool) -> Source:
-    """The source of ``spec``; a connection string's ``${VAR}`` references resolve in ``env``.
+    """The source of ``spec``; its ``${VAR}`` references resolve in ``env``.
 
-    ``read_all_as_text`` makes CSV and JSONL columns all ``string``; other formats keep types.
-    ``env`` resolves the ``${...}`` references of a dlt-backed source (default: the process
-    environment); ``cursor`` is the contract's incremental cursor column, which types the
-    committed cursor handed to a ``dlt`` source.
+    ``env`` resolves a connection string, the references of a dlt-backed source and those
+    of a file source's ``options.storage`` (where it also holds the object store's standard
+    variables). ``read_all_as_text`` makes CSV and JSONL columns all ``string``; other
+    formats keep types.
     """
     factory = SOURCES.get(type(spec))
     if factory is None:

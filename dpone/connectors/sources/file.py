@@ -17,9 +17,9 @@ from __future__ import annotations
 import codecs
 import io
 import json
-from collections.abc import Iterator
+import os
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -27,15 +27,15 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from dpone import sourcepaths
-from dpone.connectors._util import rechunk, sha256_file
+from dpone.connectors._util import rechunk
 from dpone.connectors.base import DecodeFailure, SourceChunk
 from dpone.connectors.errors import (
     SourceConfigError,
     SourceDecodeError,
-    SourceNoFiles,
     SourceRowTooLong,
     SourceUnavailable,
 )
+from dpone.connectors.fs import SourceFile, open_inputs
 from dpone.connectors.progress import ReadProgress
 from dpone.manifest.specs import CsvOptions, FileFormat, FileSourceSpec
 
@@ -63,6 +63,10 @@ def _codec(name: str) -> str:
 class FileSource:
     """Files matching ``pattern`` (a :mod:`dpone.sourcepaths` path), in sorted order.
 
+    Listing and opening go through :mod:`dpone.connectors.fs`: local files, or objects of
+    ``s3://``, ``gs://``, ``az://`` configured by the spec's ``storage``, whose ``${ENV}``
+    references resolve in ``env`` (default: the process environment).
+
     ``read_all_as_text`` applies to CSV and JSONL: every column arrives as ``string`` (JSON
     numbers keep their exact text, nested values become JSON text, booleans ``true``/``false``)
     and the contract engine parses. Parquet always keeps its own types.
@@ -74,7 +78,12 @@ class FileSource:
     read_ahead = True
 
     def __init__(
-        self, spec: FileSourceSpec, *, read_all_as_text: bool, block_size: int = DEFAULT_BLOCK_SIZE
+        self,
+        spec: FileSourceSpec,
+        *,
+        read_all_as_text: bool,
+        block_size: int = DEFAULT_BLOCK_SIZE,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         # The compiler refused these already; a spec built by hand gets the same answer.
         problem = sourcepaths.source_path_problem(spec.path)
@@ -90,28 +99,22 @@ class FileSource:
         self.jsonl_encoding = _codec(spec.jsonl.encoding)
         self.identity = f"file:{spec.format}:{self.pattern}"
         self.progress = ReadProgress()
+        self.inputs = open_inputs(
+            self.pattern, self.base_dir, spec.storage, os.environ if env is None else env
+        )
 
-    def files(self) -> list[tuple[str, Path]]:
-        """(partition, path) of every matching regular file, sorted by partition (the file's
-        path as the pattern spells it)."""
-        found = sourcepaths.expand(self.pattern, self.base_dir)
-        if not found:
-            raise SourceNoFiles(
-                f"source path {self.pattern!r} matched no file",
-                fixes=(
-                    "check the glob; a relative path is relative to the manifest's folder, "
-                    "'~/' is the home folder of the user running dpone",
-                ),
-            )
-        return found
+    def files(self) -> list[tuple[str, SourceFile]]:
+        """(partition, file) of every matching regular file or object, sorted by partition
+        (the file's path as the pattern spells it)."""
+        return self.inputs.files()
 
     def matches(self, partition: str) -> bool:
         """Whether ``partition`` (a file as a record_ref spells it) is one this source reads."""
-        return sourcepaths.matches(self.pattern, partition)
+        return self.inputs.matches(partition)
 
-    def resolve(self, partition: str) -> Path:
+    def resolve(self, partition: str) -> SourceFile:
         """The file ``partition`` names, resolved the way :meth:`files` resolves the glob."""
-        return sourcepaths.resolve(partition, self.base_dir)
+        return self.inputs.resolve(partition)
 
     def chunks(self, chunk_size: int, after: object | None = None) -> Iterator[SourceChunk]:
         """Chunks of every file in order; ``after`` is ignored (the lifecycle filters)."""
@@ -127,11 +130,11 @@ class FileSource:
         """Bytes read so far and the files' total size (``connectors/progress.py``)."""
         return self.progress.snapshot()
 
-    def read_file(self, partition: str, path: Path, chunk_size: int) -> Iterator[SourceChunk]:
+    def read_file(self, partition: str, path: SourceFile, chunk_size: int) -> Iterator[SourceChunk]:
         """One file's chunks (used by the replay resolver to re-read a single partition)."""
         self.progress.begin_file(path, by_block=self.format != "parquet")
         try:
-            digest = sha256_file(path)
+            digest = path.sha256()
         except OSError as exc:
             raise SourceUnavailable(
                 f"{partition}: cannot read the file ({type(exc).__name__})"
@@ -142,13 +145,14 @@ class FileSource:
             yield SourceChunk(batch, partition, digest, row, True, _in_order(failures))
             failures.clear()
             row += batch.num_rows
+        path.verify(digest)
         if failures:
             empty = pa.RecordBatch.from_pydict({})
             yield SourceChunk(empty, partition, digest, row, True, _in_order(failures))
         self.progress.end_file()
 
     def _batches(
-        self, partition: str, path: Path, chunk_size: int, failures: list[DecodeFailure]
+        self, partition: str, path: SourceFile, chunk_size: int, failures: list[DecodeFailure]
     ) -> Iterator[pa.RecordBatch]:
         """Decoded batches of one file; lines that do not decode go to ``failures``."""
         try:
@@ -247,7 +251,7 @@ class _Block:
 
 
 def _line_blocks(
-    path: Path,
+    path: SourceFile,
     partition: str,
     encoding: str,
     block_size: int,
@@ -267,7 +271,7 @@ def _line_blocks(
     # Reads no longer than the limit: a line past it then always spans two reads, where the
     # check below sees it.
     read_size = min(block_size, max_row_bytes)
-    with pa.input_stream(str(path), compression="detect") as stream:
+    with path.open_stream() as stream:
         while True:
             data = stream.read(read_size)
             eof = not data
@@ -295,7 +299,7 @@ def _line_blocks(
 
 
 def _row_blocks(
-    path: Path,
+    path: SourceFile,
     partition: str,
     encoding: str,
     block_size: int,
@@ -323,7 +327,7 @@ def _row_blocks(
     line = 1
     want = lines + first_extra
     fresh = True  # nothing read yet
-    with pa.input_stream(str(path), compression="detect") as stream:
+    with path.open_stream() as stream:
         while True:
             raw = b""
             if decoder is None:
@@ -853,11 +857,13 @@ def _json_text(value: Any) -> str:
 # --- Parquet --------------------------------------------------------------------------------------
 
 
-def _parquet_batches(path: Path, partition: str, chunk_size: int) -> Iterator[pa.RecordBatch]:
+def _parquet_batches(path: SourceFile, partition: str, chunk_size: int) -> Iterator[pa.RecordBatch]:
     import pyarrow.parquet as pq  # only a Parquet source pays for its import
 
     try:
-        with pq.ParquetFile(str(path)) as pf:
+        # pre_buffer off: on, iter_batches fetches every row group up front (the whole file
+        # in memory, one ranged read of an object); off, one row group's pages at a time.
+        with path.open_random() as source, pq.ParquetFile(source, pre_buffer=False) as pf:
             yield from pf.iter_batches(batch_size=chunk_size)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         raise SourceDecodeError(

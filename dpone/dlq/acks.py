@@ -1,0 +1,379 @@
+"""The acknowledgements of the dead-letter store: ack segments, written and read (SPEC §8).
+
+``acks/<run_id>/<replay_id>-<seq>.jsonl`` is create-only and holds one
+``dpone.dlq-replay-ack.v1`` (:mod:`dpone.dlq.ack`) per line; a replay writes one segment
+per batch, after its sink committed. Every read verifies each line's checksum. Deleting
+acknowledgements is :mod:`dpone.dlq.compaction`'s (it rewrites a segment as
+``<replay_id>.k<hash>-<seq>.jsonl``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from dpone.dlq import fsio, segments
+from dpone.dlq.ack import ReplayAck
+from dpone.dlq.errors import (
+    DlqAckChecksumMismatch,
+    DlqAckConflict,
+    DlqAckMismatch,
+    DlqIndexDrift,
+    DlqRecordNotFound,
+    DlqRunNotOpen,
+)
+from dpone.dlq.fsio import check_identifier
+from dpone.dlq.index import DlqIndex
+from dpone.dlq.model import format_timestamp
+from dpone.dlq.rundir import ACKS_DIR, dumps
+from dpone.ids import is_ulid
+
+if TYPE_CHECKING:
+    from dpone.dlq.store import DlqStore
+
+# <replay_id>-<seq>.jsonl; a compacted one is <replay_id>.k<hash>-<seq>.jsonl.
+ACK_FILE = re.compile(r"([A-Za-z0-9_][A-Za-z0-9_.-]{0,127})-([0-9]{6})\.jsonl")
+MAX_ACK_SEGMENT_BYTES = 1 << 30
+_ACK_PUBLISH_TRIES = 1000
+
+
+def parse_ack_line(line: bytes, run_id: str, at: str) -> ReplayAck:
+    ack = ReplayAck.from_json(segments.sealed_document(line, at, DlqAckChecksumMismatch))
+    if ack.run_id != run_id:
+        raise DlqAckChecksumMismatch(f"{at} acknowledges a record of another run")
+    return ack
+
+
+def parse_ack_segment(data: bytes, run_id: str, where: str) -> list[ReplayAck]:
+    """Every acknowledgement of one ack segment, verified (the first bad line raises)."""
+    lines = data.split(b"\n")
+    if lines.pop():
+        raise DlqAckChecksumMismatch(f"{where} line {len(lines) + 1} is truncated")
+    if not lines:
+        raise DlqAckChecksumMismatch(f"{where} does not verify: it is empty")
+    return [parse_ack_line(line, run_id, f"{where} line {n}") for n, line in enumerate(lines, 1)]
+
+
+def same_ack(a: ReplayAck, b: ReplayAck) -> bool:
+    """Two acknowledgements of one replay of one record (only the time may differ)."""
+    return (a.record_sha256, a.plan_id, a.idempotency_key, a.outcome) == (
+        b.record_sha256,
+        b.plan_id,
+        b.idempotency_key,
+        b.outcome,
+    )
+
+
+def replay_id_of(plan_id: str) -> str:
+    """The file-name part of a replay: the hex of its plan id, shortened."""
+    return re.sub(r"[^A-Za-z0-9_-]", "", plan_id.removeprefix("sha256:"))[:32] or "replay"
+
+
+def write_ack(
+    store: DlqStore,
+    run_id: str,
+    record_id: str,
+    ack: ReplayAck | Mapping[str, Any],
+    *,
+    index: DlqIndex | None = None,
+) -> ReplayAck:
+    """Acknowledge the replay of one record (see :func:`write_acks`)."""
+    fields = ack.body() if isinstance(ack, ReplayAck) else {**ack, "record_id": record_id}
+    if fields.get("record_id") != record_id:
+        raise DlqAckMismatch("the acknowledgement names another record")
+    plan_id = str(fields.get("plan_id", ""))
+    return write_acks(store, run_id, replay_id_of(plan_id), [fields], index=index)[0]
+
+
+def write_acks(
+    store: DlqStore,
+    run_id: str,
+    replay_id: str,
+    acks: Collection[ReplayAck | Mapping[str, Any]],
+    *,
+    index: DlqIndex | None = None,
+) -> list[ReplayAck]:
+    """Acknowledge a batch of replayed records of one closed run, as one ack segment.
+
+    Each ack is a :class:`ReplayAck` or its fields (``schema``, ``run_id``,
+    ``acknowledged_at`` and ``sha256`` may be left out and are filled in; ``record_id`` is
+    required). Each must name a record the run's index lists, with its checksum. A record
+    acknowledged already by the same replay (same plan, key and outcome) is a no-op that
+    returns the existing acknowledgement; any other acknowledgement of it is
+    ``DPONE_DLQ_ACK_CONFLICT``. ``index`` is the run's verified index when the caller
+    has it. The new acknowledgements are durable when this returns.
+    """
+    check_identifier(run_id, "run id")
+    check_identifier(replay_id, "replay id")
+    if index is None or index.run_id != run_id:
+        index = store.read_index(run_id)
+    if index.status != "closed":
+        raise DlqRunNotOpen(f"run {run_id} is {index.status}; only closed runs are replayed")
+    checksums = index.checksums()
+    sealed_all = [_seal_ack(store, run_id, ack) for ack in acks]
+    # Every ack segment is verified (bytes, per line); whole acknowledgements are built
+    # only when this batch names a record acknowledged before (a replay resumed).
+    acked = ack_checksums(store, run_id)
+    existing = read_acks(store, run_id) if any(a.record_id in acked for a in sealed_all) else {}
+    out: list[ReplayAck] = []
+    fresh: dict[str, ReplayAck] = {}
+    for sealed in sealed_all:
+        listed = checksums.get(sealed.record_id)
+        if listed is None:
+            raise DlqIndexDrift(f"run {run_id} lists no record {sealed.record_id}")
+        if sealed.record_sha256 != listed:
+            raise DlqAckMismatch(
+                f"the acknowledgement of record {sealed.record_id} names another checksum"
+            )
+        prior = existing.get(sealed.record_id) or fresh.get(sealed.record_id)
+        if prior is not None:
+            if not same_ack(prior, sealed):
+                raise DlqAckConflict(
+                    f"record {sealed.record_id} of run {run_id} is acknowledged already "
+                    "by another replay"
+                )
+            out.append(prior)
+            continue
+        fresh[sealed.record_id] = sealed
+        out.append(sealed)
+    if fresh:
+        data = segments.encode([dumps(a.to_json()) for a in fresh.values()])
+        _publish_acks(store, run_id, replay_id, data)
+    return out
+
+
+def _publish_acks(store: DlqStore, run_id: str, replay_id: str, data: bytes) -> str:
+    folder = f"{ACKS_DIR}/{run_id}"
+    with store.open_path(ACKS_DIR, run_id, create=True) as fd:
+        taken = [
+            int(m[2])
+            for e in fsio.entries(fd, folder)
+            if (m := ACK_FILE.fullmatch(e.name)) and m[1] == replay_id
+        ]
+        seq = max(taken, default=0) + 1
+        for _ in range(_ACK_PUBLISH_TRIES):
+            name = f"{replay_id}-{seq:06d}.jsonl"
+            if segments.publish(fd, name, data, f"{folder}/{name}"):
+                return name
+            seq += 1  # another replay process took this name first
+    raise DlqAckConflict(f"{folder} has no free acknowledgement segment name left")
+
+
+def _seal_ack(store: DlqStore, run_id: str, ack: ReplayAck | Mapping[str, Any]) -> ReplayAck:
+    if isinstance(ack, ReplayAck):
+        doc = ack.body()
+    else:
+        doc = dict(ack)
+        doc.pop("sha256", None)
+        doc.setdefault("schema", "dpone.dlq-replay-ack.v1")
+        doc.setdefault("acknowledged_at", format_timestamp(store.now()))
+    if doc.setdefault("run_id", run_id) != run_id:
+        raise DlqAckMismatch("the acknowledgement names another run")
+    check_identifier(doc.get("record_id"), "record id")
+    return ReplayAck.from_json(doc, require_checksum=False).sealed()
+
+
+def read_ack(store: DlqStore, run_id: str, record_id: str) -> ReplayAck:
+    check_identifier(record_id, "record id")
+    ack = read_acks(store, run_id).get(record_id)
+    if ack is None:
+        raise DlqRecordNotFound(f"record {record_id} of run {run_id} is not acknowledged")
+    return ack
+
+
+def read_acks(store: DlqStore, run_id: str) -> dict[str, ReplayAck]:
+    """Every acknowledgement of a run, verified, by record id (empty when there is none).
+
+    Files that are not named like an ack segment are left to ``verify`` (a stray file); a
+    symlink is a path escape and an acknowledgement that does not verify raises. The same
+    acknowledgement in two segments (an interrupted compaction) counts once; two
+    different ones of one record are ``DPONE_DLQ_ACK_CONFLICT``.
+    """
+    check_identifier(run_id, "run id")
+    acks: dict[str, ReplayAck] = {}
+    for _, _, found in ack_segments(store, run_id):
+        for ack in found:
+            prior = acks.get(ack.record_id)
+            if prior is not None and not same_ack(prior, ack):
+                raise DlqAckConflict(
+                    f"record {ack.record_id} of run {run_id} has two different acknowledgements"
+                )
+            acks.setdefault(ack.record_id, ack)
+    return acks
+
+
+def ack_checksums(store: DlqStore, run_id: str) -> dict[str, str]:
+    """record id -> the sha256 of its acknowledgement, every line verified (what
+    retention needs of the acknowledgements: which records, and which acks).
+
+    Lines in the form dpone writes are checked on their bytes (one SHA-256 each, see
+    :func:`sealed_ack_columns`); anything else, or the same record acknowledged twice,
+    goes through :func:`read_acks`, which parses and judges every acknowledgement.
+    """
+    check_identifier(run_id, "run id")
+    out: dict[str, str] = {}
+    for _, _, data in _ack_files(store, run_id):
+        columns = _ack_lines(store, run_id, data)
+        if columns is None:
+            return {rid: a.sha256 for rid, a in read_acks(store, run_id).items()}
+        ids, shas = columns
+        fresh = dict(zip(ids, shas, strict=True))
+        if len(fresh) == len(ids) and fresh.keys().isdisjoint(out):
+            out.update(fresh)
+            continue
+        for rid, sha in zip(ids, shas, strict=True):
+            if out.setdefault(rid, sha) != sha:
+                return {rid: a.sha256 for rid, a in read_acks(store, run_id).items()}
+    return out
+
+
+def _ack_lines(store: DlqStore, run_id: str, data: bytes) -> tuple[list[str], list[str]] | None:
+    """The record ids and ack checksums of an ack segment in the form dpone writes, every
+    line's bytes verified (:func:`sealed_ack_columns`); ``None`` when a line needs the
+    full check. Remembered by the segment's bytes (their SHA-256), so retention's plan,
+    check and sweep verify each segment once."""
+    key = (run_id, hashlib.sha256(data).digest())
+    cached = store.ack_cache.get(key)
+    if cached is not None:
+        return cached
+    found = sealed_ack_columns(data, run_id)
+    if found is not None:
+        store.ack_cache[key] = found
+    return found
+
+
+def ack_segments(store: DlqStore, run_id: str) -> list[tuple[str, bytes, list[ReplayAck]]]:
+    """Every ack segment of a run as ``(name, bytes, acks)``, verified, in name order."""
+    return [
+        (name, data, parse_ack_segment(data, run_id, where))
+        for name, where, data in _ack_files(store, run_id)
+    ]
+
+
+def ack_segment_ids(store: DlqStore, run_id: str) -> list[tuple[str, bytes, list[str]]]:
+    """Every ack segment as ``(name, bytes, record id per line)``: each line's checksum
+    verified, without building the acknowledgements (what retention needs)."""
+    out = []
+    for name, where, data in _ack_files(store, run_id):
+        fast = _ack_lines(store, run_id, data)
+        if fast is not None:
+            out.append((name, data, fast[0]))
+            continue
+        lines = data.split(b"\n")
+        if lines.pop():
+            raise DlqAckChecksumMismatch(f"{where} line {len(lines) + 1} is truncated")
+        ids = []
+        for number, line in enumerate(lines, start=1):
+            at = f"{where} line {number}"
+            doc = segments.sealed_document(line, at, DlqAckChecksumMismatch)
+            if doc.get("run_id") != run_id or not is_ulid(doc.get("record_id")):
+                raise DlqAckChecksumMismatch(f"{at} acknowledges a record of another run")
+            ids.append(doc["record_id"])
+        out.append((name, data, ids))
+    return out
+
+
+def _ack_files(store: DlqStore, run_id: str) -> list[tuple[str, str, bytes]]:
+    """``(name, where, bytes)`` of every ack segment of a run, in name order."""
+    folder = f"{ACKS_DIR}/{run_id}"
+    if not (store.root / ACKS_DIR / run_id).exists():
+        return []
+    out = []
+    with store.open_path(ACKS_DIR, run_id) as fd:
+        for item in sorted(fsio.entries(fd, folder), key=lambda e: e.name):
+            where = f"{folder}/{item.name}"
+            if item.is_symlink() or not item.is_file(follow_symlinks=False):
+                raise fsio.escape(where)
+            if ACK_FILE.fullmatch(item.name) is None:
+                continue
+            data = fsio.read_file(fd, item.name, where, MAX_ACK_SEGMENT_BYTES) or b""
+            out.append((item.name, where, data))
+    return out
+
+
+_ACK_ID_KEY = b'"record_id":"'
+_ACK_SHA_KEY = b',"sha256":"sha256:'
+_ACK_SCHEMA_MEMBER = b',"schema":"dpone.dlq-replay-ack.v1"'
+_ULID_ALPHABET = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+def sealed_ack_columns(data: bytes, run_id: str) -> tuple[list[str], list[str]] | None:
+    """``(record ids, ack checksums)``, line by line, of an ack segment whose every line is in
+    the form dpone writes (canonical JSON with its checksum member inserted) and hashes to
+    its checksum; ``None`` when any line is not (for the caller to judge it in full).
+
+    In that form an acknowledgement is flat, its members in key order: ``run_id``, then
+    ``schema``, then ``sha256``, then ``target_identity``. A JSON string cannot hold a bare
+    quote, so ``,"sha256":"sha256:`` and ``"record_id":"`` can only be members; each must be
+    on every line exactly once (counted over the whole segment, every line having one). The
+    bytes of a line without its checksum member must hash to it: one SHA-256 per line, the
+    rest is found where it was on the line before (the lines of one replay look alike).
+    """
+    lines = data.split(b"\n")
+    if lines.pop() or not lines:
+        return None
+    before = b',"run_id":' + orjson.dumps(run_id) + _ACK_SCHEMA_MEMBER
+    width = len(before)
+    key, key_len, id_key, id_len = _ACK_SHA_KEY, len(_ACK_SHA_KEY), _ACK_ID_KEY, len(_ACK_ID_KEY)
+    sha256 = hashlib.sha256
+    rest = at = 0  # bytes after the checksum member, and where the id member starts
+    ids: list[bytes] = []
+    claimed: list[bytes] = []
+    hexes: list[str] = []
+    for line in lines:
+        end = len(line) - rest
+        if end < width or not line.startswith(key, end):
+            end = line.rfind(key)
+            rest = len(line) - end
+        if not line.startswith(id_key, at):
+            at = line.find(id_key)
+        if at < 0 or end < width or not line.startswith(before, end - width):
+            return None
+        claimed.append(line[end + key_len : end + key_len + 65])  # 64 digits and the quote
+        hexes.append(sha256(line[:end] + line[end + key_len + 65 :]).hexdigest())
+        ids.append(line[at + id_len : at + id_len + 27])  # the id and its closing quote
+    count = len(lines)
+    digests = '"'.join(hexes) + '"'
+    joined = b"".join(ids)
+    if (
+        data.count(key) != count
+        or data.count(id_key) != count
+        or b"".join(claimed) != digests.encode()
+        or not _ulids_quoted(joined, count)
+    ):
+        return None
+    record_ids = joined.decode().split('"')
+    checksums = ("sha256:" + digests.replace('"', '"sha256:')).split('"')
+    return record_ids[:-1], checksums[:-1]
+
+
+def _ulids_quoted(joined: bytes, count: int) -> bool:
+    """Whether ``joined`` is ``count`` ULIDs, each followed by a quote."""
+    return (
+        len(joined) == 27 * count
+        and joined[26::27] == b'"' * count
+        and not joined[0::27].translate(None, b"01234567")
+        and not joined.translate(None, _ULID_ALPHABET + b'"')
+    )
+
+
+__all__ = [
+    "ACK_FILE",
+    "MAX_ACK_SEGMENT_BYTES",
+    "ack_checksums",
+    "ack_segment_ids",
+    "ack_segments",
+    "parse_ack_line",
+    "parse_ack_segment",
+    "read_ack",
+    "read_acks",
+    "replay_id_of",
+    "same_ack",
+    "sealed_ack_columns",
+    "write_ack",
+    "write_acks",
+]

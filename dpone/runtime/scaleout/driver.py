@@ -1,0 +1,393 @@
+"""The driver of a scale-out run (SPEC §12): the local stream's place in the run, on Dask.
+
+:class:`ScaleOutStream` is a :class:`~dpone.runtime.stream.Stream` whose :meth:`run` sends
+the partitions to a Dask cluster instead of reading them itself; the rest of the run (the
+lifecycle's commit, evidence, state and failure paths) is the local run's, unchanged:
+
+    partitions (deterministic) -> DLQ run opened -> one task per partition (Dask)
+    -> every task's result checked: a failed partition fails the run, nothing committed
+    -> the tasks' DLQ segments indexed from what the tasks report; the run closed
+    -> batch assertions over every partition's rows -> the staged Parquet files checked and
+       handed to ONE sink load, which reads them itself when it commits (the lifecycle's
+       commit) -> evidence -> state
+
+Neither the DLQ segments nor the staged rows pass through the driver: a task reports each
+segment's descriptor (name, byte SHA-256, count, first/last id, expiry) and its records'
+index entries, and the driver writes the index from them (every read of a record and
+``dpone ops dlq verify`` check the bytes against the index); the staged files are checked
+against what their task reported (name, size, SHA-256, rows from the footer) and loaded by
+the sink in its commit's transaction (DuckDB: ``INSERT ... SELECT FROM read_parquet``; other
+sinks stream the files' batches into the load).
+
+The cluster is the manifest's (``runtime.dask.address``) or a ``LocalCluster`` started and
+closed by the run. Every task writes under the work dir and the DLQ directory, so both must
+be on storage every worker reaches (docs/scale-out.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dpone.assertions.engine import AssertionEngine
+from dpone.connectors.fs import standard_variables
+from dpone.contracts.types import sink_schema
+from dpone.dlq.writer import RunResult, RunWriter
+from dpone.errors import DponeError
+from dpone.faults import checkpoint
+from dpone.logs import get_logger
+from dpone.manifest.plan import DaskPlan, Plan
+from dpone.manifest.specs import FileSourceSpec
+from dpone.runtime.context import RunContext
+from dpone.runtime.cursor import CursorTracker
+from dpone.runtime.dlq_pipe import DlqPipe
+from dpone.runtime.report import RunProgress
+from dpone.runtime.scaleout.partitions import Partition, plan_partitions
+from dpone.runtime.scaleout.task import PartitionResult, StagedFile, TaskSpec, run_partition
+from dpone.runtime.stream import Staging, Stream, Streamed
+from dpone.runtime.wiring import Components
+from dpone.state.model import PipelineState
+
+log = get_logger("dpone.run")
+
+SCALEOUT_DIR = "scaleout"
+_STAGED_NAME = re.compile(r"p[0-9]{5}-c[0-9]{6}\.parquet")
+_SEGMENT_NAME = re.compile(r"p([0-9]{5})-c[0-9]{6}(-[0-9]+)?\.jsonl")
+
+
+class ScaleOutError(DponeError):
+    code = "DPONE_SCALEOUT_FAILED"
+
+
+class AdoptingPipe(DlqPipe):
+    """The run's DLQ pipe on the driver: it opens the run, indexes the tasks' segments."""
+
+    def open_run(self) -> None:
+        """The run's ``open`` index exists before any task writes a segment into it."""
+        if self._store is not None:
+            self._open()
+
+    def adopt(self, results: Sequence[PartitionResult]) -> None:
+        """Index every task's segments from its descriptors and entries (in partition order),
+        each segment checked to be named for its own partition."""
+        for r in results:
+            found = r.segments
+            listed = found.descriptors()
+            if not listed:
+                continue
+            for entry in listed:
+                match = _SEGMENT_NAME.fullmatch(entry.name)
+                if match is None or int(match.group(1)) != r.index:
+                    raise ScaleOutError("a task listed a DLQ segment of another partition")
+            entries = (found.record_ids, found.sha256s, found.codes, found.columns)
+            self.records += self._open().adopt_described(listed, entries)
+            self.used = True
+
+    def abort(self, reason: Any = "run_failed") -> RunResult | None:
+        if self._writer is not None:
+            # Tasks may have published segments the driver never adopted: index the disk.
+            self._writer.trust_disk()
+        return super().abort(reason)
+
+    def writer(self) -> RunWriter | None:
+        return self._writer
+
+
+class ScaleOutStaging(Staging):
+    """The sink load of the tasks' staged Parquet files, and the run's scale-out folder:
+    removed once the load commits or the run fails (nothing else reads it)."""
+
+    folder: Path | None = None
+    files: tuple[Path, ...] = ()
+
+    def begin_staged(self, files: Sequence[Path], schema: pa.Schema) -> None:
+        """Begin the load of ``files`` (checked already), the first one's ``schema``."""
+        self.files = tuple(files)
+        self.begin_empty(schema)
+
+    def commit(self, cursor_to: str | None) -> None:
+        assert self._load is not None, "begin_staged() runs before the commit"
+        started = time.perf_counter()
+        self._load.commit_staged_parquet(self.files, cursor_to=cursor_to)
+        log.info("scaleout.sink_committed", seconds=round(time.perf_counter() - started, 3))
+        self._remove()
+
+    def abort(self) -> None:
+        super().abort()
+        self._remove()
+
+    def _remove(self) -> None:
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class ScaleOutStream(Stream):
+    """The stream of an ``engine: dask`` run (see the module's docstring)."""
+
+    def __init__(
+        self,
+        ctx: RunContext,
+        parts: Components,
+        engine: AssertionEngine,
+        state: PipelineState,
+    ) -> None:
+        super().__init__(ctx, parts, engine, state)
+        self.pipe: AdoptingPipe = AdoptingPipe(
+            parts.dlq, run_id=ctx.run_id, load_id=ctx.load_id, pipeline=ctx.plan.name
+        )
+        self.staging: ScaleOutStaging = ScaleOutStaging(parts.sink, ctx.load_spec)
+        #: per partition: index, label, counts (evidence and the report's log)
+        self.partition_counts: list[dict[str, Any]] = []
+        #: seconds per stage of the driver's work (the bench reads them)
+        self.stage_seconds: dict[str, float] = {}
+        self._single_reason: str | None = None
+
+    @property
+    def scale_out(self) -> dict[str, Any]:
+        """The evidence's ``scale_out`` section."""
+        return {
+            "partitions": list(self.partition_counts),
+            "single_partition_reason": self._single_reason,
+        }
+
+    def run(self) -> Streamed:
+        ctx, parts, state = self.ctx, self.parts, self.state
+        plan, source = ctx.plan, parts.source
+        clock = time.perf_counter()
+        existing = self.staging.open()
+        after = state.cursor.value if (state.cursor and source.cursor_pushdown) else None
+        partitioning = plan_partitions(plan, source, after)
+        partitions = partitioning.partitions
+        self._single_reason = partitioning.single_reason
+        if partitioning.single_reason is not None:
+            log.warning("scaleout.single_partition", reason=partitioning.single_reason)
+        folder = ctx.paths.work_dir / SCALEOUT_DIR / ctx.run_id
+        (folder / "staged").mkdir(parents=True, exist_ok=True)
+        self.staging.folder = folder
+        self.pipe.open_run()
+        spec = TaskSpec(
+            plan=plan,
+            run_id=ctx.run_id,
+            load_id=ctx.load_id,
+            started_at=ctx.started_at,
+            env={k: ctx.options.env[k] for k in _variables(plan) if k in ctx.options.env},
+            existing=existing,
+            state=state,
+            folder=str(folder),
+        )
+        self.stage_seconds["partitioning"] = time.perf_counter() - clock
+        clock = time.perf_counter()
+        results = self._execute(spec, partitions, plan.runtime.dask)
+        self.stage_seconds["tasks"] = time.perf_counter() - clock
+        for result in results:  # the first failed partition's error is the run's
+            if result.failure is not None:
+                raise result.failure.error()
+        tracker = self._merge(results, partitions)
+        self.engine.finalize()
+        clock = time.perf_counter()
+        self.pipe.adopt(results)
+        self.pipe.close()
+        self.stage_seconds["index_close"] = time.perf_counter() - clock
+        checkpoint("after_dlq_close")
+        self._report_progress(len(partitions), len(partitions))
+        clock = time.perf_counter()
+        staged = [f for r in results for f in r.staged]
+        schemas = [_check_staged(folder / "staged", f) for f in staged]
+        schema = schemas[0] if schemas else sink_schema(plan.sink.contract)
+        self.staging.begin_staged([folder / "staged" / f.name for f in staged], schema)
+        self.stage_seconds["staged_check"] = time.perf_counter() - clock
+        log.info("scaleout.stages", **{k: round(v, 3) for k, v in self.stage_seconds.items()})
+        return Streamed(tracker.committed_text(), tracker.unplaced_after_run())
+
+    # --- the cluster ----------------------------------------------------------------------------
+
+    def _execute(
+        self, spec: TaskSpec, partitions: Sequence[Partition], config: DaskPlan
+    ) -> list[PartitionResult]:
+        from distributed import as_completed
+
+        results: dict[int, PartitionResult] = {}
+        with _client(config) as client:
+            if client.dashboard_link:
+                log.info("scaleout.dashboard", url=client.dashboard_link)
+            futures = [
+                client.submit(
+                    run_partition,
+                    spec,
+                    part,
+                    key=f"dpone-{spec.run_id}-p{part.index:05d}",
+                    pure=False,
+                )
+                for part in partitions
+            ]
+            for future in as_completed(futures):
+                if future.status != "finished":
+                    error = type(future.exception()).__name__
+                    raise ScaleOutError(
+                        f"a partition's task failed on the cluster ({error}); nothing was "
+                        "committed",
+                        fixes=(
+                            "see the workers' logs; a worker killed again and again (out of "
+                            "memory?) makes the scheduler give the task up",
+                        ),
+                    )
+                result = future.result()
+                if not isinstance(result, PartitionResult):
+                    raise ScaleOutError("a task returned something that is not its result")
+                results[result.index] = result
+                if result.failure is not None:
+                    break  # the run fails: the other tasks are cancelled with the client
+                log.info(
+                    "scaleout.partition_done",
+                    partition=result.index,
+                    completed=len(results),
+                    total=len(partitions),
+                    rows_read=result.read,
+                    seconds=round(result.seconds, 3),
+                )
+                self._report_progress(len(results), len(partitions), results.values())
+        return [results[k] for k in sorted(results)]
+
+    def _report_progress(self, done: int, total: int, results: Any = None) -> None:
+        """The CLI's bar fills with the partitions done (its "share read")."""
+        if self.ctx.options.progress is None:
+            return
+        if results is not None:
+            rows = list(results)
+            self.tally.read = sum(r.read for r in rows)
+            self.tally.loaded = sum(r.loaded for r in rows)
+            self.pipe.records = sum(r.quarantined for r in rows)
+        self.ctx.options.progress(RunProgress.of(self.counts(), bytes_read=done, bytes_total=total))
+
+    # --- the results ----------------------------------------------------------------------------
+
+    def _merge(
+        self, results: Sequence[PartitionResult], partitions: Sequence[Partition]
+    ) -> CursorTracker:
+        """Every partition's counts, verdicts and cursor into the run's (in partition order)."""
+        ctx, tally, engine = self.ctx, self.tally, self.engine
+        plan = ctx.plan
+        labels = {p.index: p.label for p in partitions}
+        tracker = CursorTracker.create(plan.sink.contract, plan.source.incremental, self.state)
+        self.pipe.records = 0
+        tally.read = tally.loaded = tally.warned = tally.skipped = tally.chunks = 0
+        tally.violations.clear()
+        for r in results:
+            ctx.labels.see(r.columns)
+            tally.read += r.read
+            tally.loaded += r.loaded
+            tally.warned += r.warned
+            tally.skipped += r.skipped
+            tally.chunks += r.chunks
+            for (column, reason), count in r.violations.items():
+                tally.violation(column, reason, count)
+            engine.rows_passed += r.rows_passed
+            if len(r.assertions) != len(engine.tallies):
+                raise ScaleOutError("a task judged other assertions than the plan's")
+            for t, (failed, observed, logged) in zip(engine.tallies, r.assertions, strict=True):
+                t.failed += failed
+                t.observed += observed
+                t.logged += logged
+            top = r.cursor_highest
+            if top is not None and (tracker.highest is None or top > tracker.highest):
+                tracker.highest = top
+            tracker.read_keys.update(r.cursor_read_keys)
+            for key, rows in r.cursor_seen.items():
+                tracker.seen.setdefault(key, set()).update(rows)
+            self.partition_counts.append(
+                {
+                    "partition": r.index,
+                    "source_partition": labels.get(r.index, ""),
+                    "rows_read": r.read,
+                    "rows_staged": r.loaded,
+                    "rows_quarantined": r.quarantined,
+                }
+            )
+        log.info("scaleout.partitions", partitions=self.partition_counts)
+        return tracker
+
+
+def _check_staged(staged_dir: Path, staged: StagedFile) -> pa.Schema:
+    """A staged file as its task reported it (name, size, bytes, rows); its Arrow schema.
+    The file is the task's word, read back: it is checked before the sink reads it."""
+    if not _STAGED_NAME.fullmatch(staged.name):
+        raise ScaleOutError("a task named a staged file outside its naming scheme")
+    path = staged_dir / staged.name
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        with path.open("rb") as fh:
+            while block := fh.read(1 << 20):
+                digest.update(block)
+                size += len(block)
+        if size != staged.size or digest.hexdigest() != staged.sha256:
+            raise ScaleOutError(
+                f"staged file {staged.name} does not hold the bytes its task reported"
+            )
+        meta = pq.read_metadata(path)
+    except OSError as exc:
+        raise ScaleOutError(
+            f"staged file {staged.name} cannot be read ({type(exc).__name__})"
+        ) from None
+    except pa.ArrowException:
+        raise ScaleOutError(f"staged file {staged.name} is not a readable Parquet file") from None
+    if meta.num_rows != staged.rows:
+        raise ScaleOutError(f"staged file {staged.name} holds another number of rows")
+    return pq.read_schema(path).remove_metadata()
+
+
+def _variables(plan: Plan) -> tuple[str, ...]:
+    """What a task is handed of the run's environment: the manifest's ``${VAR}`` references
+    and the standard variables of an object store the source reads (its credentials)."""
+    spec = plan.source.spec
+    store = standard_variables(spec.path) if isinstance(spec, FileSourceSpec) else ()
+    return (*plan.secret_names, *store)
+
+
+@contextmanager
+def _client(config: DaskPlan) -> Iterator[Any]:
+    """A client of the manifest's cluster, or of a local one started (and closed) here."""
+    from distributed import Client, LocalCluster
+
+    if config.address:
+        try:
+            client = Client(config.address, timeout="30s")
+        except (OSError, TimeoutError) as exc:
+            raise ScaleOutError(
+                f"cannot reach the Dask scheduler ({type(exc).__name__})",
+                code="DPONE_SCALEOUT_UNAVAILABLE",
+                fixes=("check runtime.dask.address and that the scheduler is running",),
+            ) from None
+        with client:
+            yield client
+        return
+    workers = config.n_workers or os.cpu_count() or 1
+    started = time.perf_counter()
+    with (
+        LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=":0",
+            memory_limit=config.memory_limit or "auto",
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        seconds = round(time.perf_counter() - started, 3)
+        log.info("scaleout.cluster_started", workers=workers, seconds=seconds)
+        yield client
+        closing = time.perf_counter()
+    log.info("scaleout.cluster_closed", seconds=round(time.perf_counter() - closing, 3))
+
+
+__all__ = ["SCALEOUT_DIR", "ScaleOutError", "ScaleOutStream"]
