@@ -9,19 +9,18 @@ source checkout that was never installed still knows them.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
-import structlog
-
 from dpone.assertions.builtins import BUILTINS
 from dpone.assertions.spec import Scope, ValueKind
+from dpone.logs import get_logger
 
 ENTRY_POINT_GROUP = "dpone.assertion"
 
-log = structlog.get_logger("dpone.assertions")
+log = get_logger("dpone.assertions")
 
 
 def _no_problems(params: Mapping[str, Any]) -> list[str]:
@@ -96,3 +95,17 @@ def registry() -> dict[str, AssertionTypeInfo]:
             continue
         found[ep.name] = info
     return found
+
+
+class Registered(Mapping[str, AssertionTypeInfo]):
+    """:func:`registry` read on first use: compiling or running a manifest without
+    assertions never scans the installed distributions' entry points."""
+
+    def __getitem__(self, name: str) -> AssertionTypeInfo:
+        return registry()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(registry())
+
+    def __len__(self) -> int:
+        return len(registry())

@@ -18,15 +18,15 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import structlog
 
-from dpone.assertions.catalog import AssertionTypeInfo, registry
+from dpone.assertions.catalog import AssertionTypeInfo, Registered
 from dpone.assertions.spec import AssertionSpec, AssertionVerdict
 from dpone.contracts.kernels import falses
 from dpone.errors import DponeError
+from dpone.logs import get_logger
 from dpone.usercode import UserCodeError, load_callable, split_reference
 
-log = structlog.get_logger("dpone.assertions")
+log = get_logger("dpone.assertions")
 WARN_LOG_LIMIT = 5
 
 
@@ -120,7 +120,7 @@ class AssertionEngine:
         base_dir: Path,
         types: Mapping[str, AssertionTypeInfo] | None = None,
     ) -> None:
-        types = types if types is not None else registry()
+        types = types if types is not None else Registered()
         self.tallies: list[_Tally] = []
         self.rows_passed = 0
         for spec in specs:

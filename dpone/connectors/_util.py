@@ -14,16 +14,11 @@ from dpone.clock import iso_utc as iso_utc
 from dpone.clock import utc_now as utc_now
 from dpone.connectors.errors import SinkError, SinkSchemaError
 
-_HASH_BLOCK = 1 << 20
-
 
 def sha256_file(path: Path) -> str:
-    """Hex SHA-256 of a file, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
+    """Hex SHA-256 of a file, read into one reused buffer (``hashlib.file_digest``)."""
     with path.open("rb") as fh:
-        while block := fh.read(_HASH_BLOCK):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def short_hash(*parts: str, length: int = 16) -> str:

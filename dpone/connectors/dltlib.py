@@ -9,7 +9,7 @@ process-wide habits of dlt do not fit a tool whose stderr is its structured log:
   user set that variable (then theirs wins).
 - dlt logs through its own stderr handler and some libraries it drives emit Python warnings;
   either may carry a driver's message, which can quote a row value or a host. Inside
-  :func:`quiet_dlt` both become value-free structlog events (level, where, class name).
+  :func:`quiet_dlt` both become value-free log events (level, where, class name).
 """
 
 from __future__ import annotations
@@ -23,11 +23,10 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-import structlog
-
 from dpone.connectors.errors import DltNotInstalled
+from dpone.logs import get_logger
 
-log = structlog.get_logger("dpone.dlt")
+log = get_logger("dpone.dlt")
 
 #: ``Pipeline.abort_packages`` (what dpone uses to drop a package it will not load) is 1.30's.
 MIN_VERSION = (1, 30)
@@ -66,7 +65,7 @@ def _release(version: str) -> tuple[int, ...]:
 
 
 class _Forward(logging.Filter):
-    """Turns each record of dlt's logger into a structlog event without its message, and
+    """Turns each record of dlt's logger into a log event without its message, and
     keeps it from dlt's own stderr handler (a logger filter runs before any handler)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -83,7 +82,7 @@ class _Forward(logging.Filter):
 @contextlib.contextmanager
 def quiet_dlt() -> Iterator[None]:
     """Inside the block, dlt's log records and Python warnings (from any thread: the filters
-    are process-wide) are structlog events that name where they came from, never what they
+    are process-wide) are log events that name where they came from, never what they
     said. Blocks nest."""
     names = {"dlt"}
     dlt_logger = sys.modules.get("dlt.common.logger")

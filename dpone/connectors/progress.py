@@ -24,7 +24,7 @@ import pyarrow as pa
 
 class _Block(Protocol):
     @property
-    def data(self) -> bytes: ...
+    def data(self) -> bytes | memoryview: ...
 
 
 class SizedFile(Protocol):

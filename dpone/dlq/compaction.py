@@ -20,8 +20,6 @@ from itertools import compress
 from operator import not_
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
 from dpone import durable
 from dpone.dlq import acks, fsio, segments
 from dpone.dlq.acks import ACK_FILE
@@ -48,6 +46,7 @@ from dpone.dlq.rundir import (
 )
 from dpone.dlq.segments import SEGMENT_FILE, SEGMENTS_DIR, SegmentEntry
 from dpone.faults import checkpoint
+from dpone.logs import get_logger
 
 if TYPE_CHECKING:
     from dpone.dlq.store import DlqStore, SegmentScan
@@ -56,7 +55,7 @@ if TYPE_CHECKING:
 _DELETE_WORKERS = 4
 # Identifiers (``IDENTIFIER_PATTERN``), each followed by a newline, which none may hold.
 _IDENTIFIER_LINES = re.compile(r"(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}\n)*")
-log = structlog.get_logger("dpone.dlq")
+log = get_logger("dpone.dlq")
 
 
 def all_identifiers(values: Collection[Any]) -> bool:

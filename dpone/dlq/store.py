@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
-import structlog
 
 from dpone import durable, signing
 from dpone.dlq import acks as dlq_acks
@@ -81,13 +80,14 @@ from dpone.dlq.rundir import (
     take_lock,
 )
 from dpone.dlq.segments import SEGMENT_FILE, SEGMENTS_DIR, SegmentEntry
+from dpone.logs import get_logger
 
 if TYPE_CHECKING:
     from dpone.dlq.integrity import Finding
     from dpone.dlq.writer import RunWriter
 
 _PIPELINE = re.compile(PIPELINE_PATTERN)
-log = structlog.get_logger("dpone.dlq")
+log = get_logger("dpone.dlq")
 
 
 @dataclass(slots=True)

@@ -28,7 +28,6 @@ from types import TracebackType
 from typing import Any, Literal
 
 import orjson
-import structlog
 
 from dpone.canonical import verify_checksum
 from dpone.contracts.reasons import ReasonCode
@@ -59,8 +58,9 @@ from dpone.dlq.rundir import (
 from dpone.dlq.segments import SEGMENT_FILE, SEGMENTS_DIR, SegmentEntry
 from dpone.dlq.store import DlqStore, scan_segments
 from dpone.ids import UlidSequence
+from dpone.logs import get_logger
 
-log = structlog.get_logger("dpone.dlq")
+log = get_logger("dpone.dlq")
 
 WriterState = Literal["open", "closed", "aborted", "broken"]
 # Room the index header and reason counts take besides the entries (bytes, generous).

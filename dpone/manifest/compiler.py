@@ -14,7 +14,7 @@ from typing import Any
 
 import rfc8785
 
-from dpone.assertions.catalog import AssertionTypeInfo, registry
+from dpone.assertions.catalog import AssertionTypeInfo, Registered
 from dpone.assertions.spec import AssertionSpec
 from dpone.contracts.spec import ContractSpec, EvolutionSpec, TypeInferenceSpec
 from dpone.dlq.policy import DlqPolicy
@@ -87,7 +87,7 @@ def compile_loaded(
     errors = schema_errors(manifest)
     if errors:
         raise ManifestError.collect(errors, manifest.display_path)
-    ctx = passes.CompileContext(manifest, assertion_types or registry(), allow_any_import)
+    ctx = passes.CompileContext(manifest, assertion_types or Registered(), allow_any_import)
     document: dict[str, Any] = manifest.document
     for compile_pass in passes.PASSES:
         result = compile_pass(document, ctx)

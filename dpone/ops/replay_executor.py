@@ -27,12 +27,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 
-import structlog
-
 from dpone.canonical import CHECKSUM_PREFIX
 from dpone.dlq.errors import DlqAckMismatch
 from dpone.dlq.model import DlqRecord, format_timestamp
 from dpone.faults import checkpoint
+from dpone.logs import get_logger
 from dpone.ops.replay import (
     DEFAULT_MAX_ITEMS,
     UNBOUND,
@@ -52,7 +51,7 @@ if TYPE_CHECKING:
     from dpone.dlq.ack import ReplayAck
     from dpone.dlq.store import DlqStore
 
-log = structlog.get_logger("dpone.replay")
+log = get_logger("dpone.replay")
 
 RESULT_SCHEMA = "dpone.dlq-replay-result.v1"
 Outcome = Literal["applied", "already_acknowledged", "still_rejected", "not_replayable"]

@@ -40,7 +40,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import structlog
 
 from dpone.canonical import checksum
 from dpone.clock import Clock, utc_now
@@ -56,6 +55,7 @@ from dpone.dlq.model import DlqRecord, format_timestamp
 from dpone.dlq.refs import FileRef, parse_ref
 from dpone.dlq.store import DlqStore
 from dpone.faults import checkpoint
+from dpone.logs import get_logger
 from dpone.manifest.plan import Plan
 from dpone.ops.replay import (
     ReplayError,
@@ -73,7 +73,7 @@ from dpone.ops.replay import (
 from dpone.ops.replay_executor import ReplayResult, Resolution, execute
 from dpone.runtime import wiring
 
-log = structlog.get_logger("dpone.replay")
+log = get_logger("dpone.replay")
 
 
 class ReplayPipelineMismatch(ReplayError):

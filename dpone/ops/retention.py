@@ -47,7 +47,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import orjson
-import structlog
 
 from dpone.canonical import checksum, verify_checksum
 from dpone.dlq import fsio
@@ -56,12 +55,13 @@ from dpone.dlq.model import format_timestamp, parse_timestamp
 from dpone.dlq.rundir import INDEX_FILE, RUNS_DIR
 from dpone.dlq.segments import SEGMENT_FILE, SEGMENTS_DIR, SegmentEntry
 from dpone.errors import EXIT_CONFIG, DponeError, Stage
+from dpone.logs import get_logger
 
 if TYPE_CHECKING:
     from dpone.dlq.integrity import Finding
     from dpone.dlq.store import DlqStore
 
-log = structlog.get_logger("dpone.retention")
+log = get_logger("dpone.retention")
 _CHECK_WORKERS = 4
 
 PLAN_SCHEMA = "dpone.dlq-retention-plan.v1"

@@ -15,12 +15,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-from ulid import ULID
 
 from dpone.clock import Clock, iso_utc, utc_now
 from dpone.connectors.base import LoadSpec, Sink, Source
 from dpone.errors import ConfigError, UsageError
-from dpone.ids import is_identifier
+from dpone.ids import UlidSequence, is_identifier
 from dpone.manifest.plan import Plan
 from dpone.runtime.interrupts import InterruptWatch
 from dpone.runtime.labels import ColumnLabels
@@ -85,11 +84,12 @@ class RunContext:
             )
         clock = options.clock
         started = time.perf_counter()
+        run_id, load_id = UlidSequence().batch(2, clock())
         return cls(
             plan=plan,
             options=options,
-            run_id=options.run_id or str(ULID.from_datetime(clock())),
-            load_id=str(ULID.from_datetime(clock())),
+            run_id=options.run_id or run_id,
+            load_id=load_id,
             started_at=iso_utc(clock()),
             started=started,
             paths=Paths.of(plan),

@@ -29,9 +29,9 @@ from collections.abc import Callable
 from types import FrameType, TracebackType
 from typing import Any
 
-import structlog
+from dpone.logs import get_logger
 
-log = structlog.get_logger("dpone.run")
+log = get_logger("dpone.run")
 
 WATCHED = (signal.SIGINT, signal.SIGTERM)
 STOPPING = "stopping after the current chunk; Ctrl-C again stops at once"

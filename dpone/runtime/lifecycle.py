@@ -22,13 +22,12 @@ import traceback
 from dataclasses import replace
 from typing import Any
 
-import structlog
-
 from dpone.assertions.engine import AssertionEngine
 from dpone.errors import EXIT_OK, ConfigError, DponeError, ErrorDetail, Interrupted, UsageError
 from dpone.evidence import lineage
 from dpone.evidence.model import DataOutcome, SchemaChange
 from dpone.faults import checkpoint
+from dpone.logs import get_logger
 from dpone.manifest.plan import Plan
 from dpone.runtime import outcome
 from dpone.runtime.context import RunContext, RunOptions
@@ -47,7 +46,7 @@ from dpone.runtime.stream import Stream, Streamed
 from dpone.runtime.wiring import Components, relative, wire
 from dpone.state.model import PipelineState
 
-log = structlog.get_logger("dpone.run")
+log = get_logger("dpone.run")
 
 
 def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:

@@ -4,7 +4,8 @@ A file source spends its time in pyarrow's CSV/JSON/Parquet readers and in hashi
 all of which release the GIL; enforcement and staging are mostly Arrow kernels and DuckDB,
 which release it too. Reading one chunk ahead on a thread of its own lets the two overlap
 (on two cores, most of the reading disappears from the wall time). Memory stays bounded:
-at most ``depth`` chunks wait in the queue and one more is being read.
+at most ``depth`` chunks wait in the queue and one more is being read. A process that may
+run on one core only (``taskset``, a container's cpuset) reads inline: nothing would overlap.
 
 Order, errors and the end of the stream are kept: chunks come out in the order the source
 made them, and an exception the source raised comes out of ``next()`` where the chunk would

@@ -10,12 +10,11 @@ as aborted (docs/guarantees.md, "Recovery rules").
 
 from __future__ import annotations
 
-import structlog
-
 from dpone.clock import Clock, iso_utc
 from dpone.connectors.base import LoadMarker
 from dpone.dlq.errors import DlqRunNotFound
 from dpone.faults import checkpoint
+from dpone.logs import get_logger
 from dpone.manifest.plan import Plan
 from dpone.runtime.journal import JournalEntry
 from dpone.runtime.report import Recovery
@@ -23,7 +22,7 @@ from dpone.runtime.wiring import Components
 from dpone.state.model import Cursor
 from dpone.state.store import StateStore
 
-log = structlog.get_logger("dpone.run")
+log = get_logger("dpone.run")
 
 
 def recover(parts: Components, clock: Clock) -> list[Recovery]:

@@ -9,6 +9,7 @@ and the lifecycle decides what happens next.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -308,15 +309,25 @@ def _chunks(
     source: Source, chunk_size: int, after: object | None
 ) -> ReadAhead[SourceChunk] | Inline[SourceChunk]:
     """The source's chunks, read one ahead on a thread when the source allows it (file
-    sources: pyarrow's reading overlaps enforcement and staging). Other sources run user code
-    or hold driver connections bound to the thread that opened them: they are read inline."""
-    if getattr(source, "read_ahead", False):
+    sources: pyarrow's reading overlaps enforcement and staging) and the process may run on
+    more than one core. Other sources run user code or hold driver connections bound to the
+    thread that opened them: they are read inline. On a single core nothing overlaps, and the
+    thread would only add switches and a chunk more in memory."""
+    if getattr(source, "read_ahead", False) and _usable_cores() > 1:
 
         def make() -> Iterator[SourceChunk]:
             return source.chunks(chunk_size, after=after)
 
         return ReadAhead(make, depth=1)
     return Inline(source.chunks(chunk_size, after=after))
+
+
+def _usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, where the OS reports one)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    if affinity is not None:
+        return len(affinity(0))
+    return os.cpu_count() or 1
 
 
 __all__ = ["Staging", "Stream", "Streamed", "Tally"]

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from dpone import __version__
@@ -192,3 +193,21 @@ def test_the_console_script_and_python_m_dpone_share_the_entry_point() -> None:
     assert "Usage: dpone" in proc.stdout
     scripts = importlib.metadata.entry_points(group="console_scripts", name="dpone")
     assert [ep.value for ep in scripts] == ["dpone.entry:main"]
+
+
+def _thp_enabled(code: str) -> str:
+    """The THP_enabled line of /proc/self/status of a fresh interpreter running ``code``."""
+    probe = f"{code}\nprint(open('/proc/self/status').read().split('THP_enabled:')[1].split()[0])"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+@pytest.mark.skipif(
+    not Path("/proc/self/status").is_file()
+    or "THP_enabled:" not in Path("/proc/self/status").read_text(),
+    reason="no per-process transparent huge page flag here",
+)
+def test_the_command_opts_its_process_out_of_transparent_huge_pages() -> None:
+    assert _thp_enabled("") == "1"
+    assert _thp_enabled("from dpone.entry import _without_huge_pages; _without_huge_pages()") == "0"

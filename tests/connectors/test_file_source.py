@@ -7,14 +7,21 @@ import hashlib
 import json
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from dpone.connectors import SourceChunk
-from dpone.connectors.errors import SourceConfigError, SourceDecodeError, SourceNoFiles
-from dpone.connectors.sources.file import FileSource
+from dpone.connectors.base import DecodeFailure
+from dpone.connectors.errors import (
+    SourceConfigError,
+    SourceDecodeError,
+    SourceNoFiles,
+    SourceRowTooLong,
+)
+from dpone.connectors.sources.file import MAX_FAILURE_TEXT, SALVAGE_BYTES, FileSource
 from dpone.errors import ManifestError
 from dpone.manifest.specs import FileSourceSpec
 
@@ -81,6 +88,165 @@ def test_csv_chunks_across_many_arrow_blocks(tmp_path: Path) -> None:
     ids = [int(v) for c in chunks for v in c.batch.column("id").to_pylist()]
     assert ids == list(range(1, 5001))
     assert [c.first_row for c in chunks] == [1 + 777 * k for k in range(len(chunks))]
+
+
+@pytest.mark.parametrize("chunk_size", [1, 97, 1000, 100_000])
+@pytest.mark.parametrize("block_size", [512, 1 << 20])
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_csv_rows_and_bad_lines_keep_their_numbers_across_blocks(
+    tmp_path: Path, chunk_size: int, block_size: int, newline: str
+) -> None:
+    """Blocks are cut at whole chunks of lines, and a block that fails is parsed again in
+    parts: rows come out in order, exactly chunk-sized, and each bad line is named once."""
+    lines: list[bytes] = [b"id,name,note"]
+    good: list[str] = []
+    bad: list[int] = []
+    for i in range(1, 3001):
+        number = len(lines) + 1  # the physical line this one will be
+        if i % 701 == 0:
+            lines.append(f"{i},too,many,fields".encode())
+            bad.append(number)
+        elif i % 977 == 0:
+            lines.append(f"{i},\xff".encode("latin-1"))  # not UTF-8
+            bad.append(number)
+        elif i % 1201 == 0:
+            lines.append(f'{i},"never closed,x'.encode())
+            bad.append(number)
+        elif i % 499 == 0:
+            lines.append(b"")  # a blank line: no row, no failure
+        else:
+            note = '"a, quoted ""note"""' if i % 3 == 0 else "plain"
+            lines.append(f"{i},name {i},{note}".encode())
+            good.append(str(i))
+    (tmp_path / "x.csv").write_bytes(newline.encode().join(lines))  # no final newline
+    source = FileSource(csv_spec(tmp_path, "x.csv"), read_all_as_text=True, block_size=block_size)
+
+    chunks = list(source.chunks(chunk_size))
+
+    ids = [v for c in chunks for v in c.batch.column("id").to_pylist()]
+    assert ids == good
+    assert sorted(f.line for c in chunks for f in c.failures) == bad  # each once
+    with_rows = [c for c in chunks if c.num_rows]
+    assert all(c.num_rows == chunk_size for c in with_rows[:-1])
+    assert [c.first_row for c in with_rows] == [1 + chunk_size * k for k in range(len(with_rows))]
+    notes = [v for c in chunks for v in c.batch.column("note").to_pylist()]
+    assert notes.count('a, quoted "note"') == sum(1 for i in good if int(i) % 3 == 0)
+
+
+def test_a_quote_that_swallows_lines_is_caught_in_a_big_block(tmp_path: Path) -> None:
+    rows = [f"{i},x{i}" for i in range(1, 2001)]
+    rows[1500] = '1501,"opens here'  # Arrow would take the lines after it into one value
+    rows[1502] = '1503,closes" there'  # a quote inside a field is a plain character
+    (tmp_path / "x.csv").write_text("id,name\n" + "\n".join(rows) + "\n")
+    chunks = list(csv_source(tmp_path, "x.csv").chunks(5000))
+    ids = [int(v) for c in chunks for v in c.batch.column("id").to_pylist()]
+    assert ids == [i for i in range(1, 2001) if i != 1501]
+    assert all("\n" not in v for c in chunks for v in c.batch.column("name").to_pylist())
+    assert [f.line for c in chunks for f in c.failures] == [1502]
+
+
+@pytest.mark.parametrize("block_size", [100, 1000, 1 << 20])
+@pytest.mark.parametrize("where", [2, 40, 100])  # the long line's number
+def test_a_line_past_max_row_bytes_is_refused_with_its_number(
+    tmp_path: Path, block_size: int, where: int
+) -> None:
+    lines = ["id,name"] + [f"{i},x" for i in range(1, 100)]
+    lines[where - 1] = "7," + "y" * 1100
+    (tmp_path / "x.csv").write_text("\n".join(lines))
+    spec = csv_spec(tmp_path, "x.csv")
+    spec = dataclasses.replace(spec, csv=dataclasses.replace(spec.csv, max_row_bytes=1024))
+    source = FileSource(spec, read_all_as_text=True, block_size=block_size)
+    with pytest.raises(SourceRowTooLong) as caught:
+        list(source.chunks(10))
+    assert caught.value.line == where
+    lines[where - 1] = "7," + "y" * 1022  # exactly the limit
+    (tmp_path / "x.csv").write_text("\n".join(lines))
+    assert sum(c.num_rows for c in source.chunks(10)) == 99
+
+
+def test_a_lone_carriage_return_is_not_taken_for_one_row_per_line(tmp_path: Path) -> None:
+    # Arrow ends a row at a lone \r too: rows and \n-lines may then agree by accident.
+    data = b'id,name\n1,"a\nb"\n2,x\r3,y\n'
+    (tmp_path / "x.csv").write_bytes(data)
+    chunks = list(csv_source(tmp_path, "x.csv").chunks(10))
+    names = [v for c in chunks for v in c.batch.column("name").to_pylist()]
+    assert all("\n" not in v for v in names)
+
+
+def _read_all(source: FileSource, chunk_size: int) -> tuple[list[str], list[DecodeFailure]]:
+    chunks = list(source.chunks(chunk_size))
+    ids = [v for c in chunks for v in c.batch.column("id").to_pylist()]
+    return ids, [f for c in chunks for f in c.failures]
+
+
+def _sized(base: Path, name: str, block_size: int, **csv: Any) -> FileSource:
+    spec = csv_spec(base, name)
+    spec = dataclasses.replace(spec, csv=dataclasses.replace(spec.csv, **csv))
+    return FileSource(spec, read_all_as_text=True, block_size=block_size)
+
+
+@pytest.mark.parametrize("newlines_in_values", [False, True])
+def test_a_chunk_parsed_in_small_arrow_blocks_reads_as_one_parsed_whole(
+    tmp_path: Path, newlines_in_values: bool
+) -> None:
+    """Arrow parses a chunk's block in blocks of 4 reads (here 2 KiB): rows longer than that,
+    bad lines and quoted line breaks come out as when the block is parsed at once, with the
+    same failures (line, reason, text)."""
+    lines = [b"id,name,note"]
+    for i in range(1, 601):
+        if i == 50:
+            lines.append(b"50,long," + b"z" * 3000)  # longer than Arrow's block
+        elif i == 120:
+            lines.append(b"120,too,many,fields")
+        elif i == 200:
+            lines.append(b"200,\xff,x")  # not UTF-8
+        elif i == 300:
+            lines.append(b'300,"two\nlines",x')  # a value with a line break, quoted
+        elif i == 400:
+            lines.append(b"401,bad," + b"q," * 2000)  # long and bad
+        else:
+            lines.append(f"{i},name {i},note {i}".encode())
+    (tmp_path / "x.csv").write_bytes(b"\n".join(lines) + b"\n")
+
+    small = _read_all(_sized(tmp_path, "x.csv", 512, newlines_in_values=newlines_in_values), 250)
+    whole = _read_all(
+        _sized(tmp_path, "x.csv", 1 << 20, newlines_in_values=newlines_in_values), 250
+    )
+
+    assert small == whole
+    ids, failures = small
+    bad = {120, 200, 400} if newlines_in_values else {120, 200, 300, 400}
+    assert ids == [str(i) for i in range(1, 601) if i not in bad]
+    # Physical lines: the header is line 1, row 300 takes lines 301 and 302 (two bad lines
+    # without newlines_in_values), the rows after it are one line further down.
+    expected = [121, 201, 402] if newlines_in_values else [121, 201, 301, 302, 402]
+    assert [f.line for f in failures] == expected
+    assert failures[0].what == "the line does not parse as a row of 3 fields"
+    assert failures[1].what == "the line is not valid text in the file's encoding"
+
+
+def test_a_bad_line_longer_than_a_salvage_part_fails_alone(tmp_path: Path) -> None:
+    long_bad = b"3," + b"y" * (SALVAGE_BYTES + (1 << 19)) + b",extra"
+    data = b"id,name\n1,a\n2,b\n" + long_bad + b"\n4,d\n5,e\n"
+    (tmp_path / "x.csv").write_bytes(data)
+    ids, failures = _read_all(csv_source(tmp_path, "x.csv"), 1000)
+    assert ids == ["1", "2", "4", "5"]
+    assert [(f.line, f.what) for f in failures] == [
+        (4, "the line does not parse as a row of 2 fields")
+    ]
+    assert len(failures[0].text) == MAX_FAILURE_TEXT
+
+
+@pytest.mark.parametrize("block_size", [16, 512, 1 << 20])
+def test_a_header_after_a_bom_and_blank_lines_with_crlf(tmp_path: Path, block_size: int) -> None:
+    body = "\r\n".join(f"{i},n{i}" if i != 7 else "7,x,y" for i in range(1, 40))
+    (tmp_path / "x.csv").write_bytes(("\ufeff\r\n\r\nid,name\r\n" + body + "\r\n").encode())
+    chunks = list(_sized(tmp_path, "x.csv", block_size).chunks(10))
+    assert chunks[0].batch.schema.names == ["id", "name"]
+    ids = [v for c in chunks for v in c.batch.column("id").to_pylist()]
+    assert ids == [str(i) for i in range(1, 40) if i != 7]
+    assert [n for c in chunks for n in c.batch.column("name").to_pylist()][:2] == ["n1", "n2"]
+    assert [f.line for c in chunks for f in c.failures] == [10]  # 3 lines before the header
 
 
 def test_csv_options_delimiter_quote_nulls_encoding_and_no_header(tmp_path: Path) -> None:

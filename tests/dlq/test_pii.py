@@ -14,12 +14,12 @@ from typing import Any
 import orjson
 import pytest
 from click.testing import CliRunner
-from structlog.testing import capture_logs
 
 from dpone.cli.ops_dlq import dlq_group
 from dpone.dlq.errors import DlqError, DlqPreserveRefused
 from dpone.dlq.model import REDACTED, to_json_safe
 from dpone.dlq.store import DlqStore
+from dpone.logs import capture
 from dpone.ops.verification import verify_store
 from tests.support.dlqfiles import records_on_disk, segment_files
 from tests.support.dlqrows import StoreFactory, files_under, rows
@@ -80,7 +80,7 @@ def test_canary_never_reaches_disk_logs_or_errors(
     make_store: StoreFactory, root: Path, policy: str
 ) -> None:
     store = make_store(pii_policy=policy)
-    with capture_logs() as logs:
+    with capture() as logs:
         messages = _exercise(store, root)
     assert logs, "the store logs its lifecycle"
     assert CANARY not in repr(logs)
@@ -118,7 +118,7 @@ def test_canary_never_reaches_disk_logs_or_errors(
 def test_preserve_keeps_the_row_in_the_payload_only(make_store: StoreFactory, root: Path) -> None:
     store = make_store(pii_policy="preserve")
     values = _rows_with_canary(20)
-    with capture_logs() as logs, store.open_run("run-1", "load-1") as writer:
+    with capture() as logs, store.open_run("run-1", "load-1") as writer:
         ids = writer.write_chunk(rows(20, values=values))
     assert CANARY not in repr(logs)
     docs = {doc["record_id"]: doc for doc in records_on_disk(root, "run-1")}

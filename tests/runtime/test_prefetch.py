@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from dpone.connectors.sources.file import FileSource
 from dpone.runtime.prefetch import Inline, ReadAhead
+from dpone.runtime.stream import _chunks
+from tests.connectors.specs import build_source
 
 
 class Tracked:
@@ -89,3 +94,29 @@ def test_inline_reads_on_the_callers_thread_and_closes_the_source() -> None:
     with Inline(source()) as items:
         assert next(iter(items)) == 0
     assert source.opened_on == source.closed_on == threading.current_thread().name
+
+
+def _file_source(tmp_path: Path) -> FileSource:
+    (tmp_path / "x.csv").write_text("id\n1\n2\n", encoding="utf-8")
+    source = build_source(
+        {"type": "file", "format": "csv", "path": "x.csv"}, tmp_path, read_all_as_text=True
+    )
+    assert isinstance(source, FileSource)
+    return source
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity here")
+def test_a_file_source_is_read_inline_on_one_core(tmp_path: Path) -> None:
+    source = _file_source(tmp_path)
+    cores = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, {min(cores)})
+        with _chunks(source, 10, None) as chunks:
+            assert isinstance(chunks, Inline)
+            assert [c.num_rows for c in chunks] == [2]
+    finally:
+        os.sched_setaffinity(0, cores)
+    if len(cores) > 1:
+        with _chunks(source, 10, None) as chunks:
+            assert isinstance(chunks, ReadAhead)
+            assert [c.num_rows for c in chunks] == [2]

@@ -52,7 +52,6 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-import structlog
 
 from dpone.canonical import verify_checksum, with_checksum
 from dpone.connectors._util import Clock, iso_utc, utc_now
@@ -68,9 +67,10 @@ from dpone.connectors.sinks._common import LoadState, os_error
 from dpone.durable import create_only, fsync_dir
 from dpone.errors import DponeError
 from dpone.faults import checkpoint
+from dpone.logs import get_logger
 from dpone.published import schema_errors
 
-log = structlog.get_logger("dpone.sink")
+log = get_logger("dpone.sink")
 
 RECORD_SCHEMA = "dpone.dlt-package.v1"
 #: The column dlt fills with a row's load package id (dlt's own name for it).

@@ -5,8 +5,9 @@ Every name reaches SQL quoted and qualified with the database's catalog
 file named like its dataset (``acc.duckdb`` with ``dataset: acc``), reserved words, mixed
 case, spaces and non-ASCII names all work.
 
-Staging is a real table ``<dataset>._dpone_stage_<hash>`` filled batch by batch (each batch
-committed on its own, so memory stays bounded by the batch) and listed in
+Staging is a real table ``<dataset>._dpone_stage_<hash>`` filled batch by batch in whole row
+groups (each insert committed on its own, so memory stays bounded by the batch and one row
+group) and listed in
 ``<dataset>._dpone_stages``. Commit is one transaction: create or evolve the target, apply
 the strategy, insert the marker into ``<dataset>._dpone_loads``, drop the staging table.
 A killed process leaves at most a staging table; :meth:`DuckDbSink.cleanup_abandoned`
@@ -58,6 +59,8 @@ from dpone.connectors.sinks._duck_errors import duck_error
 from dpone.connectors.sources.duckdb import interruptible, utc_labels
 from dpone.manifest.specs import DuckdbSinkSpec
 
+#: DuckDB's row group size (rows): staging inserts whole row groups (see DuckDbLoad._stage).
+ROW_GROUP_ROWS = 122_880
 _LOADS = "_dpone_loads"
 _STAGES = "_dpone_stages"
 _SEQ = "_dpone_seq"
@@ -320,13 +323,52 @@ class DuckDbLoad(LoadState):
         self._con = con
         self._stage_table = stage
         self._step = Step(f"committing the load into {sink._q(sink.table)}")
+        # Staged rows short of a whole row group, not inserted yet (see _stage).
+        self._waiting: list[pa.RecordBatch] = []
+        self._waiting_rows = 0
         #: Parquet files the commit reads itself (:meth:`commit_staged_parquet`)
         self._parquet: tuple[Path, ...] = ()
 
     def _stage(self, batch: pa.RecordBatch) -> None:
+        """Stage ``batch`` in whole row groups: each INSERT holds a multiple of DuckDB's row
+        group size, from one contiguous Arrow batch, and only the rows short of a whole row
+        group wait (at most one row group) for the next batch or the commit.
+
+        DuckDB writes such inserts to disk compressed as they come; inserts that end inside a
+        row group (a chunk's valid rows are any number) leave row groups that the checkpoint
+        at the end reads back and compresses again (for 1,000,000 rows in chunks of 250,000:
+        a third more CPU and half again the file). Nothing of a load is visible before its
+        commit, so rows waiting here change nothing else.
+        """
         if self.spec.mode == "merge":
             seq = pa.array(range(self.rows, self.rows + batch.num_rows), pa.int64())
             batch = batch.append_column(_SEQ, seq)
+        if self._waiting:
+            need = ROW_GROUP_ROWS - self._waiting_rows
+            if batch.num_rows < need:
+                self._wait(batch)
+                return
+            # One row group: the rows that waited and the head of this batch, put together.
+            self._insert(pa.concat_batches([*self._waiting, batch.slice(0, need)]))
+            self._waiting, self._waiting_rows = [], 0
+            batch = batch.slice(need)
+        whole = batch.num_rows - batch.num_rows % ROW_GROUP_ROWS
+        if whole:
+            self._insert(batch.slice(0, whole))
+        if whole < batch.num_rows:
+            self._wait(batch.slice(whole))
+
+    def _wait(self, batch: pa.RecordBatch) -> None:
+        self._waiting.append(batch)
+        self._waiting_rows += batch.num_rows
+
+    def _flush(self) -> None:
+        """Stage the rows still waiting for a whole row group (before the commit)."""
+        if self._waiting:
+            waiting, self._waiting, self._waiting_rows = self._waiting, [], 0
+            self._insert(waiting[0] if len(waiting) == 1 else pa.concat_batches(waiting))
+
+    def _insert(self, batch: pa.RecordBatch) -> None:
         stage = self._sink._q(self._stage_table)
         try:
             with interruptible("DuckDB sink: staging rows"):
@@ -337,6 +379,7 @@ class DuckDbLoad(LoadState):
             raise duck_error(exc, f"inserting rows into the staging table {stage}") from None
 
     def _commit(self) -> LoadMarker:
+        self._flush()
         con, sink, spec = self._con, self._sink, self.spec
         q = sink._q
         step = self._step = Step(f"creating the marker table {q(_LOADS)}")
@@ -492,6 +535,7 @@ class DuckDbLoad(LoadState):
                 con.execute(f"ALTER TABLE {target} ADD COLUMN {quote_ident(name)} {dtype}")
 
     def _abort(self) -> None:
+        self._waiting, self._waiting_rows = [], 0
         try:
             drop_stage(self._con, self._sink, self._stage_table)
         except duckdb.Error:

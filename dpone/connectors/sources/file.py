@@ -25,7 +25,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 
 from dpone import sourcepaths
 from dpone.connectors._util import rechunk
@@ -42,6 +41,11 @@ from dpone.manifest.specs import CsvOptions, FileFormat, FileSourceSpec
 
 #: Bytes read at a time; a block is cut after its last complete line and parsed by Arrow whole.
 DEFAULT_BLOCK_SIZE = 1 << 20
+#: Arrow parses a chunk's block in blocks of this many reads' bytes (4 MiB by default).
+PARSE_READS = 4
+#: A block that fails to parse is parsed again in parts of this size, and only a part that
+#: fails is looked at line by line.
+SALVAGE_BYTES = 1 << 20
 #: The longest JSONL line a reader grows its block to (a CSV row's is ``csv.max_row_bytes``).
 MAX_JSONL_LINE = 64 << 20
 #: How much of an undecodable line a DecodeFailure keeps (for ``pii_policy: preserve``).
@@ -153,18 +157,37 @@ class FileSource:
         """Decoded batches of one file; lines that do not decode go to ``failures``."""
         try:
             if self.format == "csv":
-                reader = _CsvReader(self.csv, self.read_all_as_text, partition, failures)
-                quote = reader.quote if self.csv.newlines_in_values else None
-                for block in self.progress.blocks(
-                    _line_blocks(
+                reader = _CsvReader(
+                    self.csv,
+                    self.read_all_as_text,
+                    partition,
+                    failures,
+                    parse_bytes=PARSE_READS * self.block_size,
+                )
+                blocks: Iterator[_Block]
+                if self.csv.newlines_in_values:
+                    blocks = _line_blocks(
                         path,
                         partition,
                         self.csv.encoding,
                         self.block_size,
                         self.csv.max_row_bytes,
-                        quote,
+                        reader.quote,
                     )
-                ):
+                else:
+                    # A line is a row: blocks of a chunk's lines parse into the chunk itself,
+                    # which then goes on without being cut and copied together again.
+                    blocks = _row_blocks(
+                        path,
+                        partition,
+                        self.csv.encoding,
+                        self.block_size,
+                        self.csv.max_row_bytes,
+                        lines=chunk_size,
+                        first_extra=int(self.csv.header),
+                        quote=reader.quote,
+                    )
+                for block in self.progress.blocks(blocks):
                     yield from reader.parse(block)
             elif self.format == "jsonl":
                 yield from _jsonl_batches(
@@ -204,10 +227,27 @@ def _read_error(exc: OSError, partition: str) -> Exception:
 
 @dataclass(frozen=True, slots=True)
 class _Block:
-    """Whole lines of a file as UTF-8 bytes (invalid bytes kept as they are), from ``line``."""
+    """Whole lines of a file as UTF-8 bytes (invalid bytes kept as they are), from ``line``;
+    ``newlines`` counts its line breaks when known (-1: not counted)."""
 
-    data: bytes
+    data: bytes | memoryview
     line: int
+    newlines: int = -1
+    #: For a view (see _row_blocks), what the CSV reader would look for in its bytes: whether
+    #: it holds a quote character, and a \r that is not part of a \r\n.
+    quoted: bool | None = None
+    lone_cr: bool | None = None
+
+    @property
+    def raw(self) -> bytes:
+        """The block's bytes (a copy of a view)."""
+        return self.data if isinstance(self.data, bytes) else bytes(self.data)
+
+    def as_bytes(self) -> _Block:
+        """The same block holding bytes (a view is valid only until the next block)."""
+        if isinstance(self.data, bytes):
+            return self
+        return _Block(bytes(self.data), self.line, self.newlines)
 
 
 def _line_blocks(
@@ -244,25 +284,210 @@ def _line_blocks(
             buf = pending + data if pending else data
             cut = _cut(buf, quote)
             if (cut < 0 and len(buf) > max_row_bytes) or buf.find(b"\n") > max_row_bytes:
-                raise SourceRowTooLong(
-                    f"{partition}: line {line} is longer than max_row_bytes ({max_row_bytes})",
-                    path=partition,
-                    line=line,
-                    fixes=(
-                        "raise options.csv.max_row_bytes if the row is real; a file without "
-                        "line breaks is not CSV or JSON Lines",
-                    ),
-                )
+                raise _row_too_long(partition, line, max_row_bytes)
             if eof:
                 if buf:
-                    yield _Block(buf, line)
+                    yield _Block(buf, line, buf.count(b"\n"))
                 return
             if cut < 0:
                 pending = buf
                 continue
             block, pending = buf[: cut + 1], buf[cut + 1 :]
-            yield _Block(block, line)
-            line += block.count(b"\n")
+            newlines = block.count(b"\n")
+            yield _Block(block, line, newlines)
+            line += newlines
+
+
+def _row_blocks(
+    path: SourceFile,
+    partition: str,
+    encoding: str,
+    block_size: int,
+    max_row_bytes: int,
+    *,
+    lines: int,
+    first_extra: int,
+    quote: bytes | None,
+) -> Iterator[_Block]:
+    """The file (decompressed by extension) in blocks of exactly ``lines`` lines, the first one
+    ``first_extra`` more (the header, which comes as a block of its own when it can) and the
+    last one what is left; a line longer than ``max_row_bytes`` is :class:`SourceRowTooLong`.
+
+    The file is read ``block_size`` bytes at a time into one buffer that every block reuses:
+    a block is a view of it, valid until the next block is asked for (the CSV reader is done
+    with it by then: Arrow copies what it parses). Each read's line breaks are counted once.
+    Memory stays at about one chunk's bytes, and no chunk-sized object is made per chunk.
+    """
+    utf8 = codecs.lookup(encoding).name == "utf-8"
+    decoder = None if utf8 else codecs.getincrementaldecoder(encoding)("surrogateescape")
+    # Reads no longer than the limit: a line past it then always spans two reads, where the
+    # check in _Lines.took sees it.
+    read_size = min(block_size, max_row_bytes)
+    buf = _Lines(2 * read_size, max_row_bytes)
+    line = 1
+    want = lines + first_extra
+    fresh = True  # nothing read yet
+    with path.open_stream() as stream:
+        while True:
+            raw = b""
+            if decoder is None:
+                got = stream.readinto(buf.room(read_size, want))
+            else:
+                raw = stream.read(read_size)
+                # Bytes that do not decode survive as themselves and fail Arrow's UTF-8
+                # check, which pins them to their line.
+                text = decoder.decode(raw, final=not raw).encode("utf-8", "surrogateescape")
+                got = len(text)
+                buf.room(got, want)[:] = text
+            if fresh and got:
+                fresh = False
+                got -= buf.skip_bom(got)
+            if got:
+                buf.took(got, partition, line)
+                if want > lines:
+                    # The header (and blank lines before it) as a block of its own: its
+                    # reader takes the header off a small block, not off a chunk of bytes.
+                    head = buf.head()
+                    if head is not None:
+                        count = head.count(b"\n")
+                        yield _Block(head, line, count)
+                        line, want = line + count, lines
+            while buf.have >= want:
+                yield buf.block(want, line, quote)
+                line, want = line + want, lines
+            if not got and (decoder is None or not raw):
+                if buf.end > buf.begin:
+                    yield buf.block(buf.have, line, quote, to_end=True)
+                return
+
+
+class _Lines:
+    """The bytes read and not handed out as a block yet (``buf[begin:end]``), with their line
+    breaks counted once as they are read (``have``); one buffer that every block reuses."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        self.limit = limit  # max_row_bytes
+        self.buf = bytearray(size)
+        self.view = memoryview(self.buf)
+        self.begin = self.end = 0
+        self.have = 0
+        self.partial = 0  # bytes of the line being read (after the last line break)
+
+    def room(self, size: int, want: int) -> memoryview:
+        """Where the next ``size`` bytes go: what is left moves to the front, or the buffer
+        grows to what ``want`` lines take at the line length so far, and a tenth."""
+        if self.end + size > len(self.buf):
+            left = self.end - self.begin
+            if left + size > len(self.buf):
+                need = (left * want // self.have) * 11 // 10 if self.have else 2 * len(self.buf)
+                buf = bytearray(max(need, left) + size)
+                buf[:left] = self.view[self.begin : self.end]
+                self.buf, self.view = buf, memoryview(buf)
+            else:
+                self.view[:left] = self.view[self.begin : self.end]  # memoryview copies safely
+            self.begin, self.end = 0, left
+        return self.view[self.end : self.end + size]
+
+    def skip_bom(self, got: int) -> int:
+        """Drops a UTF-8 byte order mark at the start of the first read; its length or 0."""
+        if self.buf.startswith(b"\xef\xbb\xbf", self.end, self.end + got):
+            self.begin, self.end = self.begin + 3, self.end + 3
+            return 3
+        return 0
+
+    def took(self, got: int, partition: str, line: int) -> None:
+        """``got`` bytes were read after ``end`` (the buffer starts at line ``line``): their
+        line breaks are counted, and a line longer than the limit is SourceRowTooLong."""
+        buf, end = self.buf, self.end
+        first = buf.find(b"\n", end, end + got)
+        if self.partial + (got if first < 0 else first - end) > self.limit:
+            raise _row_too_long(partition, line + self.have, self.limit)
+        if first < 0:
+            self.partial += got
+        else:
+            self.have += buf.count(b"\n", first, end + got)
+            self.partial = end + got - buf.rfind(b"\n", first, end + got) - 1
+        self.end += got
+
+    def head(self) -> bytes | None:
+        """The first line and the blank lines before it, taken off the front (a copy); None
+        while that line is not complete."""
+        head = bytes(self.view[self.begin : self.end])
+        at = head.find(b"\n", len(head) - len(head.lstrip(b"\r\n")))
+        if at < 0:
+            return None
+        self.begin += at + 1
+        self.have -= head.count(b"\n", 0, at + 1)
+        return head[: at + 1]
+
+    def block(self, count: int, line: int, quote: bytes | None, *, to_end: bool = False) -> _Block:
+        """The next ``count`` lines (``to_end``: all that is left, ``count`` line breaks),
+        from line ``line``, as a block viewing the buffer."""
+        if to_end:
+            cut = self.end
+        else:
+            cut = _nth_newline(self.buf, count, self.have, self.begin, self.end) + 1
+        block = _row_block(self.buf, self.view, self.begin, cut, line, count, quote)
+        self.begin, self.have = cut, self.have - count
+        return block
+
+
+def _row_block(
+    buf: bytearray,
+    view: memoryview,
+    begin: int,
+    end: int,
+    line: int,
+    newlines: int,
+    quote: bytes | None,
+) -> _Block:
+    """``buf[begin:end]`` as a block (a view), with what the CSV reader checks about it."""
+    quoted = quote is not None and buf.find(quote, begin, end) >= 0
+    lone_cr = buf.find(b"\r", begin, end) >= 0 and buf.count(b"\r", begin, end) != buf.count(
+        b"\r\n", begin, end
+    )
+    return _Block(view[begin:end], line, newlines, quoted, lone_cr)
+
+
+def _row_too_long(partition: str, line: int, max_row_bytes: int) -> SourceRowTooLong:
+    return SourceRowTooLong(
+        f"{partition}: line {line} is longer than max_row_bytes ({max_row_bytes})",
+        path=partition,
+        line=line,
+        fixes=(
+            "raise options.csv.max_row_bytes if the row is real; a file without "
+            "line breaks is not CSV or JSON Lines",
+        ),
+    )
+
+
+def _nth_newline(data: bytes | bytearray, n: int, total: int, lo: int = 0, hi: int = -1) -> int:
+    """The index of the ``n``-th line break (1-based) of ``data[lo:hi]``, which holds
+    ``total`` >= n: from where the average line length points, one step per line it is off."""
+    hi = len(data) if hi < 0 else hi
+    guess = lo + (hi - lo) * n // total
+    seen = data.count(b"\n", lo, guess)
+    if seen < n:
+        at = guess - 1
+        for _ in range(n - seen):
+            at = data.find(b"\n", at + 1, hi)
+        return at
+    at = guess
+    for _ in range(seen - n + 1):
+        at = data.rfind(b"\n", lo, at)
+    return at
+
+
+def _parts(block: _Block, size: int) -> Iterator[_Block]:
+    """``block`` in parts of whole lines of about ``size`` bytes."""
+    data, line, start = block.raw, block.line, 0
+    while start < len(data):
+        end = data.find(b"\n", start + size)
+        end = len(data) if end < 0 else end + 1
+        part = data[start:end]
+        yield _Block(part, line)
+        line += part.count(b"\n")
+        start = end
 
 
 def _cut(buf: bytes, quote: bytes | None) -> int:
@@ -284,17 +509,26 @@ class _Unparsable(Exception):
 class _CsvReader:
     """Parses blocks of whole lines; a block that fails is split until each bad line is found.
 
-    Arrow's own chunking is not used: a block is handed to ``read_csv`` whole (so a row as
-    long as ``max_row_bytes`` parses), with the column names of the header. A quote opened
+    A block is handed to ``read_csv`` with the column names of the header. A chunk's block
+    (a line is a row) is read by Arrow in blocks of ``parse_bytes`` (a few MiB stay in the
+    CPU's caches; a chunk's 20 MiB at once do not); a row longer than that fails Arrow's
+    block, and the 1 MiB parts the block is parsed again in are each handed over whole (so
+    a row as long as ``max_row_bytes`` parses). A quote opened
     and never closed on a line would make Arrow swallow the following lines into one value
     even with ``newlines_in_values`` off, so a block holding a quote character is checked for
     values with a line break, and such a block is salvaged line by line.
     """
 
     def __init__(
-        self, opts: CsvOptions, as_text: bool, partition: str, failures: list[DecodeFailure]
+        self,
+        opts: CsvOptions,
+        as_text: bool,
+        partition: str,
+        failures: list[DecodeFailure],
+        parse_bytes: int,
     ) -> None:
         self.opts = opts
+        self.parse_bytes = parse_bytes
         self.as_text = as_text
         self.partition = partition
         self.failures = failures
@@ -311,18 +545,42 @@ class _CsvReader:
             block = self._header(block)
             if not block.data:
                 return
+        yield from self._parse_or_salvage(block)
+
+    def _parse_or_salvage(self, block: _Block, *, whole: bool = True) -> Iterator[pa.RecordBatch]:
+        """``block`` parsed; if it fails, each bad line is found. ``whole``: a block as read
+        (not a part of one that failed), which Arrow parses in blocks of ``parse_bytes``."""
+        by_parts = whole and not self.opts.newlines_in_values
         try:
-            table = self._parse(block.data)
+            table = self._parse(
+                block.data,
+                block.newlines,
+                block.quoted,
+                block.lone_cr,
+                arrow_block=self.parse_bytes if by_parts else None,
+            )
         except (pa.ArrowInvalid, _Unparsable):
-            yield from self._salvage(block)
+            block = block.as_bytes()
+            if by_parts and len(block.data) > SALVAGE_BYTES:
+                # A chunk-sized block: only its parts that fail are looked at line by line
+                # (a row longer than ``parse_bytes`` fails Arrow's block too, and parses
+                # here in a part parsed whole).
+                for part in _parts(block, SALVAGE_BYTES):
+                    yield from self._parse_or_salvage(part, whole=False)
+            else:
+                yield from self._salvage(block)
             return
         yield from table.to_batches()
 
     def _header(self, block: _Block) -> _Block:
-        data = block.data.lstrip(b"\r\n")  # Arrow skips blank lines before the header too
-        block = _Block(data, block.line + block.data[: len(block.data) - len(data)].count(b"\n"))
-        end = block.data.find(b"\n")
-        first = block.data if end < 0 else block.data[: end + 1]
+        whole = block.raw
+        data = whole.lstrip(b"\r\n")  # Arrow skips blank lines before the header too
+        blank = whole[: len(whole) - len(data)].count(b"\n")
+        newlines = block.newlines - blank if block.newlines >= 0 else -1
+        line = block.line + blank
+        block = _Block(data, line, newlines)
+        end = data.find(b"\n")
+        first = data if end < 0 else data[: end + 1]
         try:
             table = pacsv.read_csv(
                 io.BytesIO(first),
@@ -340,10 +598,21 @@ class _CsvReader:
             ) from None
         self.names = list(table.schema.names)
         if self.opts.header:
-            return _Block(b"" if end < 0 else block.data[end + 1 :], block.line + 1)
+            if end < 0:
+                return _Block(b"", block.line + 1, 0)
+            return _Block(block.data[end + 1 :], block.line + 1, max(newlines - 1, -1))
         return block
 
-    def _parse(self, data: bytes) -> pa.Table:
+    def _parse(
+        self,
+        data: bytes | memoryview,
+        newlines: int = -1,
+        quoted: bool | None = None,
+        lone_cr: bool | None = None,
+        arrow_block: int | None = None,
+    ) -> pa.Table:
+        """``data`` as a table; Arrow reads it in blocks of ``arrow_block`` bytes (default:
+        all of it as one block; a row longer than a block fails)."""
         assert self.names is not None
         convert: dict[str, Any] = {}
         if self.as_text:
@@ -355,14 +624,21 @@ class _CsvReader:
                 quoted_strings_can_be_null=False,
             )
         table = pacsv.read_csv(
-            io.BytesIO(data),
+            pa.BufferReader(data),
             read_options=pacsv.ReadOptions(
-                column_names=self.names, block_size=len(data) + 1, use_threads=False
+                column_names=self.names,
+                block_size=min(len(data) + 1, arrow_block or len(data) + 1),
+                use_threads=False,
             ),
             parse_options=self.parse_options,
             convert_options=pacsv.ConvertOptions(**convert),
         )
-        if not self.opts.newlines_in_values and self.quote is not None and self.quote in data:
+        if (
+            not self.opts.newlines_in_values
+            and self.quote is not None
+            and (quoted if quoted is not None else self.quote in data)
+            and not _one_row_per_line(table.num_rows, data, newlines, lone_cr)
+        ):
             for column in table.columns:
                 if (
                     pa.types.is_string(column.type)
@@ -376,7 +652,7 @@ class _CsvReader:
         ``newlines_in_values`` a row is its lines up to an even number of quotes)."""
         lines: list[tuple[int, bytes]] = []
         record: list[bytes] = []
-        for i, raw in enumerate(block.data.split(b"\n")):
+        for i, raw in enumerate(block.raw.split(b"\n")):
             body = raw.removesuffix(b"\r")
             if record:  # a quoted value spanning lines (newlines_in_values) goes on
                 record.append(raw)
@@ -416,6 +692,21 @@ class _CsvReader:
     def _fail(self, line: int, what: str, data: bytes) -> None:
         text = data[:MAX_FAILURE_TEXT].decode("utf-8", "replace")
         self.failures.append(DecodeFailure(line, what, text))
+
+
+def _one_row_per_line(
+    rows: int, data: bytes | memoryview, newlines: int = -1, lone_cr: bool | None = None
+) -> bool:
+    """Whether Arrow made exactly one row of each line of ``data``: then no value holds a line
+    break (a row spans at least one line, a blank line makes none, and a value with a line
+    break spans two), which spares looking for one in every value. Lines end with ``\\n``
+    (or ``\\r\\n``); a lone ``\\r``, which Arrow also takes for a line end, says nothing."""
+    if newlines < 0 or lone_cr is None:
+        assert isinstance(data, bytes)
+        newlines = data.count(b"\n")
+        lone_cr = b"\r" in data and data.count(b"\r") != data.count(b"\r\n")
+    lines = newlines + (not data or data[-1] != 0x0A)
+    return rows == lines and not lone_cr
 
 
 def _unterminated(body: bytes, delimiter: str, quote: bytes) -> bool:
@@ -473,7 +764,7 @@ def _jsonl_batches(
     JSON, another JSON value, nesting deeper than the parser goes) becomes a DecodeFailure."""
     objects: list[dict[str, Any]] = []
     for block in blocks:
-        for i, raw in enumerate(block.data.split(b"\n")):
+        for i, raw in enumerate(block.raw.split(b"\n")):
             body = raw.removesuffix(b"\r")
             if not body.strip():
                 continue
@@ -567,6 +858,8 @@ def _json_text(value: Any) -> str:
 
 
 def _parquet_batches(path: SourceFile, partition: str, chunk_size: int) -> Iterator[pa.RecordBatch]:
+    import pyarrow.parquet as pq  # only a Parquet source pays for its import
+
     try:
         # pre_buffer off: on, iter_batches fetches every row group up front (the whole file
         # in memory, one ranged read of an object); off, one row group's pages at a time.

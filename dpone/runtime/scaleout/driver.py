@@ -38,7 +38,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import structlog
 
 from dpone.assertions.engine import AssertionEngine
 from dpone.connectors.fs import standard_variables
@@ -46,6 +45,7 @@ from dpone.contracts.types import sink_schema
 from dpone.dlq.writer import RunResult, RunWriter
 from dpone.errors import DponeError
 from dpone.faults import checkpoint
+from dpone.logs import get_logger
 from dpone.manifest.plan import DaskPlan, Plan
 from dpone.manifest.specs import FileSourceSpec
 from dpone.runtime.context import RunContext
@@ -58,7 +58,7 @@ from dpone.runtime.stream import Staging, Stream, Streamed
 from dpone.runtime.wiring import Components
 from dpone.state.model import PipelineState
 
-log = structlog.get_logger("dpone.run")
+log = get_logger("dpone.run")
 
 SCALEOUT_DIR = "scaleout"
 _STAGED_NAME = re.compile(r"p[0-9]{5}-c[0-9]{6}\.parquet")

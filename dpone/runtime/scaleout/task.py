@@ -34,8 +34,8 @@ from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import structlog
 
+from dpone import logs
 from dpone.assertions.engine import AssertionEngine
 from dpone.clock import utc_now
 from dpone.connectors._util import rechunk
@@ -58,7 +58,7 @@ from dpone.runtime.scaleout.partitions import KeyRange, Partition
 from dpone.runtime.stream import Stream
 from dpone.state.model import PipelineState
 
-log = structlog.get_logger("dpone.run")
+log = logs.get_logger("dpone.run")
 
 #: Test hook: the index of a partition whose task kills its worker once, mid-task (after its
 #: second staged chunk), so that the scheduler runs it again elsewhere. The marker file beside
@@ -312,11 +312,9 @@ class PartitionPipe(DlqPipe):
 def run_partition(spec: TaskSpec, part: Partition) -> PartitionResult:
     """Read, enforce, assert, quarantine and stage one partition (on a worker)."""
     started = time.perf_counter()
-    if not structlog.is_configured():  # a fresh worker process: the driver's log format
-        from dpone.logs import configure
-
-        configure(json=True)
-    structlog.contextvars.bind_contextvars(run_id=spec.run_id, partition=part.index)
+    if not logs.is_configured():  # a fresh worker process: the driver's log format
+        logs.configure(json=True)
+    logs.bind(run_id=spec.run_id, partition=part.index)
     try:
         log.info("partition.start", kind=part.kind)
         result = _run(spec, part)
@@ -332,7 +330,7 @@ def run_partition(spec: TaskSpec, part: Partition) -> PartitionResult:
         failure = TaskFailure(type(err), err.message, err.code, err.stage, err.fixes)
         return PartitionResult(part.index, failure=failure, seconds=time.perf_counter() - started)
     finally:
-        structlog.contextvars.unbind_contextvars("run_id", "partition")
+        logs.unbind("run_id", "partition")
 
 
 def _with(result: PartitionResult, **changes: Any) -> PartitionResult:
