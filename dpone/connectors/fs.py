@@ -35,11 +35,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 import pyarrow as pa
-import pyarrow.fs as pafs
 
 from dpone import sourcepaths
 from dpone.connectors._util import sha256_file
@@ -53,6 +52,9 @@ from dpone.connectors.errors import (
 )
 from dpone.manifest.secrets import resolve_all
 from dpone.manifest.specs import StorageOptions
+
+if TYPE_CHECKING:  # pyarrow.fs is loaded by the object stores only: a local run skips it
+    import pyarrow.fs as pafs
 
 _READ_SIZE = 1 << 20
 # The extensions pyarrow's ``compression="detect"`` decompresses (pyarrow.io
@@ -242,6 +244,8 @@ class ObjectFile:
         return self.fs.open_input_stream(location, compression=None)
 
     def _info(self) -> tuple[int, object]:
+        import pyarrow.fs as pafs
+
         try:
             info = self.fs.get_file_info(self.location)
         except OSError as exc:
@@ -315,6 +319,8 @@ class ObjectInputs:
     fs: pafs.FileSystem
 
     def files(self) -> list[tuple[str, SourceFile]]:
+        import pyarrow.fs as pafs
+
         scheme, bucket, _ = sourcepaths.split_uri(self.pattern)
         root, below = sourcepaths.glob_root(self.pattern)
         # One level below the prefix needs no recursive listing (S3 lists with a delimiter).
@@ -350,6 +356,8 @@ class ObjectInputs:
 
     def _check_bucket(self, bucket: str) -> None:
         """A listing of a missing bucket may come back empty: ask for the bucket itself."""
+        import pyarrow.fs as pafs
+
         try:
             info = self.fs.get_file_info(bucket)
         except OSError as exc:
@@ -504,6 +512,8 @@ def object_filesystem(
 
 
 def _filesystem(scheme: str, settings: dict[str, Any]) -> pafs.FileSystem:
+    import pyarrow.fs as pafs
+
     anonymous = settings.get("anonymous") is True
     endpoint = _endpoint(settings["endpoint_url"]) if "endpoint_url" in settings else None
     if scheme == "s3":
@@ -521,6 +531,8 @@ def _filesystem(scheme: str, settings: dict[str, Any]) -> pafs.FileSystem:
 def _s3(
     settings: dict[str, Any], anonymous: bool, endpoint: tuple[str, str] | None
 ) -> pafs.FileSystem:
+    import pyarrow.fs as pafs
+
     if ("key" in settings) != ("secret" in settings):
         raise SourceConfigError(
             "an S3 key needs its secret and a secret its key",
@@ -542,6 +554,8 @@ def _s3(
 
 
 def _azure(settings: dict[str, Any], endpoint: tuple[str, str] | None) -> pafs.FileSystem:
+    import pyarrow.fs as pafs
+
     if "account_name" not in settings:
         raise SourceConfigError(
             "an az:// source needs the storage account: options.storage.account_name or "

@@ -39,12 +39,14 @@ def stderr_logs() -> None:
     """dpone's log events on stderr at info level, as the CLI writes them, unless the caller
     configured structlog itself. Unconfigured, structlog prints every event, debug included,
     to stdout, which is the calling program's output (a script printing JSON, a task's XCom)."""
+    from dpone import logs
+
+    if logs.is_configured():  # the CLI's (it never imports structlog for JSON lines)
+        return
     import structlog
 
     if not structlog.is_configured():
-        from dpone.logs import configure
-
-        configure()
+        logs.configure()
 
 
 def open_store(directory: PathLike) -> DlqStore:

@@ -11,7 +11,6 @@ from types import TracebackType
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from dpone.connectors._util import check_keys_not_null, conform, position_mask, quote_ident
 from dpone.connectors.base import LOAD_MODES, LoadMarker, LoadSpec
@@ -91,6 +90,8 @@ class LoadState(ABC):
         tasks of a scale-out run; checked by the caller). Here the files' batches go through
         :meth:`write` (memory: one batch at a time); a sink that reads Parquet itself loads
         the files inside its commit's transaction instead (DuckDB)."""
+        import pyarrow.parquet as pq  # a scale-out run's only: a local run never loads it
+
         self._require_open()
         for path in files:
             with pq.ParquetFile(path) as pf:

@@ -31,7 +31,6 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from dpone.connectors._util import (
     Clock,
@@ -442,6 +441,8 @@ class DuckDbLoad(LoadState):
         through Python and none is staged twice. A merge (its rows numbered for "last wins"),
         or files whose schema is not this load's, go through :meth:`write` instead (the
         base's way, which conforms every batch)."""
+        import pyarrow.parquet as pq  # a scale-out run's only: a local run never loads it
+
         self._require_open()
         if self.spec.mode == "merge" or any(
             not pq.read_schema(f).remove_metadata().equals(self.spec.schema) for f in files
