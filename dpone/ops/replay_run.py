@@ -1,5 +1,8 @@
 """The first-party replay executor for file sources (``quarantine-replay --execute --manifest``).
 
+Size (over 500 lines): the resolver and the target are the two halves of one binding
+(the same manifest, wiring and identities); apart, each would re-derive the other's.
+
 It binds :mod:`dpone.ops.replay` to a manifest, through the same component wiring as a run
 (``runtime/wiring.py``):
 

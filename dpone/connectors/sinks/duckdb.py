@@ -1,5 +1,9 @@
 """DuckDB sink: a table in a database file, loaded natively from Arrow.
 
+Size (over 500 lines): staging, the commit's strategies, the idempotency keys and the
+scale-out commit from Parquet all run inside one connection and one transaction protocol;
+split, each part would reach into the others' connection state.
+
 Every name reaches SQL quoted and qualified with the database's catalog
 (``"<catalog>"."<dataset>"."<table>"``, the catalog as DuckDB names the attached file), so a
 file named like its dataset (``acc.duckdb`` with ``dataset: acc``), reserved words, mixed
