@@ -210,7 +210,9 @@ class _StagedLoad:
         self._sink.stage(batch)
 
     def commit(self, *, cursor_to: str | None = None) -> LoadMarker:
-        raise NotImplementedError("a task's staged rows are committed by the driver")
+        # A task only stages: its files are committed by the driver, all partitions in one
+        # load (SinkLoad.commit_staged_parquet). Reaching here is a bug in the scale-out stream.
+        raise RuntimeError("a scale-out task never commits; the driver commits its staged files")
 
     def abort(self) -> None:
         """The driver removes the run's staged files when the run fails."""
