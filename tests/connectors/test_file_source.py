@@ -12,6 +12,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dpone.connectors import SourceChunk
 from dpone.connectors.base import DecodeFailure
@@ -21,7 +23,12 @@ from dpone.connectors.errors import (
     SourceNoFiles,
     SourceRowTooLong,
 )
-from dpone.connectors.sources.file import MAX_FAILURE_TEXT, SALVAGE_BYTES, FileSource
+from dpone.connectors.sources.file import (
+    MAX_FAILURE_TEXT,
+    SALVAGE_BYTES,
+    FileSource,
+    _nth_newline,
+)
 from dpone.errors import ManifestError
 from dpone.manifest.specs import FileSourceSpec
 
@@ -472,3 +479,22 @@ def test_jsonl_encoding_option_and_invalid_text(tmp_path: Path) -> None:
     (chunk,) = list(bad.chunks(10))
     assert chunk.num_rows == 1
     assert [f.line for f in chunk.failures] == [2]
+
+
+@given(
+    lines=st.lists(st.integers(min_value=0, max_value=40), min_size=1, max_size=60),
+    pad=st.integers(min_value=0, max_value=5),
+    data=st.data(),
+)
+def test_the_nth_line_break_is_found_from_either_side_of_the_guess(
+    lines: list[int], pad: int, data: st.DataObject
+) -> None:
+    """The block cut: the n-th line break of buf[lo:hi], whichever side of the guess the
+    reader counts (lines of any length, the cut early or late in what was read)."""
+    body = b"".join(b"x" * width + b"\n" for width in lines) + b"y" * data.draw(st.integers(0, 9))
+    buf = b"z" * pad + body + b"\n" * pad  # bytes outside [lo, hi) never count
+    lo, hi = pad, pad + len(body)
+    total = body.count(b"\n")
+    n = data.draw(st.integers(min_value=1, max_value=total))
+    breaks = [lo + i for i, byte in enumerate(body) if byte == 0x0A]
+    assert _nth_newline(buf, n, total, lo, hi) == breaks[n - 1]

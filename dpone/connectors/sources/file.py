@@ -466,7 +466,12 @@ def _nth_newline(data: bytes | bytearray, n: int, total: int, lo: int = 0, hi: i
     ``total`` >= n: from where the average line length points, one step per line it is off."""
     hi = len(data) if hi < 0 else hi
     guess = lo + (hi - lo) * n // total
-    seen = data.count(b"\n", lo, guess)
+    # Count the shorter side of the guess: a chunk's cut is near the end of what was read,
+    # so this counts the few lines past it, not the chunk's again.
+    if guess - lo <= hi - guess:
+        seen = data.count(b"\n", lo, guess)
+    else:
+        seen = total - data.count(b"\n", guess, hi)
     if seen < n:
         at = guess - 1
         for _ in range(n - seen):
