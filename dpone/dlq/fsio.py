@@ -46,16 +46,19 @@ def check_identifier(value: object, kind: str) -> str:
     """
     if is_identifier(value):
         return value
+    fixes = (f"pass the {kind} as dpone printed it (dpone ops dlq summary lists the run ids)",)
     if isinstance(value, str) and (
         "/" in value or "\\" in value or value.startswith(".") or "\x00" in value
     ):
         raise DlqPathEscape(
             f"the {kind} would leave its folder in the DLQ store; identifiers are "
-            "[A-Za-z0-9._-], 1 to 128 characters, not starting with '.'"
+            "[A-Za-z0-9._-], 1 to 128 characters, not starting with '.'",
+            fixes=fixes,
         )
     raise DlqInvalidIdentifier(
         f"the {kind} is not a safe identifier: [A-Za-z0-9._-], 1 to 128 characters, "
-        "not starting with '.'"
+        "not starting with '.'",
+        fixes=fixes,
     )
 
 

@@ -64,6 +64,12 @@ def test_verify_usage_errors(root: Path) -> None:
     result = CliRunner().invoke(dlq_group, ["verify", "--dir", str(root), "--run-id", "../x"])
     assert result.exit_code == 1
     assert "DPONE_DLQ_PATH_ESCAPE" in result.output
+    for run_id, code in (("nope/../x", "DPONE_DLQ_PATH_ESCAPE"), ("a b", "DPONE_DLQ_INVALID_ID")):
+        args = ["summary", "--dir", str(root), "--run-id", run_id, "--format", "json"]
+        doc = json.loads(CliRunner().invoke(dlq_group, args).output)
+        assert doc["code"] == code
+        assert any("dpone ops dlq summary" in fix for fix in doc["fixes"])
+        assert run_id not in doc["message"]  # the message never repeats the value
 
 
 def test_summary_markdown_and_json(store: DlqStore, root: Path) -> None:
