@@ -498,3 +498,27 @@ def test_the_nth_line_break_is_found_from_either_side_of_the_guess(
     n = data.draw(st.integers(min_value=1, max_value=total))
     breaks = [lo + i for i, byte in enumerate(body) if byte == 0x0A]
     assert _nth_newline(buf, n, total, lo, hi) == breaks[n - 1]
+
+
+@pytest.mark.parametrize(
+    ("data", "options", "line"),
+    [
+        (b"id,na\xffme\n1,a\n", {}, 1),
+        (b"\n\r\nid,na\xffme\n1,a\n", {}, 3),  # blank lines before the header are skipped
+        (b"id,na\xe9me\n1,a\n", {"encoding": "utf-8"}, 1),  # a Latin-1 name in a UTF-8 file
+    ],
+)
+def test_a_header_that_is_not_text_is_a_decode_error_at_its_line(
+    tmp_path: Path, data: bytes, options: dict[str, object], line: int
+) -> None:
+    (tmp_path / "d.csv").write_bytes(data)
+    with pytest.raises(SourceDecodeError) as caught:
+        list(csv_source(tmp_path, "d.csv", **options).chunks(10))
+    assert (caught.value.code, caught.value.line) == ("DPONE_SOURCE_DECODE_FAILED", line)
+    assert "na" not in caught.value.message  # the header's text is not repeated
+
+
+def test_a_latin1_header_decodes_under_its_encoding(tmp_path: Path) -> None:
+    (tmp_path / "d.csv").write_bytes(b"id,na\xefve\n1,a\n")
+    (chunk,) = list(csv_source(tmp_path, "d.csv", encoding="latin-1").chunks(10))
+    assert chunk.batch.schema.names == ["id", "naïve"]

@@ -587,6 +587,11 @@ class _CsvReader:
         end = data.find(b"\n")
         first = data if end < 0 else data[: end + 1]
         try:
+            if self.opts.header:
+                # Column names are text: Arrow would hand back bytes that are not UTF-8 as an
+                # unexpected UnicodeDecodeError from Schema.names (a transcoded file's bytes
+                # that do not decode survive into here as themselves).
+                bytes(first).decode("utf-8")
             table = pacsv.read_csv(
                 io.BytesIO(first),
                 read_options=pacsv.ReadOptions(
@@ -594,11 +599,11 @@ class _CsvReader:
                 ),
                 parse_options=self.parse_options,
             )
-        except pa.ArrowInvalid:
+        except (pa.ArrowInvalid, UnicodeDecodeError):
             raise SourceDecodeError(
-                f"{self.partition}: line 1 is not a CSV header row",
+                f"{self.partition}: line {line} is not a CSV header row",
                 path=self.partition,
-                line=1,
+                line=line,
                 fixes=("fix the header line (one name per column, valid text)",),
             ) from None
         self.names = list(table.schema.names)
