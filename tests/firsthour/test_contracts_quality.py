@@ -9,11 +9,9 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +23,7 @@ from click.testing import CliRunner
 from dpone.cli.main import cli
 from dpone.published import schema_errors
 from tests.support.paths import EXAMPLES
-from tests.support.processes import CliRun
+from tests.support.processes import CliRun, free_port, listening, wait_until
 
 PG_URL_VARIABLE = "DPONE_PG_URL"
 
@@ -329,9 +327,7 @@ def demo_api(manifest: Path) -> Iterator[dict[str, str]]:
     if not server.exists():
         yield {}
         return
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     text = manifest.read_text()
     manifest.write_text(text.replace("127.0.0.1:8765", f"127.0.0.1:{port}"))
     env = {"DEMO_API_TOKEN": "example-token"}
@@ -342,11 +338,7 @@ def demo_api(manifest: Path) -> Iterator[dict[str, str]]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        for _ in range(200):  # until it listens (at most 20 s)
-            with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.1)
+        wait_until(listening(port), "the example's demo API", process=proc)
         yield env
     finally:
         proc.terminate()

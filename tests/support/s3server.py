@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
+
+from tests.support.processes import free_port
 
 REGION = "us-east-1"
 
@@ -64,13 +65,6 @@ class S3Server:
         return body
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[S3Server]:
     import boto3
@@ -81,7 +75,7 @@ def s3_server() -> Iterator[S3Server]:
     # No SDK may ever fall back to the EC2 instance metadata address (not this machine).
     os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    port = _free_port()
+    port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     endpoint = f"http://127.0.0.1:{port}"

@@ -10,7 +10,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import pytest
 import yaml
 
 from dpone import api
+from tests.support.processes import wait_until
 
 #: The ``runtime`` keys of a run that starts (and closes) a LocalCluster of 2 worker processes.
 OWN_CLUSTER = {"dask": {"n_workers": 2}}
@@ -51,9 +51,7 @@ def external_cluster(tmp_path: Path) -> Iterator[str]:
         )
     ]  # fmt: skip
     try:
-        while not scheduler_file.exists():
-            assert procs[0].poll() is None, "the scheduler exited"
-            time.sleep(0.2)
+        wait_until(scheduler_file.exists, "dask scheduler", process=procs[0])
         for _ in range(2):
             procs.append(
                 subprocess.Popen(
