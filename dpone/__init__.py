@@ -13,10 +13,10 @@ neither pyarrow nor duckdb nor dlt: an orchestrator can import it at DAG parse t
 
 from __future__ import annotations
 
-from importlib import metadata
 from typing import TYPE_CHECKING
 
 from dpone._lazy import exports
+from dpone._version import __version__
 from dpone.errors import ConfigError, DponeError, ErrorDetail, ManifestError, RunFailed
 
 if TYPE_CHECKING:
@@ -24,11 +24,6 @@ if TYPE_CHECKING:
     from dpone.api import Validation, compile, run, validate
     from dpone.manifest.plan import Plan
     from dpone.runtime.report import RowCounts, RunReport
-
-try:
-    __version__ = metadata.version("dpone")  # the one version: pyproject.toml's
-except metadata.PackageNotFoundError:  # a source tree that was never installed
-    __version__ = "0+unknown"
 
 __getattr__, __dir__ = exports(
     __name__,

@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Any
 
 from dpone.assertions.builtins import BUILTINS
@@ -75,6 +74,10 @@ class PluginError(Exception):
 @functools.cache
 def registry() -> dict[str, AssertionTypeInfo]:
     """Built-ins, then entry points (a third-party name may not shadow a built-in)."""
+    # Imported here: importlib.metadata (and the email parser it brings) costs every command
+    # a hundredth of a second, and only a manifest naming a type that is not built in gets here.
+    from importlib import metadata
+
     found = dict(BUILTIN_TYPES)
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
         if ep.name in BUILTIN_TYPES and ep.value == BUILTIN_TYPES[ep.name].target:
@@ -99,10 +102,12 @@ def registry() -> dict[str, AssertionTypeInfo]:
 
 class Registered(Mapping[str, AssertionTypeInfo]):
     """:func:`registry` read on first use: compiling or running a manifest without
-    assertions never scans the installed distributions' entry points."""
+    assertions, or with built-in ones only, never scans the installed distributions' entry
+    points (a plugin cannot shadow a built-in name)."""
 
     def __getitem__(self, name: str) -> AssertionTypeInfo:
-        return registry()[name]
+        builtin = BUILTIN_TYPES.get(name)
+        return builtin if builtin is not None else registry()[name]
 
     def __iter__(self) -> Iterator[str]:
         return iter(registry())

@@ -17,7 +17,6 @@ import importlib.machinery
 import importlib.util
 import re
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 
 from dpone.assertions.catalog import ENTRY_POINT_GROUP
@@ -52,6 +51,8 @@ def plugin_packages() -> frozenset[str]:
 
     Only the entry point's *value* is read (a string); nothing is imported here.
     """
+    from importlib import metadata  # here: its import is most of a command's start-up
+
     found = set()
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
         dist = ep.dist

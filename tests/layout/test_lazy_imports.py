@@ -41,6 +41,17 @@ def test_compiling_imports_no_io_and_no_runtime() -> None:
     assert sorted(m for m in loaded if m.startswith(unwanted)) == []
 
 
+def test_built_in_assertions_compile_without_scanning_installed_distributions() -> None:
+    # importlib.metadata (entry points, the email parser) is a tenth of a command's start-up:
+    # only a manifest naming a plugin type or a custom predicate needs it.
+    from tests.support.paths import EXAMPLES
+
+    manifest = EXAMPLES / "orders_csv" / "manifest.yaml"  # built-in assertions, no custom
+    loaded = _loaded_after(f"import dpone\ndpone.compile({str(manifest)!r})")
+    assert "dpone.manifest.plan" in loaded  # the probe compiled
+    assert "importlib.metadata" not in loaded
+
+
 @pytest.mark.parametrize("package", _packages())
 def test_a_package_init_imports_no_heavy_module(package: str) -> None:
     loaded = _loaded_after(f"import {package}")
