@@ -68,6 +68,7 @@ NAME = "orders_e2e"
 CSV = "data/orders.csv"
 REPO = Path(__file__).resolve().parents[1]
 NOT_A_DISK = ("tmpfs", "ramfs", "devtmpfs")
+_GNU_TIME = os.access("/usr/bin/time", os.X_OK)  # for the RSS column only
 CHECKSUM_SQL = (
     "SELECT count(*), sum(id), sum(amount), sum(quantity), sum(epoch_us(updated_at)), "
     "count(*) FILTER (WHERE is_gift), round(sum(discount), 2), count(discount), count(note) "
@@ -154,8 +155,14 @@ class Pinned:
 
     def run(self, argv: list[str], tag: str) -> tuple[float, float, float, int, float]:
         """(wall s, cpu s, peak RSS MB, exit code, epoch s at spawn); stdout and stderr go to
-        ``<tag>.out`` / ``<tag>.err`` in ``base``."""
+        ``<tag>.out`` / ``<tag>.err`` in ``base``.
+
+        The peak RSS is the program's own, as GNU time (a small process the program is forked
+        from) reports it: this process's ``wait4`` would report at least the bench's own peak,
+        which Linux carries across the spawned child's exec. 0 where there is no GNU time."""
         os.sync()  # what the bench left dirty (the CSV, removed runs) is not this run's bill
+        rss_file = self.base / f"{tag}.rss"
+        measure = ["/usr/bin/time", "-f", "%M", "-o", str(rss_file)] if _GNU_TIME else []
         with (
             (self.base / f"{tag}.out").open("wb") as out,
             (self.base / f"{tag}.err").open("wb") as err,
@@ -163,7 +170,7 @@ class Pinned:
             spawned = time.time()
             began = time.perf_counter()
             proc = subprocess.Popen(
-                ["taskset", "-c", str(self.core), *argv],
+                ["taskset", "-c", str(self.core), *measure, *argv],
                 stdout=out,
                 stderr=err,
                 cwd=self.base,
@@ -172,8 +179,12 @@ class Pinned:
             _, status, usage = os.wait4(proc.pid, 0)
             took = time.perf_counter() - began
         proc.returncode = os.waitstatus_to_exitcode(status)
-        cpu = usage.ru_utime + usage.ru_stime
-        return took, cpu, usage.ru_maxrss / 1024, proc.returncode, spawned
+        cpu = usage.ru_utime + usage.ru_stime  # GNU time's and the program's it reaped
+        rss_mb = 0.0
+        if _GNU_TIME:
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                rss_mb = int(rss_file.read_text(encoding="utf-8").split()[-1]) / 1024
+        return took, cpu, rss_mb, proc.returncode, spawned
 
     def output(self, tag: str) -> tuple[str, str]:
         return (

@@ -53,7 +53,6 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
     """Run ``plan`` once. Returns the report; failures are in it (``exit_code`` != 0)."""
     options = options or RunOptions()
     ctx = RunContext.start(plan, options)
-    log.info("run.start", pipeline=plan.name, run_id=ctx.run_id)
     # Preflight: secrets, connectors, stores, predicates. A problem here is exit 2 and
     # nothing is read.
     parts = wire(
@@ -61,6 +60,9 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
     )
     engine = parts.assertion_engine()
     parts.journal.lock()
+    # Logged once the run is this process's: a refused preflight or a locked pipeline logs
+    # no run.start (and so no run without a run.finished or run.failed).
+    log.info("run.start", pipeline=plan.name, run_id=ctx.run_id)
     if ctx.owns_watch:
         ctx.interrupts.start()
     try:

@@ -201,3 +201,4 @@ def test_an_unset_variable_is_a_configuration_error(tmp_path: Path, httpserver: 
     assert "API_TOKEN" in doc["message"]
     assert not (tmp_path / ".dpone" / "evidence").exists()
     assert httpserver.log == []
+    assert "run.start" not in result.stderr  # no run began
