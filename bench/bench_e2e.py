@@ -76,7 +76,7 @@ CHECKSUM_SQL = (
 )
 #: dpone's stages, from the timestamps of its log events: (label, event that ends the stage).
 STAGES = (
-    ("start: interpreter, imports, compile", "run.start"),
+    ("start: interpreter, imports, compile, preflight, lock", "run.start"),
     ("stream: read, enforce, stage, DLQ", "dlq.run.closed"),
     ("evidence built, sink commit, published", "evidence.written"),
     ("state, journal", "run.finished"),
