@@ -74,8 +74,8 @@ class PluginError(Exception):
 @functools.cache
 def registry() -> dict[str, AssertionTypeInfo]:
     """Built-ins, then entry points (a third-party name may not shadow a built-in)."""
-    # Imported here: importlib.metadata (and the email parser it brings) costs every command
-    # a hundredth of a second, and only a manifest naming a type that is not built in gets here.
+    # Imported here: importlib.metadata (and the email parser it brings) costs about 10 ms,
+    # and only a manifest naming a type that is not built in gets here.
     from importlib import metadata
 
     found = dict(BUILTIN_TYPES)

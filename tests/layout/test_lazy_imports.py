@@ -42,7 +42,7 @@ def test_compiling_imports_no_io_and_no_runtime() -> None:
 
 
 def test_built_in_assertions_compile_without_scanning_installed_distributions() -> None:
-    # importlib.metadata (entry points, the email parser) is a tenth of a command's start-up:
+    # importlib.metadata (entry points, the email parser) costs about 10 ms of start-up:
     # only a manifest naming a plugin type or a custom predicate needs it.
     from tests.support.paths import EXAMPLES
 
