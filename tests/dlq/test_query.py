@@ -7,6 +7,7 @@ from pathlib import Path
 import duckdb
 
 from dpone.contracts.reasons import ReasonCode
+from dpone.dlq.refs import parse_ref
 from dpone.dlq.store import DlqStore
 from dpone.ops.summary import summarize
 from tests.support.dlqrows import rows
@@ -14,13 +15,14 @@ from tests.support.dlqrows import rows
 DOC = Path(__file__).parents[2] / "docs" / "dlq.md"
 
 
-def _documented_query(root: Path) -> str:
-    """The first SQL block of docs/dlq.md, pointed at ``root`` instead of .dpone/dlq."""
+def _documented_query(root: Path, which: int = 0) -> str:
+    """The ``which``-th query of docs/dlq.md's first SQL block, pointed at ``root`` instead
+    of .dpone/dlq."""
     text = DOC.read_text()
     block = text.split("```sql\n", 1)[1].split("```", 1)[0]
-    first = block.split(";", 1)[0]
-    assert "read_json('.dpone/dlq/runs/*/segments/*.jsonl'" in first
-    return first.replace(".dpone/dlq", str(root))
+    query = block.split(";")[which]
+    assert "read_json('.dpone/dlq/runs/*/segments/*.jsonl'" in query
+    return query.replace(".dpone/dlq", str(root))
 
 
 def test_the_documented_duckdb_query_counts_every_record(store: DlqStore, root: Path) -> None:
@@ -36,6 +38,21 @@ def test_the_documented_duckdb_query_counts_every_record(store: DlqStore, root: 
     ]
     summary = summarize(store)
     assert summary.record_count == sum(n for _, _, n in found)
+
+
+def test_the_documented_row_query_names_the_rows_the_refs_name(
+    store: DlqStore, root: Path
+) -> None:
+    writer = store.open_run("run-1", "load-1")
+    ids = writer.write_chunk(rows(3, start=7))
+    writer.close()
+    query = _documented_query(root, 1).replace("'01J…'", "'run-1'")
+    found = duckdb.sql(query).fetchall()
+    assert [(r[0], r[1], r[2]) for r in found] == [
+        (record_id, "data/orders.csv", row) for record_id, row in zip(sorted(ids), (7, 8, 9))
+    ]
+    refs = {r.record_id: parse_ref(r.record_ref) for r in store.iter_records("run-1")}
+    assert [getattr(refs[record_id], "row", None) for record_id, *_ in found] == [7, 8, 9]
 
 
 def test_a_segment_holds_one_record_per_line_in_id_order(store: DlqStore, root: Path) -> None:
