@@ -172,6 +172,21 @@ def render_plan(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+#: What a row still rejected by replay needs, by the reason's category (the report's reader
+#: has just changed the manifest and wants to know why that was not enough).
+_STILL_REJECTED_HINTS = {
+    "schema": "the contract of the manifest given to --execute still refuses the value: "
+    "change its column type, nullability or evolution, then replay again",
+    "sink": "the target table cannot hold the value as it is (a narrower column than the "
+    "contract's type would round or cut it, or the row lacks a merge key): widen the "
+    "table's column or bring the contract back in line with it, then replay again",
+    "quality": "an assertion of the manifest still fails for the row (unique_columns: its "
+    "key is in the target already); it stays pending unless the assertion changes",
+    "source": "the source line still does not decode: the file would have to change, and a "
+    "changed file is refused (its SHA-256); load a corrected copy as a new run instead",
+}
+
+
 def render_result(doc: dict[str, Any]) -> str:
     counts = doc["counts"]
     lines = [
@@ -199,6 +214,12 @@ def render_result(doc: dict[str, Any]) -> str:
             f"{_code(i['column']) if i['column'] else '-'} |"
             for i in shown
         ]
+        categories = sorted({code.split(".", 1)[0] for code in doc["still_rejected_by_reason"]})
+        hints = [
+            f"- {c}.*: {_STILL_REJECTED_HINTS[c]}" for c in categories if c in _STILL_REJECTED_HINTS
+        ]
+        if hints:
+            lines += ["", "What to do:", *hints]
         lines.append("")
     return "\n".join(lines)
 

@@ -107,6 +107,14 @@ def apply_cmd(plan_file: Path, directory: Path | None, fmt: str) -> None:
     run_command("json" if fmt == "json" else "text", body)
 
 
+def _looks_ahead(now: str) -> bool:
+    """Whether a plan's ``now`` (--now) is later than this moment."""
+    from dpone.clock import utc_now
+    from dpone.dlq.model import parse_timestamp
+
+    return parse_timestamp(now) > utc_now()
+
+
 def render_plan(doc: dict[str, Any], output: Path | None) -> str:
     totals = doc["totals"]
     protected = totals["protected"]
@@ -145,6 +153,12 @@ def render_plan(doc: dict[str, Any], output: Path | None) -> str:
                 f"{p['unexpired']} | {p['pending_replay']} |"
             )
         lines.append("")
+    if _looks_ahead(doc["now"]):
+        lines += [
+            "This plan looks ahead: its `now` has not come yet, and `apply` refuses such a plan "
+            "(it would expire records early) until that time has passed.",
+            "",
+        ]
     if output is not None:
         lines += [f"Written to {output}; apply it with `dpone ops retention apply {output}`.", ""]
     else:

@@ -40,16 +40,15 @@ def test_the_documented_duckdb_query_counts_every_record(store: DlqStore, root: 
     assert summary.record_count == sum(n for _, _, n in found)
 
 
-def test_the_documented_row_query_names_the_rows_the_refs_name(
-    store: DlqStore, root: Path
-) -> None:
+def test_the_documented_row_query_names_the_rows_the_refs_name(store: DlqStore, root: Path) -> None:
     writer = store.open_run("run-1", "load-1")
     ids = writer.write_chunk(rows(3, start=7))
     writer.close()
     query = _documented_query(root, 1).replace("'01J…'", "'run-1'")
     found = duckdb.sql(query).fetchall()
     assert [(r[0], r[1], r[2]) for r in found] == [
-        (record_id, "data/orders.csv", row) for record_id, row in zip(sorted(ids), (7, 8, 9))
+        (record_id, "data/orders.csv", row)
+        for record_id, row in zip(sorted(ids), (7, 8, 9), strict=True)
     ]
     refs = {r.record_id: parse_ref(r.record_ref) for r in store.iter_records("run-1")}
     assert [getattr(refs[record_id], "row", None) for record_id, *_ in found] == [7, 8, 9]

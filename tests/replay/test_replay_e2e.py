@@ -267,6 +267,7 @@ def test_a_value_the_target_cannot_hold_stays_pending(duck: Pipeline) -> None:
     doc = duck.execute(run_id).doc
 
     assert "sink.row_rejected" in result.stdout
+    assert "widen the table's column" in result.stdout  # what to do about it
     assert doc["counts"]["applied"] == 0
     assert doc["still_rejected_by_reason"] == {
         "schema.type_mismatch": 1,

@@ -396,11 +396,12 @@ def test_a_plan_whose_now_is_in_the_future_is_refused(
     assert apply_retention(store, early).deleted == 2
 
     out = tmp_path / "far.json"
-    code, _ = cli_run(
+    code, shown = cli_run(
         "ops", "retention", "plan", "--dir", str(store.root), "--now", "2099-01-01T00:00:00Z",
         "--include-unacknowledged", "--output", str(out),
     )  # fmt: skip
     assert code == 0
+    assert "This plan looks ahead" in shown  # said before apply refuses it
     code, text = cli_run("ops", "retention", "apply", str(out), "--format", "json")
     assert code == 2
     assert json.loads(text)["code"] == "DPONE_DLQ_RETENTION_PLAN_INVALID"
