@@ -162,6 +162,7 @@ def test_a_second_concurrent_run_is_refused(project: Project) -> None:
     assert schema_errors(doc, "dpone.error.v1") == []
     assert doc["code"] == "DPONE_PIPELINE_LOCKED"
     assert "Traceback" not in result.stdout + result.stderr
+    assert "run.start" not in result.stderr  # the refused run never began
     assert project.rows() is None
     assert project.state_bytes() is None
     assert not (project.work_dir / "evidence").exists()
