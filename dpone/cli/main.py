@@ -44,6 +44,11 @@ ops.add_command(retention_group)
 from dpone.cli.ops_gate import release_gate_cmd  # noqa: E402
 
 ops.add_command(release_gate_cmd)
+from dpone.cli.ops_report import report_cmd  # noqa: E402
+from dpone.cli.pipeline_cmds import pipeline_group  # noqa: E402
+
+ops.add_command(report_cmd)
+cli.add_command(pipeline_group)
 
 
 def main() -> None:
