@@ -25,7 +25,9 @@ def read_png(path: Path) -> tuple[int, int, int, bytes]:
         pos += 12 + length
         if kind == b"IHDR":
             width, height, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", body)
-            assert depth == 8 and colour in (2, 6) and interlace == 0, "unsupported PNG"
+            assert depth == 8, "unsupported PNG bit depth"
+            assert colour in (2, 6), "unsupported PNG colour type"
+            assert interlace == 0, "unsupported interlaced PNG"
             channels = 3 if colour == 2 else 4
         elif kind == b"IDAT":
             idat += body
