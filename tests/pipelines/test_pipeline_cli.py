@@ -4,7 +4,9 @@ and nothing changes without a confirmation."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ from click.testing import CliRunner
 
 from dpone.canonical import with_checksum
 from dpone.cli.main import cli
-from tests.support.processes import CliRun, dpone_subprocess
+from tests.support.processes import CliRun, dpone_killed_at, dpone_subprocess
 from tests.support.project import PIPELINE, Project, good, make_project, ts
 
 
@@ -284,3 +286,68 @@ def test_drop_table_on_postgres_empties_the_table_and_reloads_once(
     assert project.rows() == []
     assert project.run()["exit_code"] == 0
     assert [r[0] for r in project.rows() or []] == [1, 2, 3, 5, 6]
+
+
+@pytest.mark.parametrize("kind", ["filesystem"])
+def test_drop_table_through_the_filesystem_sink(
+    request: pytest.FixtureRequest, tmp_path: Path, kind: str
+) -> None:
+    project = make_project(request, tmp_path, kind)
+    project.write_manifest(incremental=True)
+    two_runs(project)
+    manifest = ["--manifest", str(project.manifest_path)]
+
+    reset = dpone(project, "pipeline", "reset", PIPELINE, *manifest, "--drop-table", "--yes")
+
+    assert reset.exit_code == 0, reset.stdout
+    assert project.committed_files() == []
+    assert project.run()["exit_code"] == 0
+    assert [r[0] for r in project.rows() or []] == [1, 2, 3, 5, 6]
+
+
+def test_drop_table_is_refused_for_a_dlt_sink(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    project = make_project(request, tmp_path, "dlt_duckdb")
+    project.write_manifest(incremental=True)
+    project.write_csv("a.csv", [good(1), good(2)])
+    assert project.run()["exit_code"] == 0
+    before = project.state_bytes()
+    manifest = ["--manifest", str(project.manifest_path)]
+
+    refused = dpone(project, "pipeline", "reset", PIPELINE, *manifest, "--drop-table", "--yes")
+
+    assert refused.exit_code == 2
+    assert refused.doc["code"] == "DPONE_PIPELINE_DROP_TABLE_UNSUPPORTED"
+    assert project.state_bytes() == before
+
+
+def test_no_change_while_a_run_holds_the_pipeline_or_died_midway(project: Project) -> None:
+    project.write_manifest(mode="merge", unique_key=["id"], incremental=True)
+    two_runs(project)
+    before = project.state_bytes()
+    lock = project.work_dir / "runs" / f"{PIPELINE}.lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # a run of the pipeline in progress
+        busy = dpone(project, "pipeline", "reset", PIPELINE, *where(project), "--yes")
+    finally:
+        os.close(fd)
+    assert busy.exit_code == 1
+    assert busy.doc["code"] == "DPONE_PIPELINE_LOCKED"
+    assert project.state_bytes() == before
+
+    project.write_csv("c.csv", [good(7)])
+    dpone_killed_at(
+        "after_sink_commit",
+        ["run", str(project.manifest_path)],
+        cwd=project.root,
+        env=project.env,
+    )
+    for command in ("reset", "drop"):
+        refused = dpone(project, "pipeline", command, PIPELINE, *where(project), "--yes")
+        assert refused.exit_code == 2
+        assert refused.doc["code"] == "DPONE_PIPELINE_RUN_UNFINISHED"
+    assert project.state_bytes() == before
+    info = dpone(project, "pipeline", "info", PIPELINE, *where(project), fmt="text")
+    assert "died midway: the next run recovers it" in info.stdout
