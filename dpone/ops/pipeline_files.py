@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from dpone import signing
 from dpone.canonical import verify_checksum
 from dpone.errors import UsageError
 from dpone.ids import is_identifier
@@ -209,6 +210,10 @@ def _evidence(path: Path, pipeline: str, run_id: str) -> dict[str, Any] | None:
         raise Unreadable(f"is not a valid {EVIDENCE_SCHEMA}")
     if not verify_checksum(doc):
         raise Unreadable("does not match its checksum")
+    # A present signature is checked when a key is configured, as the release gate does.
+    signed = signing.problem(doc, signing.keyring(), require=False, what="it")
+    if signed is not None:
+        raise Unreadable(f"has a signature that does not hold ({signed[0]})")
     if doc["pipeline"] != pipeline or doc["run_id"] != run_id:
         raise Unreadable("names another pipeline or run than its folder")
     return doc

@@ -298,8 +298,12 @@ def read_dlq_runs(dirs: PipelineDirs, name: str) -> tuple[DlqRunView, ...]:
     if not (root / RUNS_DIR).is_dir():
         return ()
     store = DlqStore(root)
+    try:
+        run_ids = store.run_ids()
+    except DponeError as err:  # runs/ itself is not a plain folder: no run can be trusted
+        return (DlqRunView("(the store)", "unreadable", 0, 0, code=err.code),)
     views = []
-    for run_id in store.run_ids():
+    for run_id in run_ids:
         try:
             index = store.read_index(run_id)
         except DponeError as err:

@@ -102,7 +102,7 @@ class OpsReport:
 
 def build_report(dirs: PipelineDirs, now: datetime) -> OpsReport:
     pipelines = tuple(pipeline_info(n, dirs, limit=None) for n in dirs.names())
-    gates = tuple(_gates(dirs.work_dir))
+    gates = tuple(_gates(dirs.work_dir, dirs.dlq_dir))
     retention = _retention(dirs.dlq_dir, now)
     page = render(os.fspath(dirs.work_dir), pipelines, gates, retention)
     return OpsReport(os.fspath(dirs.work_dir), pipelines, gates, retention, page)
@@ -111,7 +111,9 @@ def build_report(dirs: PipelineDirs, now: datetime) -> OpsReport:
 # --- reading ------------------------------------------------------------------------------------
 
 
-def _gate_files(folder: Path, depth: int) -> Iterator[Path]:
+def _gate_files(folder: Path, depth: int, skip: Path) -> Iterator[Path]:
+    """``release_gate.json`` files under ``folder``, links not followed, ``skip`` (the DLQ
+    root: thousands of segment folders, never a gate report) left out."""
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except OSError:
@@ -119,12 +121,12 @@ def _gate_files(folder: Path, depth: int) -> Iterator[Path]:
     for entry in entries:
         if entry.name == GATE_FILE and entry.is_file(follow_symlinks=False):
             yield Path(entry.path)
-        elif depth > 0 and entry.is_dir(follow_symlinks=False):
-            yield from _gate_files(Path(entry.path), depth - 1)
+        elif depth > 0 and entry.is_dir(follow_symlinks=False) and Path(entry.path) != skip:
+            yield from _gate_files(Path(entry.path), depth - 1, skip)
 
 
-def _gates(work_dir: Path) -> Iterator[GateVerdict]:
-    for path in _gate_files(work_dir, GATE_DEPTH):
+def _gates(work_dir: Path, dlq_dir: Path) -> Iterator[GateVerdict]:
+    for path in _gate_files(work_dir, GATE_DEPTH, dlq_dir):
         shown = os.path.relpath(path, work_dir)
         try:
             data = read_plain(path, MAX_GATE_BYTES)

@@ -74,6 +74,25 @@ def test_the_page_holds_the_numbers_of_the_runs_and_nothing_external(
     project: Project, tmp_path: Path
 ) -> None:
     runs = three_runs(project)
+    bundles = [str(project.evidence_path(str(r["run_id"]))) for r in runs]
+    for folder, extra in (("gate_pass", []), ("gate_blocked", ["--max-quarantine-ratio", "0"])):
+        gate = CliRunner().invoke(
+            cli,
+            [
+                "ops",
+                "release-gate",
+                *bundles,
+                "--root",
+                str(project.root),
+                *extra,
+                "--output",
+                str(project.work_dir / folder),
+            ],
+        )
+        assert gate.exit_code in (0, 1), gate.stdout
+    planted = project.work_dir / "gate_planted"
+    planted.mkdir()
+    (planted / "release_gate.json").write_text('{"decision": "pass"}')
     output = tmp_path / "report.html"
 
     written = report(project, output, "--format", "json")
@@ -102,6 +121,12 @@ def test_the_page_holds_the_numbers_of_the_runs_and_nothing_external(
         size = sum(p.stat().st_size for p in (dlq / "segments").iterdir())
         assert f'<td class="n">{size:,}</td>' in page
     assert "would delete 0 record(s)" in page
+    assert [(g["path"], g["decision"], g["bundles"]) for g in written.doc["gates"]] == [
+        ("gate_blocked/release_gate.json", "blocked", 3),
+        ("gate_pass/release_gate.json", "pass", 3),
+        ("gate_planted/release_gate.json", "unverified", 0),
+    ]
+    assert "<td>gate_blocked/release_gate.json</td><td>blocked</td>" in page
     assert "table_created" in page
     # Self-contained, and no value of any row.
     assets = _Assets()
@@ -110,6 +135,21 @@ def test_the_page_holds_the_numbers_of_the_runs_and_nothing_external(
     for external in ("http://", "https://", "url(", "@import", "<script"):
         assert external not in page, external
     assert CANARY not in page
+
+
+def test_a_missing_work_dir_or_a_bad_now_is_a_usage_error(project: Project, tmp_path: Path) -> None:
+    project.work_dir.mkdir()
+    missing = report(project, tmp_path / "r.html", "--format", "json")
+    project.work_dir.rmdir()
+    assert missing.exit_code == 0
+    bad = report(project, tmp_path / "r.html", "--now", "yesterday", "--format", "json")
+    assert bad.exit_code == 2
+    assert bad.doc["code"] == "DPONE_WORK_DIR_NOT_FOUND"
+    project.work_dir.mkdir()
+    bad = report(project, tmp_path / "r2.html", "--now", "yesterday", "--format", "json")
+    assert bad.exit_code == 2
+    assert bad.doc["code"] == "DPONE_USAGE"
+    assert not (tmp_path / "r2.html").exists()
 
 
 def test_every_name_is_escaped() -> None:
