@@ -7,6 +7,9 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import pty
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -351,3 +354,41 @@ def test_no_change_while_a_run_holds_the_pipeline_or_died_midway(project: Projec
     assert project.state_bytes() == before
     info = dpone(project, "pipeline", "info", PIPELINE, *where(project), fmt="text")
     assert "died midway: the next run recovers it" in info.stdout
+
+
+def _on_a_terminal(project: Project, answer: bytes, *args: str) -> tuple[int, str]:
+    """``python -m dpone ARGS`` with a pseudo-terminal as stdin, answering ``answer``."""
+    controller, terminal = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dpone", *args],
+            stdin=terminal,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=project.root,
+            env={k: v for k, v in os.environ.items() if not k.startswith("DPONE_")},
+        )
+        os.write(controller, answer)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        os.close(controller)
+        os.close(terminal)
+    return proc.returncode, out.decode() + err.decode()
+
+
+def test_on_a_terminal_the_change_is_asked_for(project: Project) -> None:
+    project.write_manifest(mode="merge", unique_key=["id"], incremental=True)
+    two_runs(project)
+    before = project.state_bytes()
+    args = ("pipeline", "reset", PIPELINE, *where(project))
+
+    declined, said = _on_a_terminal(project, b"n\n", *args)
+
+    assert declined == 2
+    assert "reset pipeline orders_rt: forget the state. Go on?" in said
+    assert "DPONE_CANCELLED" in said
+    assert project.state_bytes() == before
+    accepted, said = _on_a_terminal(project, b"y\n", *args)
+    assert accepted == 0, said
+    assert "forgot the state of orders_rt" in said
+    assert not project.state_path.exists()
