@@ -3,11 +3,12 @@
 Forgetting the state makes the next run read the source from its start again. Into a
 ``merge`` or ``replace`` table that loads nothing twice (rows replace their own key, or the
 whole table); into an ``append`` table every row would land a second time. So a reset is
-allowed only when the strategy is known to be merge or replace: the one the last committed
-run recorded in its evidence (``sink.mode``) and, given a manifest, the one the next run will
-use. When neither says, it is refused: dpone does not guess. ``drop_table`` empties the sink
-table first, through the sink connector (an empty ``replace`` load, with its own load marker),
-so the reload starts from nothing: for duckdb, postgres and filesystem sinks only.
+allowed only when the strategy is known to be merge or replace: given a manifest, the one
+the next run will use; else the one the last committed run recorded in its evidence
+(``sink.mode``). When neither says, it is refused: dpone does not guess. ``drop_table``
+empties the sink table first, through the sink connector (an empty ``replace`` load, with its
+own load marker), so the reload starts from nothing: for duckdb, postgres and filesystem sinks
+only.
 
 Every change runs under the pipeline's lock (no run of it may be in progress) and is refused
 while the journal says a run died midway: the next run finishes or rolls that one back from
@@ -136,8 +137,9 @@ def decide_reset(name: str, dirs: PipelineDirs, *, drop_table: bool = False) -> 
                 ),
             )
     else:
-        modes = [m for m in (recorded, manifest_mode) if m is not None]
-        if not modes:
+        # The manifest's strategy is the next run's; without it, the last committed run's.
+        mode = manifest_mode if manifest_mode is not None else recorded
+        if mode is None:
             raise ResetRefused(
                 f"no readable evidence of '{name}' records its sink strategy, so a reset "
                 "could load every row a second time",
@@ -146,10 +148,9 @@ def decide_reset(name: str, dirs: PipelineDirs, *, drop_table: bool = False) -> 
                     "the table with it: --manifest M --drop-table",
                 ),
             )
-        unsafe = sorted({m for m in modes if m not in SAFE_MODES})
-        if unsafe:
+        if mode not in SAFE_MODES:
             raise ResetRefused(
-                f"'{name}' loads with strategy {unsafe[0]}: after a reset the next run would "
+                f"'{name}' loads with strategy {mode}: after a reset the next run would "
                 "load every row of the source a second time",
                 fixes=(
                     f"dpone pipeline reset {name} --manifest M --drop-table (empties the table, "

@@ -392,3 +392,37 @@ def test_on_a_terminal_the_change_is_asked_for(project: Project) -> None:
     assert accepted == 0, said
     assert "forgot the state of orders_rt" in said
     assert not project.state_path.exists()
+
+
+def test_the_strategy_comes_from_the_manifest_else_the_evidence_never_a_guess(
+    project: Project,
+) -> None:
+    project.write_manifest(mode="merge", unique_key=["id"], incremental=True)
+    first, second = two_runs(project)
+    before = project.state_bytes()
+    # The manifest now appends: its next run would load the source twice.
+    project.write_manifest(incremental=True)
+    manifest = ["--manifest", str(project.manifest_path)]
+    refused = dpone(project, "pipeline", "reset", PIPELINE, *manifest, "--yes")
+    assert refused.exit_code == 2
+    assert refused.doc["code"] == "DPONE_PIPELINE_RESET_REFUSED"
+    assert project.state_bytes() == before
+    # Evidence that does not record the strategy: refused without a manifest.
+    for run in (first, second):
+        path = project.evidence_path(str(run["run_id"]))
+        doc = json.loads(path.read_bytes())
+        del doc["sha256"]
+        del doc["sink"]["mode"]
+        path.write_text(json.dumps(with_checksum(doc)))
+    unknown = dpone(project, "pipeline", "reset", PIPELINE, *where(project), "--yes")
+    assert unknown.exit_code == 2
+    assert unknown.doc["code"] == "DPONE_PIPELINE_RESET_REFUSED"
+    assert "records its sink strategy" in unknown.doc["message"]
+    assert project.state_bytes() == before
+    # A manifest that merges says what the next run does.
+    project.write_manifest(mode="merge", unique_key=["id"], incremental=True)
+    allowed = dpone(project, "pipeline", "reset", PIPELINE, *manifest, "--yes")
+    assert allowed.exit_code == 0, allowed.stdout
+    assert allowed.doc["manifest_mode"] == "merge"
+    assert allowed.doc["recorded_mode"] is None
+    assert not project.state_path.exists()
