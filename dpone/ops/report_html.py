@@ -190,7 +190,8 @@ body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px au
 max-width:1100px;color:#1b1f24;background:#fff;padding:0 16px}
 h1{font-size:22px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #d0d7de}
 h3{font-size:15px}table{border-collapse:collapse;margin:8px 0 16px}
-th,td{border:1px solid #d0d7de;padding:3px 8px;text-align:left}td.n{text-align:right}
+th,td{border:1px solid #d0d7de;padding:3px 8px;text-align:left;white-space:nowrap}
+td.n{text-align:right}.scroll{overflow-x:auto}svg{max-width:100%;height:auto}
 th{background:#f6f8fa}svg{display:block;margin:8px 0;font-size:11px}svg text{fill:#1b1f24}
 .grid{stroke:#d0d7de}.pass{color:#1a7f37}.blocked,.failed{color:#cf222e}.muted{color:#57606a}
 """
@@ -221,9 +222,14 @@ def render(
     )
 
 
+def _when(moment: str) -> str:
+    """An ISO-8601 UTC time to the second, for a table cell."""
+    return moment[:19].replace("T", " ") + (" UTC" if moment.endswith("Z") else "")
+
+
 def _table(head: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     cells = "".join(f"<th>{esc(h)}</th>" for h in head)
-    out = [f"<table><thead><tr>{cells}</tr></thead><tbody>"]
+    out = [f'<div class="scroll"><table><thead><tr>{cells}</tr></thead><tbody>']
     for row in rows:
         tds = "".join(
             f'<td class="n">{v:,}</td>'
@@ -232,7 +238,7 @@ def _table(head: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
             for v in row
         )
         out.append(f"<tr>{tds}</tr>")
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
     return "".join(out)
 
 
@@ -252,7 +258,8 @@ def _pipeline(info: PipelineInfo) -> list[str]:
         + "</p>",
     ]
     if runs:
-        labels = [r.run_id for r in runs]
+        # The axis says when (UTC, to the minute); the table below names each run.
+        labels = [f"{r.started_at[5:10]} {r.started_at[11:19]}" for r in runs]
         out.append("<h3>Runs over time</h3>")
         out.append(
             grouped_bars(
@@ -277,7 +284,7 @@ def _pipeline(info: PipelineInfo) -> list[str]:
                 [
                     [
                         r.run_id,
-                        r.started_at,
+                        _when(r.started_at),
                         r.execution_status,
                         r.data_outcome,
                         r.rows["read"],

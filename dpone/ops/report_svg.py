@@ -52,6 +52,7 @@ def grouped_bars(
         )
     groups = max(1, len(labels))
     group_w = plot_w / groups
+    every = _label_step(groups, plot_w)
     bar_w = max(2.0, min(28.0, (group_w - 8) / max(1, len(series))))
     for g, label in enumerate(labels):
         x0 = left + g * group_w + (group_w - bar_w * len(series)) / 2
@@ -64,10 +65,11 @@ def grouped_bars(
                 f'fill="{COLOURS[s % len(COLOURS)]}"><title>{esc(label)}: {esc(name)} '
                 f"{value:,}</title></rect>"
             )
-        parts.append(
-            f'<text x="{left + (g + 0.5) * group_w:.1f}" y="{height - bottom + 16}" '
-            f'text-anchor="middle">{esc(_short(label))}</text>'
-        )
+        if g % every == 0:
+            parts.append(
+                f'<text x="{left + (g + 0.5) * group_w:.1f}" y="{height - bottom + 16}" '
+                f'text-anchor="middle">{esc(_short(label))}</text>'
+            )
     parts.append(_legend([name for name, _ in series], left, height - 12))
     parts.append("</svg>")
     return "".join(parts)
@@ -111,6 +113,7 @@ def bars_with_line(
     line_top = max([1, *line[1]])
     n = max(1, len(labels))
     slot = plot_w / n
+    every = _label_step(n, plot_w)
     parts = [_svg_open(width, height, title)]
     parts.append(
         f'<line x1="{left}" x2="{left + plot_w}" y1="{top_pad + plot_h}" '
@@ -127,9 +130,12 @@ def bars_with_line(
             f'<rect x="{x:.1f}" y="{top_pad + plot_h - h:.1f}" width="{slot * 0.6:.1f}" '
             f'height="{h:.1f}" fill="{COLOURS[0]}"><title>{esc(label)}: {esc(bars[0])} '
             f"{value:,}</title></rect>"
-            f'<text x="{left + (i + 0.5) * slot:.1f}" y="{height - bottom + 16}" '
-            f'text-anchor="middle">{esc(_short(label))}</text>'
         )
+        if i % every == 0:
+            parts.append(
+                f'<text x="{left + (i + 0.5) * slot:.1f}" y="{height - bottom + 16}" '
+                f'text-anchor="middle">{esc(_short(label))}</text>'
+            )
         cy = top_pad + plot_h - plot_h * line[1][i] / line_top
         points.append(f"{left + (i + 0.5) * slot:.1f},{cy:.1f}")
     if points:
@@ -161,8 +167,14 @@ def _legend(names: Sequence[str], x: int, y: int, colours: Sequence[str] = COLOU
     return "".join(parts)
 
 
-def _short(label: str, keep: int = 12) -> str:
-    """A run id shortened for an axis (its end differs between runs; the table has it whole)."""
+def _label_step(count: int, plot_w: float) -> int:
+    """Label every n-th bar group so that axis labels (about 100 px each) never overlap."""
+    return max(1, -(-count * 100 // max(1, int(plot_w))))
+
+
+def _short(label: str, keep: int = 16) -> str:
+    """A label shortened for an axis (a run id's end differs between runs; the tables below
+    the charts have it whole)."""
     return label if len(label) <= keep else "…" + label[-(keep - 1) :]
 
 
