@@ -288,8 +288,13 @@ def read_journal(dirs: PipelineDirs, name: str) -> JournalView:
     return JournalView("ok", phase=entry.phase, run_id=entry.run_id)
 
 
-def read_dlq_runs(dirs: PipelineDirs, name: str) -> tuple[DlqRunView, ...]:
-    """The pipeline's DLQ runs (those whose index names it), oldest first."""
+#: Every DLQ run of a store with the pipeline its index names (None: it does not verify,
+#: so whose run it is cannot be told; it is shown with every pipeline).
+DlqRuns = tuple[tuple[str | None, DlqRunView], ...]
+
+
+def dlq_runs(dirs: PipelineDirs) -> DlqRuns:
+    """Every run of the DLQ store, each index read (and verified) once."""
     from dpone.dlq.rundir import RUNS_DIR
     from dpone.dlq.segments import SEGMENTS_DIR
     from dpone.dlq.store import DlqStore
@@ -301,22 +306,27 @@ def read_dlq_runs(dirs: PipelineDirs, name: str) -> tuple[DlqRunView, ...]:
     try:
         run_ids = store.run_ids()
     except DponeError as err:  # runs/ itself is not a plain folder: no run can be trusted
-        return (DlqRunView("(the store)", "unreadable", 0, 0, code=err.code),)
-    views = []
+        return ((None, DlqRunView("(the store)", "unreadable", 0, 0, code=err.code)),)
+    views: list[tuple[str | None, DlqRunView]] = []
     for run_id in run_ids:
         try:
             index = store.read_index(run_id)
         except DponeError as err:
-            views.append(DlqRunView(run_id, "unreadable", 0, 0, code=err.code))
-            continue
-        if index.pipeline != name:
+            views.append((None, DlqRunView(run_id, "unreadable", 0, 0, code=err.code)))
             continue
         folder = root / RUNS_DIR / run_id / SEGMENTS_DIR
         size = sum(_size(folder / seg.name) for seg in index.segments)
-        views.append(
-            DlqRunView(run_id, index.status, index.record_count, size, dict(index.reason_counts))
-        )
+        view = DlqRunView(run_id, index.status, index.record_count, size, index.reason_counts)
+        views.append((index.pipeline, view))
     return tuple(views)
+
+
+def read_dlq_runs(
+    dirs: PipelineDirs, name: str, runs: DlqRuns | None = None
+) -> tuple[DlqRunView, ...]:
+    """The pipeline's DLQ runs (those whose index names it), oldest first."""
+    every = dlq_runs(dirs) if runs is None else runs
+    return tuple(view for pipeline, view in every if pipeline in (name, None))
 
 
 def _size(path: Path) -> int:
@@ -327,9 +337,15 @@ def _size(path: Path) -> int:
 
 
 def pipeline_info(
-    name: str, dirs: PipelineDirs, *, limit: int | None = INFO_RUNS, must_exist: bool = True
+    name: str,
+    dirs: PipelineDirs,
+    *,
+    limit: int | None = INFO_RUNS,
+    must_exist: bool = True,
+    dlq: DlqRuns | None = None,
 ) -> PipelineInfo:
-    """Everything ``info`` shows; ``limit`` runs (None: all of them), newest first."""
+    """Everything ``info`` shows; ``limit`` runs (None: all of them), newest first. ``dlq``:
+    the store's runs already read (:func:`dlq_runs`), for many pipelines at once."""
     check_name(name)
     if must_exist and name not in dirs.names():
         raise PipelineNotFound(
@@ -345,15 +361,16 @@ def pipeline_info(
         journal=read_journal(dirs, name),
         runs=runs if limit is None else runs[:limit],
         run_count=len(runs),
-        dlq_runs=read_dlq_runs(dirs, name),
+        dlq_runs=read_dlq_runs(dirs, name, dlq),
         unreadable=tuple(problems),
     )
 
 
 def pipeline_list(dirs: PipelineDirs) -> PipelineList:
+    dlq = dlq_runs(dirs)
     return PipelineList(
         os.fspath(dirs.work_dir),
-        tuple(pipeline_info(n, dirs, limit=1, must_exist=False) for n in dirs.names()),
+        tuple(pipeline_info(n, dirs, limit=1, must_exist=False, dlq=dlq) for n in dirs.names()),
     )
 
 
@@ -364,6 +381,7 @@ __all__ = [
     "PipelineList",
     "RunView",
     "StateView",
+    "dlq_runs",
     "pipeline_info",
     "pipeline_list",
     "read_dlq_runs",

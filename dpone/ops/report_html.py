@@ -22,7 +22,7 @@ import orjson
 
 from dpone.canonical import verify_checksum
 from dpone.ops.pipeline_files import PipelineDirs, Unreadable, read_plain
-from dpone.ops.pipelines import PipelineInfo, pipeline_info
+from dpone.ops.pipelines import PipelineInfo, dlq_runs, pipeline_info
 from dpone.ops.report_svg import bars_with_line, esc, grouped_bars, horizontal_bars
 from dpone.published import schema_errors
 
@@ -101,7 +101,8 @@ class OpsReport:
 
 
 def build_report(dirs: PipelineDirs, now: datetime) -> OpsReport:
-    pipelines = tuple(pipeline_info(n, dirs, limit=None) for n in dirs.names())
+    dlq = dlq_runs(dirs)
+    pipelines = tuple(pipeline_info(n, dirs, limit=None, dlq=dlq) for n in dirs.names())
     gates = tuple(_gates(dirs.work_dir, dirs.dlq_dir))
     retention = _retention(dirs.dlq_dir, now)
     page = render(os.fspath(dirs.work_dir), pipelines, gates, retention)
