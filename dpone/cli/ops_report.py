@@ -33,7 +33,7 @@ def report_cmd(work_dir: Path, output: Path, now: str | None, fmt: str) -> None:
 
         report = ops.ops_report(work_dir, output=output, now=now)
         if fmt == "json":
-            print_json({**report.to_json(), "output": str(output)})
+            print_json(report.to_json())
         else:
             runs = sum(p.run_count for p in report.pipelines)
             click.echo(

@@ -121,9 +121,8 @@ def runs_cmd(name: str, work_dir: Path | None, manifest: Path | None, limit: int
         from dpone import ops
 
         info = ops.pipeline_info(name, **_places(work_dir, manifest), limit=limit)
-        if fmt == "json":
-            doc = info.to_json()
-            print_json({k: doc[k] for k in ("pipeline", "run_count", "runs", "unreadable")})
+        if fmt == "json":  # the info document, with the last ``limit`` runs
+            print_json(info.to_json())
             return 0
         click.echo(f"{info.name}: {info.run_count} run(s), newest first")
         click.echo(_runs_table(info.runs))

@@ -369,11 +369,14 @@ def ops_report(
     from dpone.ops.report_html import build_report
 
     report = build_report(PipelineDirs.of(work_dir), _moment(now))
-    if output is not None:
-        from dpone.durable import replace_atomic
+    if output is None:
+        return report
+    from dataclasses import replace
 
-        replace_atomic(Path(output), report.html.encode())
-    return report
+    from dpone.durable import replace_atomic
+
+    replace_atomic(Path(output), report.html.encode())
+    return replace(report, output=os.fspath(output))
 
 
 __all__ = [

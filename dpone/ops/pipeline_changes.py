@@ -30,6 +30,7 @@ from dpone.errors import UsageError
 from dpone.ops.pipeline_files import PipelineDirs, check_name
 from dpone.ops.pipelines import PipelineInfo, pipeline_info
 
+CHANGE_SCHEMA = "dpone.pipeline-change.v1"
 #: Strategies a reset cannot load twice into.
 SAFE_MODES = ("merge", "replace")
 #: Sinks whose table ``--drop-table`` can empty through the connector.
@@ -82,13 +83,22 @@ class ResetResult:
     state_removed: bool
     table_emptied: bool
     reset_load_id: str | None = None
+    removed: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
+        """``dpone.pipeline-change.v1``."""
+        decision = self.decision
         return {
-            **self.decision.to_json(),
+            "schema": CHANGE_SCHEMA,
+            "action": "reset",
+            "pipeline": decision.pipeline,
             "state_removed": self.state_removed,
             "table_emptied": self.table_emptied,
+            "table": decision.table,
             "reset_load_id": self.reset_load_id,
+            "recorded_mode": decision.recorded_mode,
+            "manifest_mode": decision.manifest_mode,
+            "removed": list(self.removed),
         }
 
 
@@ -96,9 +106,22 @@ class ResetResult:
 class DropResult:
     pipeline: str
     removed: tuple[str, ...]
+    state_removed: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {"pipeline": self.pipeline, "removed": list(self.removed)}
+        """``dpone.pipeline-change.v1``."""
+        return {
+            "schema": CHANGE_SCHEMA,
+            "action": "drop",
+            "pipeline": self.pipeline,
+            "state_removed": self.state_removed,
+            "table_emptied": False,
+            "table": None,
+            "reset_load_id": None,
+            "recorded_mode": None,
+            "manifest_mode": None,
+            "removed": list(self.removed),
+        }
 
 
 def _recorded_mode(info: PipelineInfo) -> str | None:
@@ -205,8 +228,10 @@ def reset_pipeline(
         if drop_table:
             assert dirs.plan is not None
             load_id = _empty_table(dirs, name, dict(os.environ) if env is None else dict(env))
-        removed = _remove(dirs.state_file(name))
-    return ResetResult(decision, removed, load_id is not None, load_id)
+        state = dirs.state_file(name)
+        removed = _remove(state)
+    shown = (_shown(state, dirs),) if removed else ()
+    return ResetResult(decision, removed, load_id is not None, load_id, shown)
 
 
 def _empty_table(dirs: PipelineDirs, name: str, env: dict[str, str]) -> str | None:
@@ -267,9 +292,11 @@ def drop_pipeline(name: str, dirs: PipelineDirs, *, with_evidence: bool = False)
         info = pipeline_info(name, dirs, limit=0)
         if info.journal.unfinished:
             raise _unfinished(name)
-        for path in (dirs.state_file(name), dirs.journal_file(name)):
-            if _remove(path):
-                removed.append(_shown(path, dirs))
+        state_removed = _remove(dirs.state_file(name))
+        if state_removed:
+            removed.append(_shown(dirs.state_file(name), dirs))
+        if _remove(dirs.journal_file(name)):
+            removed.append(_shown(dirs.journal_file(name), dirs))
         if with_evidence:
             folder = dirs.evidence_of(name)
             if _remove(folder):
@@ -284,7 +311,7 @@ def drop_pipeline(name: str, dirs: PipelineDirs, *, with_evidence: bool = False)
     lock = dirs.lock_file(name)
     if _remove(lock):
         removed.append(_shown(lock, dirs))
-    return DropResult(name, tuple(removed))
+    return DropResult(name, tuple(removed), state_removed)
 
 
 def _shown(path: Path, dirs: PipelineDirs) -> str:
@@ -295,6 +322,7 @@ def _shown(path: Path, dirs: PipelineDirs) -> str:
 
 
 __all__ = [
+    "CHANGE_SCHEMA",
     "DropResult",
     "DropTableUnsupported",
     "ResetDecision",

@@ -24,6 +24,8 @@ from dpone.ops.pipeline_files import (
 
 #: How many runs ``info`` shows (``runs`` takes a ``limit``).
 INFO_RUNS = 5
+INFO_SCHEMA = "dpone.pipeline-info.v1"
+LIST_SCHEMA = "dpone.pipeline-list.v1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +218,7 @@ class PipelineInfo:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "schema": INFO_SCHEMA,
             "pipeline": self.name,
             "work_dir": self.work_dir,
             "state": self.state.to_json(),
@@ -237,6 +240,7 @@ class PipelineList:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "schema": LIST_SCHEMA,
             "work_dir": self.work_dir,
             "pipelines": [
                 {
@@ -375,6 +379,8 @@ def pipeline_list(dirs: PipelineDirs) -> PipelineList:
 
 
 __all__ = [
+    "INFO_SCHEMA",
+    "LIST_SCHEMA",
     "DlqRunView",
     "JournalView",
     "PipelineInfo",

@@ -26,6 +26,7 @@ from dpone.ops.pipelines import PipelineInfo, dlq_runs, pipeline_info
 from dpone.ops.report_svg import bars_with_line, esc, grouped_bars, horizontal_bars
 from dpone.published import schema_errors
 
+REPORT_SCHEMA = "dpone.ops-report.v1"
 GATE_FILE = "release_gate.json"
 GATE_SCHEMA = "dpone.release-gate.v1"
 MAX_GATE_BYTES = 64 * 1024 * 1024
@@ -82,10 +83,14 @@ class OpsReport:
     gates: tuple[GateVerdict, ...]
     retention: RetentionView
     html: str
+    output: str | None = None
 
     def to_json(self) -> dict[str, Any]:
+        """``dpone.ops-report.v1``: the page's numbers."""
         return {
+            "schema": REPORT_SCHEMA,
             "work_dir": self.work_dir,
+            "output": self.output,
             "pipelines": [
                 {
                     "pipeline": p.name,

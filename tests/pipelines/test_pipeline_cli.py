@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from dpone.canonical import with_checksum
 from dpone.cli.main import cli
+from dpone.published import schema_errors
 from tests.support.processes import CliRun, dpone_killed_at, dpone_subprocess
 from tests.support.project import PIPELINE, Project, good, make_project, ts
 
@@ -27,7 +28,14 @@ def dpone(project: Project, *args: str, fmt: str = "json") -> CliRun:
     result = CliRunner().invoke(
         cli, [*args, "--format", fmt], env=project.env, catch_exceptions=False
     )
-    return CliRun(result.exit_code, result.stdout, result.stderr)
+    run = CliRun(result.exit_code, result.stdout, result.stderr)
+    # Every document printed is the one its published schema describes (click's own usage
+    # errors, before the command runs, print text to stderr).
+    if fmt == "json" and run.stdout.strip():
+        doc = run.doc
+        schema = doc["schema"] if run.exit_code == 0 else "dpone.error.v1"
+        assert schema_errors(doc, schema) == [], (schema, schema_errors(doc, schema))
+    return run
 
 
 def where(project: Project) -> list[str]:

@@ -22,6 +22,7 @@ from dpone.ops.pipelines import (
     StateView,
 )
 from dpone.ops.report_html import GateVerdict, RetentionView, render
+from dpone.published import schema_errors
 from tests.support.png import read_png
 from tests.support.processes import CliRun
 from tests.support.project import CANARY, PIPELINE, Project, good, make_project, ts
@@ -33,7 +34,11 @@ def report(project: Project, output: Path, *args: str) -> CliRun:
         ["ops", "report", "--work-dir", str(project.work_dir), "--output", str(output), *args],
         catch_exceptions=False,
     )
-    return CliRun(result.exit_code, result.stdout, result.stderr)
+    run = CliRun(result.exit_code, result.stdout, result.stderr)
+    if "json" in args:
+        schema = "dpone.ops-report.v1" if run.exit_code == 0 else "dpone.error.v1"
+        assert schema_errors(run.doc, schema) == []
+    return run
 
 
 def three_runs(project: Project) -> list[dict[str, object]]:
@@ -99,6 +104,7 @@ def test_the_page_holds_the_numbers_of_the_runs_and_nothing_external(
 
     assert written.exit_code == 0, written.stdout
     page = output.read_text(encoding="utf-8")
+    assert written.doc["output"] == str(output)
     assert written.doc["pipelines"] == [
         {
             "pipeline": PIPELINE,
