@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from dpone.errors import DponeError
 from dpone.ops.pipeline_files import (
@@ -25,6 +25,9 @@ from dpone.ops.pipeline_files import (
 #: How many runs ``info`` shows (``runs`` takes a ``limit``).
 INFO_RUNS = 5
 INFO_SCHEMA = "dpone.pipeline-info.v1"
+#: What reading a state file or a journal found (the schemas' ``status`` enums).
+ReadStatus = Literal["none", "ok", "invalid"]
+READ_STATUSES: tuple[str, ...] = get_args(ReadStatus)
 LIST_SCHEMA = "dpone.pipeline-list.v1"
 
 
@@ -33,7 +36,7 @@ class StateView:
     """The committed state: ``status`` is ``none`` (never committed), ``ok`` or ``invalid``
     (``code`` says why: it does not verify, so no run will start until it is reset)."""
 
-    status: str
+    status: ReadStatus
     revision: int | None = None
     cursor_column: str | None = None
     cursor_type: str | None = None
@@ -77,7 +80,7 @@ class StateView:
 class JournalView:
     """The run journal: ``none``, or the last run's ``phase``; ``invalid`` with its code."""
 
-    status: str
+    status: ReadStatus
     phase: str | None = None
     run_id: str | None = None
     code: str | None = None
@@ -381,6 +384,7 @@ def pipeline_list(dirs: PipelineDirs) -> PipelineList:
 __all__ = [
     "INFO_SCHEMA",
     "LIST_SCHEMA",
+    "READ_STATUSES",
     "DlqRunView",
     "JournalView",
     "PipelineInfo",
