@@ -158,6 +158,9 @@ def reset_cmd(
 
         places = _places(work_dir, manifest)
         decision = ops.pipeline_reset_check(name, **places, drop_table=drop_table)
+        warning = decision.warning()
+        if warning is not None:
+            click.echo(f"note: {warning}", err=True)
         confirm(decision.describe(), yes)
         result = ops.pipeline_reset(name, **places, drop_table=drop_table)
         if fmt == "json":

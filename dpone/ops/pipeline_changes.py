@@ -59,12 +59,25 @@ class ResetDecision:
     manifest_mode: str | None
     table: str | None
     drop_table: bool
+    #: DLQ runs with records from before the reset: the reload quarantines the same bad rows
+    #: again in a new run, so replaying these as well would apply a fixed row twice
+    earlier_dlq_runs: tuple[str, ...] = ()
 
     def describe(self) -> str:
         what = "forget the state" if self.state_exists else "find no state to forget"
         if self.drop_table:
             what = f"empty the sink table {self.table} and {what}"
         return f"reset pipeline {self.pipeline}: {what}"
+
+    def warning(self) -> str | None:
+        """What the operator must not do after the reset, if anything."""
+        if not self.earlier_dlq_runs:
+            return None
+        return (
+            f"{len(self.earlier_dlq_runs)} DLQ run(s) from before the reset keep their "
+            "records; the reload quarantines the same bad rows again, so replay only the "
+            "runs after the reset"
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -74,6 +87,7 @@ class ResetDecision:
             "manifest_mode": self.manifest_mode,
             "table": self.table,
             "drop_table": self.drop_table,
+            "earlier_dlq_runs": list(self.earlier_dlq_runs),
         }
 
 
@@ -99,6 +113,7 @@ class ResetResult:
             "recorded_mode": decision.recorded_mode,
             "manifest_mode": decision.manifest_mode,
             "removed": list(self.removed),
+            "earlier_dlq_runs": list(decision.earlier_dlq_runs),
         }
 
 
@@ -121,6 +136,7 @@ class DropResult:
             "recorded_mode": None,
             "manifest_mode": None,
             "removed": list(self.removed),
+            "earlier_dlq_runs": [],
         }
 
 
@@ -187,6 +203,9 @@ def decide_reset(name: str, dirs: PipelineDirs, *, drop_table: bool = False) -> 
         manifest_mode=manifest_mode,
         table=table,
         drop_table=drop_table,
+        earlier_dlq_runs=tuple(
+            run.run_id for run in info.dlq_runs if run.records and run.status in ("open", "closed")
+        ),
     )
 
 

@@ -168,7 +168,7 @@ def test_drop_table_empties_an_append_table_and_the_rerun_loads_each_row_once(
     project: Project,
 ) -> None:
     project.write_manifest(incremental=True)
-    two_runs(project)
+    first, _ = two_runs(project)
     assert len(project.rows() or []) == 5
     manifest = ["--manifest", str(project.manifest_path)]
 
@@ -176,6 +176,8 @@ def test_drop_table_empties_an_append_table_and_the_rerun_loads_each_row_once(
 
     assert reset.exit_code == 0, reset.stdout
     assert reset.doc["table_emptied"] is True
+    assert reset.doc["earlier_dlq_runs"] == [first["run_id"]]
+    assert "replay only the runs after the reset" in reset.stderr
     assert project.rows() == []
     assert not project.state_path.exists()
     markers = project.load_markers()
