@@ -24,7 +24,7 @@ def cli() -> None:
 
 @cli.group("ops")
 def ops() -> None:
-    """Operate the dead-letter store, replay, retention and the release gate."""
+    """Operate the dead-letter store, replay, retention, the release gate and the report."""
 
 
 cli.add_command(validate_cmd)
