@@ -24,7 +24,7 @@ def cli() -> None:
 
 @cli.group("ops")
 def ops() -> None:
-    """Operate the dead-letter store, replay, retention and the release gate."""
+    """Operate the dead-letter store, replay, retention, the release gate and the report."""
 
 
 cli.add_command(validate_cmd)
@@ -44,6 +44,11 @@ ops.add_command(retention_group)
 from dpone.cli.ops_gate import release_gate_cmd  # noqa: E402
 
 ops.add_command(release_gate_cmd)
+from dpone.cli.ops_report import report_cmd  # noqa: E402
+from dpone.cli.pipeline_cmds import pipeline_group  # noqa: E402
+
+ops.add_command(report_cmd)
+cli.add_command(pipeline_group)
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -14,6 +14,9 @@ from dpone.cli.output import (
     run_command,
 )
 from dpone.errors import EXIT_CONFIG, DponeError
+
+if TYPE_CHECKING:
+    from dpone.manifest.plan import Plan
 
 
 @click.command("validate")
@@ -63,9 +66,26 @@ def plan_cmd(manifest: str, allow_any_import: bool, fmt: str) -> None:
             print_json(plan.to_json())
         else:
             click.echo(render_plan(plan.to_json()))
+            stored = _stored_cursor(plan)
+            if stored is not None:
+                click.echo(stored)
         return 0
 
     run_command(fmt, body)
+
+
+def _stored_cursor(plan: Plan) -> str | None:
+    """The cursor the pipeline's state holds now (read only), when it has a state file."""
+    from dpone.ops.pipeline_files import PipelineDirs
+    from dpone.ops.pipelines import read_state
+
+    if plan.state_type != "file":
+        return None
+    state = read_state(PipelineDirs.of(manifest=plan), plan.name)
+    if state.status == "none":
+        return None
+    revision = f" (state revision {state.revision})" if state.status == "ok" else ""
+    return f"stored       cursor {state.cursor_text}{revision}"
 
 
 def _engine(runtime: dict[str, Any]) -> str:

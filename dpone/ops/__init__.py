@@ -24,9 +24,12 @@ if TYPE_CHECKING:
     from dpone.dlq.store import DlqStore
     from dpone.manifest.plan import Plan
     from dpone.ops.gate import GateReport
+    from dpone.ops.pipeline_changes import DropResult, ResetDecision, ResetResult
+    from dpone.ops.pipelines import PipelineInfo, PipelineList
     from dpone.ops.replay import ReplayPlan
     from dpone.ops.replay_executor import ReplayResult
     from dpone.ops.replay_run import ReplayBinding
+    from dpone.ops.report_html import OpsReport
     from dpone.ops.retention import RetentionPlan, RetentionResult
 
 PathLike = str | os.PathLike[str]
@@ -277,10 +280,115 @@ def release_gate(
     return report
 
 
+# --- pipelines (SPEC §14) -----------------------------------------------------------------------
+
+
+def pipeline_list(
+    work_dir: PathLike | None = None, *, manifest: PathLike | Plan | None = None
+) -> PipelineList:
+    """Every pipeline of a work dir (``manifest``: its folders instead), with its state and
+    last run."""
+    from dpone.ops.pipeline_files import PipelineDirs
+    from dpone.ops.pipelines import pipeline_list as listed
+
+    return listed(PipelineDirs.of(work_dir, manifest))
+
+
+def pipeline_info(
+    name: str,
+    *,
+    work_dir: PathLike | None = None,
+    manifest: PathLike | Plan | None = None,
+    limit: int | None = 5,
+) -> PipelineInfo:
+    """What pipeline ``name`` holds: state and cursor, journal, its last ``limit`` runs
+    (None: all), DLQ runs and the sink table."""
+    from dpone.ops.pipeline_files import PipelineDirs
+    from dpone.ops.pipelines import pipeline_info as info
+
+    return info(name, PipelineDirs.of(work_dir, manifest), limit=limit)
+
+
+def pipeline_reset_check(
+    name: str,
+    *,
+    work_dir: PathLike | None = None,
+    manifest: PathLike | Plan | None = None,
+    drop_table: bool = False,
+) -> ResetDecision:
+    """What :func:`pipeline_reset` would do, or its typed refusal; changes nothing."""
+    from dpone.ops.pipeline_changes import decide_reset
+    from dpone.ops.pipeline_files import PipelineDirs
+
+    return decide_reset(name, PipelineDirs.of(work_dir, manifest), drop_table=drop_table)
+
+
+def pipeline_reset(
+    name: str,
+    *,
+    work_dir: PathLike | None = None,
+    manifest: PathLike | Plan | None = None,
+    drop_table: bool = False,
+    env: Mapping[str, str] | None = None,
+) -> ResetResult:
+    """Forget the state of ``name`` when that cannot load rows twice (a merge or replace
+    table), else refuse (``DPONE_PIPELINE_RESET_REFUSED``) unless ``drop_table`` (needs the
+    manifest) empties the sink table first. Asks nothing: the caller confirmed."""
+    from dpone.ops.pipeline_changes import reset_pipeline
+    from dpone.ops.pipeline_files import PipelineDirs
+
+    dirs = PipelineDirs.of(work_dir, manifest)
+    return reset_pipeline(name, dirs, drop_table=drop_table, env=env)
+
+
+def pipeline_drop(
+    name: str,
+    *,
+    work_dir: PathLike | None = None,
+    manifest: PathLike | Plan | None = None,
+    with_evidence: bool = False,
+) -> DropResult:
+    """Remove the state and journal of ``name`` (``with_evidence``: its evidence bundles and
+    DLQ runs too). Asks nothing: the caller confirmed."""
+    from dpone.ops.pipeline_changes import drop_pipeline
+    from dpone.ops.pipeline_files import PipelineDirs
+
+    dirs = PipelineDirs.of(work_dir, manifest)
+    return drop_pipeline(name, dirs, with_evidence=with_evidence)
+
+
+def ops_report(
+    work_dir: PathLike,
+    *,
+    output: PathLike | None = None,
+    now: datetime | str | None = None,
+) -> OpsReport:
+    """The operator's HTML page of a work dir (runs, rejects, schema changes, gate verdicts,
+    DLQ size, what retention would free at ``now``); ``output`` writes it atomically."""
+    from dpone.ops.pipeline_files import PipelineDirs
+    from dpone.ops.report_html import build_report
+
+    report = build_report(PipelineDirs.of(work_dir), _moment(now))
+    if output is None:
+        return report
+    from dataclasses import replace
+
+    from dpone.durable import replace_atomic
+
+    replace_atomic(Path(output), report.html.encode())
+    return replace(report, output=os.fspath(output))
+
+
 __all__ = [
     "STORE_FOLDERS",
     "Verification",
     "open_store",
+    "ops_report",
+    "pipeline_drop",
+    "pipeline_info",
+    "pipeline_list",
+    "pipeline_reset",
+    "pipeline_reset_check",
     "release_gate",
     "replay_execute",
     "replay_plan",

@@ -40,6 +40,18 @@ class StateConflict(StateError):
     code = "DPONE_STATE_CONFLICT"
 
 
+def _fixes(pipeline: str) -> tuple[str, ...]:
+    """What to do about a state file that does not verify. Deleting it by hand would make the
+    next run reload the whole source, which duplicates every row of an append table: the
+    reset command refuses exactly that case."""
+    return (
+        "restore it from a backup",
+        f"or forget it: `dpone pipeline reset {pipeline} --work-dir <work_dir>` (allowed for "
+        "a merge or replace table; an append table also needs --manifest M --drop-table, "
+        "which empties it so the reload loads each row once)",
+    )
+
+
 class StateTransaction:
     """The pending next state; the lifecycle sets it, the store writes it on success."""
 
@@ -72,19 +84,19 @@ class StateStore:
         if len(raw) > MAX_STATE_BYTES:
             raise StateError(
                 f"the state file of '{pipeline}' is larger than the limit",
-                fixes=("restore it from a backup, or delete it to start over (a full reload)",),
+                fixes=_fixes(pipeline),
             )
         try:
             doc = orjson.loads(raw)
         except orjson.JSONDecodeError:
             raise StateError(
                 f"the state file of '{pipeline}' is not JSON",
-                fixes=("restore it from a backup, or delete it to start over (a full reload)",),
+                fixes=_fixes(pipeline),
             ) from None
         if not isinstance(doc, dict) or not verify_checksum(doc):
             raise StateChecksumMismatch(
                 f"the state file of '{pipeline}' does not match its checksum",
-                fixes=("it was edited or corrupted; restore it, or delete it to reload fully",),
+                fixes=("it was edited or corrupted", *_fixes(pipeline)),
             )
         signed = signing.problem(doc, signing.keyring(), require=False, what="the state file")
         if signed is not None:
@@ -96,7 +108,7 @@ class StateStore:
         if problems or doc["pipeline"] != pipeline:
             raise StateError(
                 f"the state file of '{pipeline}' is not a valid dpone.state.v1",
-                fixes=("restore it from a backup, or delete it to start over (a full reload)",),
+                fixes=_fixes(pipeline),
             )
         return PipelineState.from_json(doc)
 

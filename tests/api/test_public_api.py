@@ -32,6 +32,12 @@ OPS = {
     "retention_apply",
     "verify",
     "release_gate",
+    "pipeline_list",
+    "pipeline_info",
+    "pipeline_reset_check",
+    "pipeline_reset",
+    "pipeline_drop",
+    "ops_report",
 }
 
 
