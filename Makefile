@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 PYTEST_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-fast test-crash test-dask lint format demo demo-api bench clean
+.PHONY: help install chromium test test-fast test-crash test-dask lint format demo demo-api bench clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -28,7 +28,15 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## create .venv and install dpone with its dev and bench extras
 
-test: $(STAMP) ## run the whole test suite (installs first)
+# The operator's HTML report is tested in headless Chromium (tests marked browser): Debian's
+# package, installed here when missing (as root), so a fresh machine needs nothing by hand.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; \
+	} || { echo "make test needs chromium: apt-get install chromium" >&2; exit 1; }
+
+test: $(STAMP) chromium ## run the whole test suite (installs first, chromium included)
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m "not crash and not dask" tests
 
 test-fast: $(STAMP) ## the suite without the slow tests
