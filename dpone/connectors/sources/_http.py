@@ -226,6 +226,7 @@ class Guard:
         threading.Thread(target=work, name="dpone-http", daemon=True).start()
         while not done.wait(_POLL_S):
             self.check_stop()
+        self.check_stop()
         ok, value = outcome[0]
         if not ok:
             raise value
@@ -245,9 +246,9 @@ class Guard:
             if len(body) > limit:
                 response.close()
                 raise self._too_large()
-            if stopping.asked():  # the waiting thread raises; stop reading
+            if stopping.asked():
                 response.close()
-                return
+                self.check_stop()
         response._content = bytes(body)
 
     def _too_large(self) -> SourceResponseTooLarge:
