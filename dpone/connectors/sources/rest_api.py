@@ -2,10 +2,12 @@
 
 The manifest's ``client`` and ``resource`` blocks are dlt's ``RESTAPIConfig`` ``client`` and
 one item of its ``resources``, passed through after their ``${ENV_VAR}`` references are
-resolved; dlt does the requests, pagination, authentication and retries. dpone adds three
+resolved; dlt does the requests, pagination, authentication and retries. dpone adds four
 things: the HTTP session's retry settings (``source.http``, dlt's ``request_*`` names), the
-committed cursor as dlt's incremental ``initial_value``, and the streaming: the resource is
-iterated lazily, page by page, its items grouped into Arrow chunks of ``chunk_size`` rows.
+committed cursor as dlt's incremental ``initial_value``, the streaming (the resource is
+iterated lazily, page by page, its items grouped into Arrow chunks of ``chunk_size`` rows),
+and the bounds on what the API's responses can make the session do (``_http``: credentials
+only to ``base_url``'s origin, pagination that ends, bodies of bounded size, stops honoured).
 
 Items are JSON objects, so they become rows as a JSONL line does (``file.py``): columns are
 the union of keys, every value its JSON text (strings as they are, integers and booleans as
