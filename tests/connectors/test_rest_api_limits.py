@@ -8,6 +8,8 @@ tests/security/test_rest_api_attacks.py."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -195,6 +197,25 @@ def test_a_stop_asked_for_is_honoured_before_the_next_page(
         list(source.chunks(100))
     assert caught.value.exit_code == 130
     assert httpserver.log == []
+
+
+def test_a_stop_ends_dlts_wait_between_retries(httpserver: HTTPServer, no_stop: None) -> None:
+    """The API asks for 30 s between attempts (Retry-After); a stop half a second into the
+    wait ends it."""
+    asked: list[float] = []
+
+    def busy(request: Request) -> Response:
+        threading.Timer(0.5, stopping.ask, args=(15,)).start()
+        asked.append(time.monotonic())
+        return Response("busy", 503, headers={"Retry-After": "30"})
+
+    httpserver.expect_request("/orders").respond_with_handler(busy)
+    config = rest_source(httpserver.url_for("/"), "single_page", attempts=3)
+
+    with pytest.raises(Interrupted):
+        read_ids(config)
+    assert time.monotonic() - asked[0] < 5
+    assert len(asked) == 1
 
 
 MANIFEST = """name: limits
