@@ -17,6 +17,7 @@ import pytest
 
 from dpone.canonical import with_checksum
 from tests import dltkit
+from tests.support.processes import dpone_subprocess
 from tests.support.project import DATASET, Project, good, loaded, make_project
 
 VICTIM_LOAD_ID = "1700000000.123456"
@@ -120,3 +121,37 @@ def test_a_planted_record_naming_another_table_deletes_none_of_its_rows(
     assert again.exit_code == 0, again.stdout
     assert _refusals(again.stderr) == []
     assert project.rows() == [loaded(i) for i in range(1, 10)]
+
+
+def test_a_pending_packages_record_naming_another_table_is_refused(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Recovery finishes a recorded package by first deleting what a half-done job of the
+    record's table may have left: a record edited to name another table is refused before."""
+    project = make_project(request, tmp_path, "dlt_duckdb")
+    project.write_csv("a.csv", [good(1), good(2)])
+    project.write_manifest(enforcement="strict", incremental=True)
+    killed = dpone_subprocess(
+        ["run", str(project.manifest_path), "--run-id", "killed", "--format", "json"],
+        cwd=project.root,
+        env=project.env,
+        fault="dlt_before_load",
+    )
+    assert killed.returncode < 0, killed.stderr
+    (record,) = _records(project, "packages").glob("*.json")
+    honest = record.read_bytes()
+    doc = orjson.loads(honest)
+    doc.pop("sha256")
+    record.write_bytes(orjson.dumps(with_checksum({**doc, "table": "victim"})))
+
+    refused = project.cli()
+
+    assert refused.exit_code == 1
+    assert refused.doc["code"] == "DPONE_SINK_MARKER_INVALID"
+    assert "names another table" in refused.doc["message"]
+    assert project.rows() is None
+
+    record.write_bytes(honest)  # the backup the fix points to
+    again = project.run()
+    assert again["exit_code"] == 0
+    assert project.rows() == [loaded(1), loaded(2)]
