@@ -31,6 +31,30 @@ class SourceRowTooLong(SourceError):
     code = "DPONE_SOURCE_ROW_TOO_LONG"
 
 
+class SourceCrossOrigin(SourceError):
+    """A request (a next-page link, a redirect) to another origin than the API's base URL."""
+
+    code = "DPONE_SOURCE_CROSS_ORIGIN"
+
+
+class SourcePaginationLoop(SourceError):
+    """A paginator asked for a page it had asked for already: it would never end."""
+
+    code = "DPONE_SOURCE_PAGINATION_LOOP"
+
+
+class SourceMaxPages(SourceError):
+    """More pages than the source's ``max_pages``."""
+
+    code = "DPONE_SOURCE_MAX_PAGES"
+
+
+class SourceResponseTooLarge(SourceError):
+    """A response body larger than the source's ``max_response_bytes``."""
+
+    code = "DPONE_SOURCE_RESPONSE_TOO_LARGE"
+
+
 class SourceUnavailable(TransientError):
     """The source's server or file system failed underneath us; may work on retry."""
 
@@ -165,6 +189,10 @@ CONNECTOR_CODES: dict[str, str] = {
     "DPONE_SOURCE_CALLABLE_NOT_CALLABLE": "a python source's callable is not callable",
     "DPONE_SOURCE_CALLABLE_FAILED": "a python or dlt source's code raised",
     "DPONE_SOURCE_HTTP_STATUS": "the API answered an error status a retry will not fix",
+    "DPONE_SOURCE_CROSS_ORIGIN": "a next-page link or redirect names another origin than base_url",
+    "DPONE_SOURCE_PAGINATION_LOOP": "the API's pagination asked for a page it had asked for",
+    "DPONE_SOURCE_MAX_PAGES": "the API paginated past the source's max_pages",
+    "DPONE_SOURCE_RESPONSE_TOO_LARGE": "an API response is larger than max_response_bytes",
     "DPONE_SINK_FAILED": "the sink refused the load",
     "DPONE_SINK_SCHEMA_MISMATCH": "rows do not fit the load schema or the target table",
     "DPONE_SINK_CONSTRAINT_VIOLATION": "rows break a unique, not-null or other constraint",

@@ -199,6 +199,8 @@ class RestApiSourceSpec:
 
     ``config`` is the normalized section as written (``${VAR}`` references unresolved);
     ``secrets`` lists those references so preflight resolves them before anything is read.
+    ``allowed_origins``, ``max_pages`` and ``max_response_bytes`` bound what the API's
+    responses can make the source do (docs/security.md).
     """
 
     type: ClassVar[str] = "rest_api"
@@ -206,6 +208,9 @@ class RestApiSourceSpec:
     config: Mapping[str, Any]
     secrets: tuple[SecretRef, ...]
     incremental: IncrementalPlan | None
+    allowed_origins: tuple[str, ...]
+    max_pages: int
+    max_response_bytes: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,7 +339,15 @@ def _dlt_backed(
         incremental = _incremental(section)
         if cls is DltSourceSpec:  # the compiler sets the cursor column from the contract
             return DltSourceSpec(base, section, secrets, incremental, cursor=None)
-        return RestApiSourceSpec(base, section, secrets, incremental)
+        return RestApiSourceSpec(
+            base,
+            section,
+            secrets,
+            incremental,
+            allowed_origins=tuple(section["allowed_origins"]),
+            max_pages=section["max_pages"],
+            max_response_bytes=section["max_response_bytes"],
+        )
 
     return build
 

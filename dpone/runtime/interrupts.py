@@ -29,6 +29,7 @@ from collections.abc import Callable
 from types import FrameType, TracebackType
 from typing import Any
 
+from dpone import stopping
 from dpone.logs import get_logger
 
 log = get_logger("dpone.run")
@@ -59,6 +60,7 @@ class InterruptWatch:
     def start(self) -> None:
         if threading.current_thread() is not threading.main_thread():
             return
+        stopping.clear()
         for signum in WATCHED:
             previous = signal.getsignal(signum)
             if callable(previous):
@@ -69,6 +71,7 @@ class InterruptWatch:
         for signum, previous in self._previous.items():
             signal.signal(signum, previous)
         self._previous.clear()
+        stopping.clear()
 
     def __enter__(self) -> InterruptWatch:
         self.start()
@@ -79,6 +82,7 @@ class InterruptWatch:
         # was doing, even in the middle of a buffered write to stderr, so it must not log.
         if self.received is None:
             self.received = signum
+            stopping.ask(signum)  # for a source reading on a thread of its own
             if self._notify is not None:
                 self._notify(STOPPING)
             return None

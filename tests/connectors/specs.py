@@ -80,5 +80,13 @@ def dlt_backed_spec(
         IncrementalPlan(found["cursor_column"], found.get("initial_value")) if found else None
     )
     if config["type"] == "rest_api":
-        return RestApiSourceSpec(base, config, (), incremental)
+        return RestApiSourceSpec(
+            base,
+            config,
+            (),
+            incremental,
+            allowed_origins=tuple(config.get("allowed_origins", ())),
+            max_pages=config.get("max_pages", 100_000),
+            max_response_bytes=config.get("max_response_bytes", 64 * 1024 * 1024),
+        )
     return DltSourceSpec(base, config, (), incremental, cursor)

@@ -267,6 +267,9 @@ TYPED: dict[str, tuple[Accessor, Typed]] = {
     "/runtime/chunk_size": (lambda p, _: p.runtime.chunk_size, _same),
     "/runtime/engine": (lambda p, _: p.runtime.engine, _same),
     "/source/partitions": (lambda p, _: p.source.spec.partitions, _same),
+    "/source/allowed_origins": (lambda p, _: p.source.spec.allowed_origins, _as_tuple),
+    "/source/max_pages": (lambda p, _: p.source.spec.max_pages, _same),
+    "/source/max_response_bytes": (lambda p, _: p.source.spec.max_response_bytes, _same),
     "/source/incremental/initial_value": (lambda p, _: p.source.incremental.initial_value, _same),
     **{
         f"/source/options/csv/{key}": (

@@ -454,6 +454,12 @@ class DltSink:
         """Load a recorded package dlt did not finish (see the module docstring)."""
         pipe = self.pipeline()
         dlt_load_id = doc["dlt_load_id"]
+        if doc["target"] != self.target or doc["table"] != self._expected_table():
+            # Finishing deletes the rows a half-done job of ``table`` may have left.
+            raise SinkMarkerInvalid(
+                f"dlt sink: the package record of load {doc['load_id']} names another table",
+                fixes=_FIX_RECORD,
+            )
         with quiet_dlt(), self.failing("finishing an interrupted load package"):
             self._undo_unrecorded_job(dlt_load_id, doc["table"])
             pipe.load(raise_on_failed_jobs=True)
@@ -502,7 +508,20 @@ class DltSink:
 
     def abandon(self, doc: dict[str, Any]) -> None:
         """Finish abandoning a load whose record is in ``dropped/``: abort its package if dlt
-        still holds it, delete its appended rows, forget the record."""
+        still holds it, delete its appended rows, forget the record. A record this sink may
+        not act on (:meth:`_refusal`) is left where it is, with a warning, and nothing is
+        deleted."""
+        reason = self._refusal(doc)
+        if reason is not None:
+            log.warning(
+                "sink.dlt_record_refused",
+                code=SinkMarkerInvalid.code,
+                load_id=doc["load_id"],
+                dlt_load_id=doc["dlt_load_id"],
+                reason=reason,
+                fix=_FIX_RECORD[0],
+            )
+            return
         dlt_load_id = doc["dlt_load_id"]
         normalized, extracted = self._pending()
         pipe = self.pipeline()
@@ -516,6 +535,33 @@ class DltSink:
                     log.warning("sink.dlt_rows_removed", dlt_load_id=dlt_load_id, removed=gone)
         with contextlib.suppress(FileNotFoundError):
             self._record_path("dropped", doc["load_id"]).unlink()
+
+    def _refusal(self, doc: Mapping[str, Any]) -> str | None:
+        """Why a record in ``dropped/`` must not be acted on, or None. Abandoning deletes the
+        rows of its dlt load id from its table, so the record must be this sink's (its
+        destination, target and table as dlt spells it) and its load must be uncommitted by
+        both accounts: no record of it under ``packages/`` and no ``_dlt_loads`` row. A record
+        that moved into ``dropped/`` after its load committed, or one planted to name another
+        table, would otherwise delete committed rows."""
+        if (doc["destination"], doc["target"]) != (self.destination, self.target):
+            return "it names another destination or table"
+        if doc["table"] != self._expected_table():
+            return "it names another table"
+        if self._record(doc["load_id"]) is not None or any(
+            other["dlt_load_id"] == doc["dlt_load_id"] for other in self._records("packages")
+        ):
+            return "its load is recorded under packages/"
+        if self.loaded_at(doc["dlt_load_id"]) is not None:
+            return "its load committed (the destination's _dlt_loads holds it)"
+        return None
+
+    def _expected_table(self) -> str | None:
+        """The table as dlt spells it, or None when this pipeline has no schema yet (then no
+        record can be confirmed as this sink's)."""
+        pipe = self.pipeline()
+        if pipe.default_schema_name is None:
+            return None
+        return self._table_name()
 
 
 class DltLoad(LoadState):

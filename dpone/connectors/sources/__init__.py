@@ -62,7 +62,13 @@ def _postgres(spec: PostgresSourceSpec, env: Mapping[str, str], as_text: bool) -
 def _rest_api(spec: RestApiSourceSpec, env: Mapping[str, str], as_text: bool) -> Source:
     from dpone.connectors.sources.rest_api import RestApiSource
 
-    return RestApiSource(spec.config, env)
+    return RestApiSource(
+        spec.config,
+        env,
+        allowed_origins=spec.allowed_origins,
+        max_pages=spec.max_pages,
+        max_response_bytes=spec.max_response_bytes,
+    )
 
 
 def _dlt_source(spec: DltSourceSpec, env: Mapping[str, str], as_text: bool) -> Source:

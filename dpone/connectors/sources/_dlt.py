@@ -149,6 +149,8 @@ def translate(
 
     chain = _chain(exc)
     for cause in chain:
+        if isinstance(cause, DponeError):  # dpone's own check under dlt (a limit, a stop)
+            return cause
         if isinstance(cause, requests.HTTPError) and cause.response is not None:
             # The error keeps the response, and with it the connection's socket, alive.
             cause.response.close()

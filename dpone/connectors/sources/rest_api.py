@@ -2,10 +2,12 @@
 
 The manifest's ``client`` and ``resource`` blocks are dlt's ``RESTAPIConfig`` ``client`` and
 one item of its ``resources``, passed through after their ``${ENV_VAR}`` references are
-resolved; dlt does the requests, pagination, authentication and retries. dpone adds three
+resolved; dlt does the requests, pagination, authentication and retries. dpone adds four
 things: the HTTP session's retry settings (``source.http``, dlt's ``request_*`` names), the
-committed cursor as dlt's incremental ``initial_value``, and the streaming: the resource is
-iterated lazily, page by page, its items grouped into Arrow chunks of ``chunk_size`` rows.
+committed cursor as dlt's incremental ``initial_value``, the streaming (the resource is
+iterated lazily, page by page, its items grouped into Arrow chunks of ``chunk_size`` rows),
+and the bounds on what the API's responses can make the session do (``_http``: credentials
+only to ``base_url``'s origin, pagination that ends, bodies of bounded size, stops honoured).
 
 Items are JSON objects, so they become rows as a JSONL line does (``file.py``): columns are
 the union of keys, every value its JSON text (strings as they are, integers and booleans as
@@ -29,7 +31,7 @@ import pyarrow as pa
 
 from dpone.connectors.base import SourceChunk
 from dpone.connectors.errors import SourceConfigError, SourceDecodeError, SourceError
-from dpone.connectors.sources import _dlt
+from dpone.connectors.sources import _dlt, _http
 from dpone.connectors.sources.file import _as_text
 from dpone.errors import DponeError
 
@@ -40,9 +42,20 @@ class RestApiSource:
     #: the committed cursor goes to dlt's incremental (and from there into the requests)
     cursor_pushdown = True
 
-    def __init__(self, config: Mapping[str, Any], env: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        env: Mapping[str, str],
+        *,
+        allowed_origins: tuple[str, ...],
+        max_pages: int,
+        max_response_bytes: int,
+    ) -> None:
         self.config = copy.deepcopy(dict(config))
         self.env = env
+        self.allowed_origins = allowed_origins
+        self.max_pages = max_pages
+        self.max_response_bytes = max_response_bytes
         self.name = str(self.config["resource"]["name"])
         # Scheme, host and path only: a query string or user info may carry a credential.
         url = urlsplit(str(self.config["client"]["base_url"]))
@@ -78,6 +91,7 @@ class RestApiSource:
         # dlt's REST client otherwise builds a session with its built-in retry defaults; this
         # one carries the manifest's (dlt's own Client, so the retry rules stay dlt's).
         session = client["session"] = Client(raise_for_status=False, **http).session
+        self._guard().install(session)
         try:
             (built,) = rest_api_resources({"client": client, "resources": [resource]})
         except DponeError:
@@ -88,6 +102,28 @@ class RestApiSource:
                 fixes=("run `dpone validate`; see docs/sources.md for the keys dlt takes",),
             ) from None
         return built, session
+
+    def _guard(self) -> _http.Guard:
+        """Where this read's requests may go, how many pages, how large (``_http``)."""
+        from dpone.manifest.dltblocks import secret_refs
+
+        base = _http.origin_of(str(self.config["client"]["base_url"]))
+        if base is None:
+            raise SourceConfigError(
+                f"{self.name}: client.base_url is not an http(s) URL with a host",
+                fixes=("write client.base_url as https://host[:port]/path",),
+            )
+        allowed = (_http.origin_of(origin) for origin in self.allowed_origins)
+        names = {n for ref in secret_refs(self.config) for n in ref.names}
+        limits = _http.Limits(
+            label=self.name,
+            base=base,
+            allowed=frozenset(o for o in allowed if o is not None),
+            secrets=tuple(self.env[n] for n in sorted(names) if self.env.get(n)),
+            max_pages=self.max_pages,
+            max_response_bytes=self.max_response_bytes,
+        )
+        return _http.Guard(limits)
 
     def _failed(self, cause: BaseException) -> DponeError:
         return SourceError(f"{self.name}: reading the API failed ({type(cause).__name__})")
