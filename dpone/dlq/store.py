@@ -170,8 +170,12 @@ class DlqStore:
         *,
         clock: Clock | None = None,
         environment: str = "dev",
+        require_signature: bool | None = None,
     ) -> None:
         self.root = Path(root)
+        # Whether an index this store acts on must carry a signature that verifies: by
+        # default whenever a signing key is configured (``--allow-unsigned`` sets False).
+        self.require_signature = require_signature
         self.policy = policy if policy is not None else DlqPolicy(directory=str(self.root))
         if self.policy.pii_policy not in PII_POLICIES:
             raise DlqPolicyInvalid("dlq.pii_policy must be reference_only, masked or preserve")
@@ -190,6 +194,12 @@ class DlqStore:
         self.index_cache = IndexCache()
         # Ack segments verified by this store, by content (see dpone.dlq.acks).
         self.ack_cache: dict[tuple[str, bytes], tuple[list[str], list[str]]] = {}
+
+    @property
+    def signatures_required(self) -> bool:
+        if self.require_signature is None:
+            return signing.configured()
+        return self.require_signature
 
     # --- time and paths -------------------------------------------------------------------------
 
@@ -326,7 +336,12 @@ class DlqStore:
         """The verified index of a run (checksum, fingerprint, internal consistency)."""
         check_identifier(run_id, "run id")
         with self.open_path(RUNS_DIR, run_id, missing=DlqRunNotFound) as run_fd:
-            return read_index_at(run_fd, run_id, cache=self.index_cache)
+            return read_index_at(
+                run_fd,
+                run_id,
+                cache=self.index_cache,
+                require_signature=self.signatures_required,
+            )
 
     def read_record(self, run_id: str, record_id: str) -> DlqRecord:
         """One verified record, found through its run's index (an open run: on disk)."""
@@ -453,7 +468,10 @@ class DlqStore:
         for run_id in self.run_ids():
             try:
                 with self.open_path(RUNS_DIR, run_id) as run_fd:
-                    index = read_index_at(run_fd, run_id)
+                    # Rebuilding signs the aborted index: only from an index that verifies.
+                    index = read_index_at(
+                        run_fd, run_id, require_signature=self.signatures_required
+                    )
                     if index.status != "open":
                         continue
                     if pipeline is not None and index.pipeline != pipeline:
@@ -481,7 +499,7 @@ class DlqStore:
             if lock_fd is None:
                 raise DlqRunLocked(f"{where} has a live writer; abort it through its writer")
             try:
-                index = read_index_at(run_fd, run_id)
+                index = read_index_at(run_fd, run_id, require_signature=self.signatures_required)
                 if index.status == "aborted":
                     return index
                 if index.status == "open":

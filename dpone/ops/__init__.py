@@ -104,20 +104,22 @@ def verify(
     run_id: str | None = None,
     repair: bool = False,
     require_signature: bool = False,
+    allow_unsigned: bool = False,
 ) -> Verification:
     """Check every checksum, index and acknowledgement of the DLQ store (or of one run);
-    ``repair`` first closes abandoned runs and removes crash leftovers."""
+    ``repair`` first closes abandoned runs and removes crash leftovers. With a signing key
+    configured every index must be signed (``allow_unsigned`` opts out); repair never
+    rebuilds, and so never signs, an index that does not verify."""
     from dpone.ops.verification import repair_store, signature_findings, verify_store
+    from dpone.signing import required
 
     stderr_logs()
-    if require_signature:
-        from dpone.signing import require_key
-
-        require_key()
+    require = required(require_signature=require_signature, allow_unsigned=allow_unsigned)
     store = open_store(dlq_dir)
+    store.require_signature = require
     repaired = repair_store(store, run_id) if repair else []
     findings = verify_store(store, run_id)
-    if require_signature:
+    if require:
         seen = {(f.code, f.run_id) for f in findings}
         findings += [f for f in signature_findings(store, run_id) if (f.code, f.run_id) not in seen]
     return Verification(os.fspath(dlq_dir), run_id, tuple(findings), tuple(repaired))
@@ -264,13 +266,19 @@ def release_gate(
     roots: Sequence[PathLike] = (),
     output: PathLike | None = None,
     require_signature: bool = False,
+    allow_unsigned: bool = False,
 ) -> GateReport:
     """Verify evidence bundles and apply a release policy (``report.decision`` is ``pass`` or
     ``blocked``); ``output`` is a folder for ``release_gate.json`` and ``.md``."""
     from dpone.ops.gate import GatePolicy, evaluate, write_report
 
     ratio = None if max_quarantine_ratio is None else str(max_quarantine_ratio)
-    policy = GatePolicy.parse(allowed_outcomes, ratio, require_signature=require_signature)
+    policy = GatePolicy.parse(
+        allowed_outcomes,
+        ratio,
+        require_signature=require_signature,
+        allow_unsigned=allow_unsigned,
+    )
     report = evaluate(evidence, policy, roots)
     if output is not None:
         write_report(report.to_json(), Path(output))
