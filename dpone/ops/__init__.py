@@ -156,16 +156,27 @@ def replay_execute(
     plan: PathLike | ReplayPlan | None = None,
     max_items: int | None = None,
     env: Mapping[str, str] | None = None,
+    require_signature: bool = False,
+    allow_unsigned: bool = False,
 ) -> ReplayResult:
     """Apply the replay of ``run_id`` with the first-party file executor: re-read, re-check
     and load each row once, then acknowledge it. ``plan`` (a file or a plan printed earlier)
-    is refused unless it is the plan the store, the manifest and the sink give now."""
+    is refused unless it is the plan the store, the manifest and the sink give now. With a
+    signing key configured the plan file and the run's index must be signed
+    (``allow_unsigned`` opts out)."""
     from dpone.ops import replay
     from dpone.ops.replay_run import execute_replay
+    from dpone.signing import required
 
     stderr_logs()
+    require = required(require_signature=require_signature, allow_unsigned=allow_unsigned)
     binding = _binding(manifest, run_id, dlq_dir, env)
-    stored = replay.load_plan(Path(plan)) if isinstance(plan, str | os.PathLike) else plan
+    binding.store.require_signature = require
+    stored = (
+        replay.load_plan(Path(plan), require_signature=require)
+        if isinstance(plan, str | os.PathLike)
+        else plan
+    )
     return execute_replay(binding, stored, max_items=max_items)
 
 
@@ -242,17 +253,37 @@ def _moment(now: datetime | str | None) -> datetime:
 
 
 def retention_apply(
-    plan: PathLike | RetentionPlan, *, dlq_dir: PathLike | None = None
+    plan: PathLike | RetentionPlan,
+    *,
+    dlq_dir: PathLike | None = None,
+    evidence_dirs: Sequence[PathLike] = (),
+    include_unacknowledged: bool = False,
+    require_signature: bool = False,
+    allow_unsigned: bool = False,
 ) -> RetentionResult:
     """Sweep: refuse if the store drifted from ``plan``, else delete what it planned and
-    verify every touched run (``result.clean``)."""
+    verify every touched run (``result.clean``). ``evidence_dirs`` are pinned on top of the
+    plan's; a plan that deletes unacknowledged records needs ``include_unacknowledged`` here
+    too. With a signing key configured the plan file and every index must be signed
+    (``allow_unsigned`` opts out)."""
     from dpone.ops.retention import apply_retention, load_plan
+    from dpone.signing import required
 
     stderr_logs()
+    require = required(require_signature=require_signature, allow_unsigned=allow_unsigned)
+    for folder in evidence_dirs:
+        if not Path(folder).is_dir():
+            raise UsageError(f"--pin-evidence {folder} is not a folder")
     if isinstance(plan, str | os.PathLike):
-        plan = load_plan(Path(plan))
+        plan = load_plan(Path(plan), require_signature=require)
     store = open_store(dlq_dir if dlq_dir is not None else plan.directory)
-    return apply_retention(store, plan)
+    store.require_signature = require
+    return apply_retention(
+        store,
+        plan,
+        evidence_dirs=[os.fspath(Path(d).resolve()) for d in evidence_dirs],
+        include_unacknowledged=include_unacknowledged,
+    )
 
 
 # --- release gate -------------------------------------------------------------------------------
