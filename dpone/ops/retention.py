@@ -637,6 +637,9 @@ def apply_retention(
     pins, unacknowledged = effective_flags(plan, evidence_dirs, include_unacknowledged)
     seen = _see(store)
     pinned = pinned_runs(store, pins)
+    unprotected = sorted(set(pinned) - set(plan.pinned_runs))
+    if unprotected:
+        raise _refused(unprotected[0], "an evidence bundle pins the run and the plan does not")
     resumed = _resumable(plan, seen, pinned)
     doomed_by_run = _checked_deletes(plan, seen, pinned, resumed, unacknowledged)
     verify_touched(store, {r: e.index for r, e in seen.items()}, doomed_by_run)
