@@ -103,15 +103,18 @@ def verify_cmd(
 @dlq_group.command("summary")
 @DIR_OPTION
 @RUN_OPTION
+@ALLOW_UNSIGNED_OPTION
 @markdown_format_option("the summary document")
-def summary_cmd(directory: Path, run_id: str | None, fmt: str) -> None:
+def summary_cmd(directory: Path, run_id: str | None, allow_unsigned: bool, fmt: str) -> None:
     """Records per reason code and column, per run (from verified indexes)."""
 
     def body() -> int:
         from dpone.ops.summary import summarize
+        from dpone.signing import required
 
         _logs_to_stderr()
         store = _store_at(directory)
+        store.require_signature = required(allow_unsigned=allow_unsigned)
         summary = summarize(store, run_id)
         if fmt == "json":
             print_json(summary.to_json())

@@ -110,7 +110,12 @@ def quarantine_replay_cmd(
         )
         if not execute:
             doc = ops.replay_plan(
-                run_id, dlq_dir=directory, manifest=bound, max_items=max_items
+                run_id,
+                dlq_dir=directory,
+                manifest=bound,
+                max_items=max_items,
+                require_signature=require_signature,
+                allow_unsigned=allow_unsigned,
             ).to_json()
             _show_plan(doc, fmt)
             return 0

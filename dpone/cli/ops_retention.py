@@ -52,6 +52,7 @@ def retention_group() -> None:
     default=None,
     help="Write the plan here (what `dpone ops retention apply` takes).",
 )
+@ALLOW_UNSIGNED_OPTION
 @FORMAT
 def plan_cmd(
     directory: Path,
@@ -59,6 +60,7 @@ def plan_cmd(
     include_unacknowledged: bool,
     evidence_dirs: tuple[Path, ...],
     output: Path | None,
+    allow_unsigned: bool,
     fmt: str,
 ) -> None:
     """Mark: decide which records may be deleted; deletes nothing."""
@@ -73,6 +75,7 @@ def plan_cmd(
             include_unacknowledged=include_unacknowledged,
             evidence_dirs=evidence_dirs,
             output=output,
+            allow_unsigned=allow_unsigned,
         ).to_json()
         if fmt == "json":
             print_json(doc)

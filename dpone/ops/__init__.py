@@ -135,17 +135,26 @@ def replay_plan(
     manifest: PathLike | Plan | None = None,
     max_items: int | None = None,
     env: Mapping[str, str] | None = None,
+    require_signature: bool = False,
+    allow_unsigned: bool = False,
 ) -> ReplayPlan:
     """The replay plan of DLQ run ``run_id``: unbound (read-only) from ``dlq_dir`` alone, or
-    bound to ``manifest``'s file source and sink (what :func:`replay_execute` applies)."""
+    bound to ``manifest``'s file source and sink (what :func:`replay_execute` applies). With a
+    signing key configured the run's index must be signed (``allow_unsigned`` opts out)."""
     from dpone.ops import replay
+    from dpone.signing import required
 
+    require = required(require_signature=require_signature, allow_unsigned=allow_unsigned)
     if manifest is None:
         if dlq_dir is None:
             raise UsageError("pass the DLQ root with --dir (or a manifest with --manifest)")
         bound = max_items if max_items is not None else replay.DEFAULT_MAX_ITEMS
-        return replay.plan(open_store(dlq_dir), run_id, max_items=bound)
-    return _binding(manifest, run_id, dlq_dir, env).plan(max_items=max_items)
+        store = open_store(dlq_dir)
+        store.require_signature = require
+        return replay.plan(store, run_id, max_items=bound)
+    binding = _binding(manifest, run_id, dlq_dir, env)
+    binding.store.require_signature = require
+    return binding.plan(max_items=max_items)
 
 
 def replay_execute(
@@ -206,13 +215,17 @@ def retention_plan(
     include_unacknowledged: bool = False,
     evidence_dirs: Sequence[PathLike] = (),
     output: PathLike | None = None,
+    allow_unsigned: bool = False,
 ) -> RetentionPlan:
     """Mark: decide which records may be deleted (deletes nothing). ``now`` (a datetime with
     a time zone or ISO-8601 text; default: now) judges expiry; ``output`` keeps the plan for
-    :func:`retention_apply`."""
+    :func:`retention_apply`. With a signing key configured every index must be signed
+    (``allow_unsigned`` opts out) and the plan is signed."""
     from dpone.ops.retention import plan_retention
+    from dpone.signing import required
 
     store = open_store(dlq_dir)
+    store.require_signature = required(allow_unsigned=allow_unsigned)
     for folder in evidence_dirs:
         if not Path(folder).is_dir():
             raise UsageError(f"--pin-evidence {folder} is not a folder")
