@@ -4,7 +4,7 @@ DLQ index must tell one story.
 Each of the three is read back and may have been edited or planted by someone who can write
 the work dir, the sink folder or the DLQ folder. Recovery acts on them (publishes evidence,
 moves the state cursor, signs an aborted index), so before it does, the run id, load id,
-pipeline, cursor and DLQ counts each document names must be the ones the others name. The
+pipeline, cursor, row count and DLQ counts each document names must be the ones the others name. The
 evidence the journal holds was computed by the run itself before its sink commit, so it is
 what the marker and the index are held against: a marker whose ``cursor_to`` is not the
 evidence's ``state.to`` (a planted marker moving the cursor to 2099) is refused, and so is a
@@ -64,6 +64,8 @@ def check_committed(parts: Components, entry: JournalEntry, marker: LoadMarker) 
         raise _mismatch(parts, "the journal's evidence names another load")
     if evidence["state"].get("to") != marker.cursor_to:
         raise _mismatch(parts, "the load marker's cursor is not the one the run computed")
+    if evidence["summary"].get("rows_loaded") != marker.rows:
+        raise _mismatch(parts, "the load marker counts other rows than the run loaded")
     _check_dlq(parts, entry, evidence["dlq"])
 
 
