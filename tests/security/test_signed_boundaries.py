@@ -33,7 +33,7 @@ from tests.security.test_read_back import (
 )
 from tests.support.dlqfiles import record_ids_on_disk
 from tests.support.processes import CliRun, dpone_killed_at, dpone_subprocess
-from tests.support.replay_pipeline import T0
+from tests.support.replay_pipeline import FIRST_LOAD, REPLAYED, T0, Pipeline
 
 KEY = "s" * 40
 WITH_KEY = {"DPONE_SIGNING_KEY": KEY}
@@ -425,3 +425,29 @@ def test_apply_stops_at_a_tampered_segment(seeded: Path) -> None:
     assert error["code"] == "DPONE_DLQ_CHECKSUM_MISMATCH"
     assert "run-a" in error["message"]
     assert store_files(seeded) == before
+
+
+# --- replay -------------------------------------------------------------------------------------
+
+
+def test_replay_execute_refuses_an_unsigned_plan_with_a_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DPONE_SIGNING_KEY", KEY)
+    duck = Pipeline(tmp_path, "duckdb", "analytics")
+    run_id = duck.quarantine_run()
+    printed = duck.replay(run_id, "--manifest", str(duck.manifest), "--format", "json").doc
+    assert validly_signed(printed)
+    stripped = tmp_path / "stripped.json"
+    stripped.write_text(json.dumps({k: v for k, v in printed.items() if k != "signature"}))
+
+    refused = duck.execute(run_id, "--plan", str(stripped))
+
+    assert refused.exit_code == 2
+    assert refused.doc["code"] == "DPONE_DLQ_REPLAY_PLAN_SIGNATURE_INVALID"
+    assert "stripped.json" in refused.doc["message"]
+    assert duck.amounts() == FIRST_LOAD
+    assert duck.acked(run_id) == []
+    applied = duck.execute(run_id, "--plan", str(stripped), "--allow-unsigned")
+    assert applied.exit_code == 0, applied.stdout
+    assert duck.amounts() == FIRST_LOAD | REPLAYED
