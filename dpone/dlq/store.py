@@ -72,6 +72,7 @@ from dpone.dlq.rundir import (
     RUNS_DIR,
     IndexCache,
     RunHeader,
+    check_index_signature,
     dumps,
     name_exists,
     read_index_at,
@@ -468,14 +469,15 @@ class DlqStore:
         for run_id in self.run_ids():
             try:
                 with self.open_path(RUNS_DIR, run_id) as run_fd:
-                    # Rebuilding signs the aborted index: only from an index that verifies.
-                    index = read_index_at(
-                        run_fd, run_id, require_signature=self.signatures_required
-                    )
+                    index = read_index_at(run_fd, run_id)
                     if index.status != "open":
                         continue
                     if pipeline is not None and index.pipeline != pipeline:
                         continue
+                    if self.signatures_required and index.signature is None:
+                        # Rebuilding signs the aborted index: never from an unsigned one (a
+                        # present signature was verified by the read).
+                        check_index_signature({}, f"{RUNS_DIR}/{run_id}/{INDEX_FILE}", require=True)
                     lock_fd = take_lock(run_fd, f"{RUNS_DIR}/{run_id}", create=True)
                     if lock_fd is None:
                         continue  # a live writer
