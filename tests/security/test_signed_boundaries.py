@@ -137,6 +137,28 @@ def test_a_forged_journal_never_gets_evidence_published(
         assert validly_signed(read(project / second["evidence"]))
 
 
+def test_a_journal_never_aborts_another_loads_dlq_run(tmp_path: Path) -> None:
+    """Without a key: a journal edited to name a committed run's DLQ run under a load that
+    never committed would have recovery abort that run (its records never replayable)."""
+    project = make_project(tmp_path)
+    first = assert_succeeds(run(project, {}))
+    index = project / ".dpone" / "dlq" / "runs" / first["run_id"] / "index.json"
+    index_bytes = index.read_bytes()
+    journal = journal_of(project)
+    doc = read(journal)
+    doc.update(phase="running", load_id="NEVERCOMMITTED01", evidence=None, unplaced=None)
+    journal.write_text(json.dumps(unsigned(doc)))
+
+    failed = run(project, {})
+
+    assert failed.exit_code == 1
+    assert error_of(failed)["code"] == "DPONE_RECOVERY_MISMATCH"
+    assert index.read_bytes() == index_bytes
+    assert read(index)["status"] == "closed"
+    journal.rename(tmp_path / "journal.moved-aside")
+    assert_succeeds(run(project, {}))
+
+
 @pytest.mark.parametrize(
     ("env", "code"),
     [(WITH_KEY, "DPONE_SINK_MARKER_INVALID"), ({}, "DPONE_RECOVERY_MISMATCH")],
