@@ -162,6 +162,31 @@ def require_key() -> Keyring:
     return ring
 
 
+def configured() -> bool:
+    """Whether this process has a key that verifies: then unsigned documents are refused by
+    default wherever dpone acts on what it reads back (``--allow-unsigned`` opts out)."""
+    return keyring().can_verify
+
+
+def required(*, require_signature: bool = False, allow_unsigned: bool = False) -> bool:
+    """Whether a command refuses unsigned documents.
+
+    By default whenever a key is configured; ``--allow-unsigned`` opts out. The older
+    ``--require-signature`` adds nothing once a key is configured; without one it is still a
+    usage error (there is no key to verify with), never silently ignored.
+    """
+    if require_signature and allow_unsigned:
+        raise SigningConfigError(
+            "--require-signature and --allow-unsigned contradict each other",
+            code="DPONE_USAGE",
+            fixes=("pass at most one of --require-signature and --allow-unsigned",),
+        )
+    if require_signature:
+        require_key()
+        return True
+    return not allow_unsigned and configured()
+
+
 def signed_bytes(doc: Mapping[str, Any]) -> bytes:
     """The canonical bytes a signature (and the ``sha256``) covers."""
     return canonical_json({k: v for k, v in doc.items() if k not in ("sha256", MEMBER)})
@@ -261,11 +286,13 @@ __all__ = [
     "SigningConfigError",
     "SigningKey",
     "check",
+    "configured",
     "key_id_of",
     "keyring",
     "keyring_from",
     "problem",
     "require_key",
+    "required",
     "sign",
     "signature_of",
     "signed_bytes",

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from dpone.cli.output import (
+    ALLOW_UNSIGNED_OPTION,
     FORMAT_OPTION,
     REQUIRE_SIGNATURE_OPTION,
     markdown_format_option,
@@ -57,9 +58,15 @@ def dlq_group() -> None:
     help="Close abandoned runs as aborted and remove crash leftovers; never touches tampering.",
 )
 @REQUIRE_SIGNATURE_OPTION
+@ALLOW_UNSIGNED_OPTION
 @FORMAT_OPTION
 def verify_cmd(
-    directory: Path, run_id: str | None, repair: bool, require_signature: bool, fmt: str
+    directory: Path,
+    run_id: str | None,
+    repair: bool,
+    require_signature: bool,
+    allow_unsigned: bool,
+    fmt: str,
 ) -> None:
     """Check every checksum, index and acknowledgement. Exit 0 clean, 1 with findings."""
 
@@ -68,7 +75,11 @@ def verify_cmd(
 
         _logs_to_stderr()
         result = ops.verify(
-            directory, run_id=run_id, repair=repair, require_signature=require_signature
+            directory,
+            run_id=run_id,
+            repair=repair,
+            require_signature=require_signature,
+            allow_unsigned=allow_unsigned,
         )
         findings, repaired = result.findings, result.repaired
         if fmt == "json":
@@ -92,15 +103,18 @@ def verify_cmd(
 @dlq_group.command("summary")
 @DIR_OPTION
 @RUN_OPTION
+@ALLOW_UNSIGNED_OPTION
 @markdown_format_option("the summary document")
-def summary_cmd(directory: Path, run_id: str | None, fmt: str) -> None:
+def summary_cmd(directory: Path, run_id: str | None, allow_unsigned: bool, fmt: str) -> None:
     """Records per reason code and column, per run (from verified indexes)."""
 
     def body() -> int:
         from dpone.ops.summary import summarize
+        from dpone.signing import required
 
         _logs_to_stderr()
         store = _store_at(directory)
+        store.require_signature = required(allow_unsigned=allow_unsigned)
         summary = summarize(store, run_id)
         if fmt == "json":
             print_json(summary.to_json())

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from dpone.cli.output import (
+    ALLOW_UNSIGNED_OPTION,
     REQUIRE_SIGNATURE_OPTION,
     markdown_format_option,
     print_json,
@@ -48,6 +49,7 @@ OUTCOMES = "passed, passed_with_quarantine, passed_with_warnings, failed_quality
     help="Where release_gate.json and release_gate.md go. Default: the current directory.",
 )
 @REQUIRE_SIGNATURE_OPTION
+@ALLOW_UNSIGNED_OPTION
 @markdown_format_option("the release_gate.json document")
 def release_gate_cmd(
     evidence: tuple[Path, ...],
@@ -56,6 +58,7 @@ def release_gate_cmd(
     roots: tuple[Path, ...],
     output: Path | None,
     require_signature: bool,
+    allow_unsigned: bool,
     fmt: str,
 ) -> None:
     """Verify evidence bundles and apply a release policy. Exit 0 pass, 1 blocked, 2 usage."""
@@ -71,6 +74,7 @@ def release_gate_cmd(
             roots=roots,
             output=output if output is not None else Path.cwd(),
             require_signature=require_signature,
+            allow_unsigned=allow_unsigned,
         ).to_json()
         if fmt == "json":
             print_json(doc)

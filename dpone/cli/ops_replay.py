@@ -17,6 +17,8 @@ import click
 from dpone.cli.ops_dlq import _logs_to_stderr
 from dpone.cli.output import (
     ALLOW_ANY_IMPORT_OPTION,
+    ALLOW_UNSIGNED_OPTION,
+    REQUIRE_SIGNATURE_OPTION,
     markdown_format_option,
     print_json,
     run_command,
@@ -71,6 +73,8 @@ EXECUTOR_FIX = (
     help="Deprecated. Without --execute it exits 4 and applies nothing.",
 )
 @ALLOW_ANY_IMPORT_OPTION
+@REQUIRE_SIGNATURE_OPTION
+@ALLOW_UNSIGNED_OPTION
 @markdown_format_option("the plan or result document")
 def quarantine_replay_cmd(
     directory: Path | None,
@@ -81,6 +85,8 @@ def quarantine_replay_cmd(
     max_items: int | None,
     yes: bool,
     allow_any_import: bool,
+    require_signature: bool,
+    allow_unsigned: bool,
     fmt: str,
 ) -> None:
     """Print the replay plan of a DLQ run; with --execute --manifest M, apply it."""
@@ -104,13 +110,24 @@ def quarantine_replay_cmd(
         )
         if not execute:
             doc = ops.replay_plan(
-                run_id, dlq_dir=directory, manifest=bound, max_items=max_items
+                run_id,
+                dlq_dir=directory,
+                manifest=bound,
+                max_items=max_items,
+                require_signature=require_signature,
+                allow_unsigned=allow_unsigned,
             ).to_json()
             _show_plan(doc, fmt)
             return 0
         assert bound is not None  # --execute without --manifest was refused above
         result = ops.replay_execute(
-            bound, run_id, dlq_dir=directory, plan=plan_file, max_items=max_items
+            bound,
+            run_id,
+            dlq_dir=directory,
+            plan=plan_file,
+            max_items=max_items,
+            require_signature=require_signature,
+            allow_unsigned=allow_unsigned,
         ).to_json()
         if fmt == "json":
             print_json(result)

@@ -8,7 +8,13 @@ from typing import Any
 import click
 
 from dpone.cli.ops_dlq import _logs_to_stderr
-from dpone.cli.output import markdown_format_option, print_json, run_command
+from dpone.cli.output import (
+    ALLOW_UNSIGNED_OPTION,
+    REQUIRE_SIGNATURE_OPTION,
+    markdown_format_option,
+    print_json,
+    run_command,
+)
 
 FORMAT = markdown_format_option("the plan or result document")
 
@@ -46,6 +52,7 @@ def retention_group() -> None:
     default=None,
     help="Write the plan here (what `dpone ops retention apply` takes).",
 )
+@ALLOW_UNSIGNED_OPTION
 @FORMAT
 def plan_cmd(
     directory: Path,
@@ -53,6 +60,7 @@ def plan_cmd(
     include_unacknowledged: bool,
     evidence_dirs: tuple[Path, ...],
     output: Path | None,
+    allow_unsigned: bool,
     fmt: str,
 ) -> None:
     """Mark: decide which records may be deleted; deletes nothing."""
@@ -67,6 +75,7 @@ def plan_cmd(
             include_unacknowledged=include_unacknowledged,
             evidence_dirs=evidence_dirs,
             output=output,
+            allow_unsigned=allow_unsigned,
         ).to_json()
         if fmt == "json":
             print_json(doc)
@@ -86,8 +95,31 @@ def plan_cmd(
     default=None,
     help="The DLQ root, when it moved since the plan was made (default: the plan's dir).",
 )
+@click.option(
+    "--include-unacknowledged",
+    is_flag=True,
+    help="Confirm a plan made with --include-unacknowledged (apply refuses it otherwise).",
+)
+@click.option(
+    "--pin-evidence",
+    "evidence_dirs",
+    multiple=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="A folder of evidence bundles to keep (repeatable), on top of the plan's: the DLQ "
+    "runs they point at must not be touched.",
+)
+@REQUIRE_SIGNATURE_OPTION
+@ALLOW_UNSIGNED_OPTION
 @FORMAT
-def apply_cmd(plan_file: Path, directory: Path | None, fmt: str) -> None:
+def apply_cmd(
+    plan_file: Path,
+    directory: Path | None,
+    include_unacknowledged: bool,
+    evidence_dirs: tuple[Path, ...],
+    require_signature: bool,
+    allow_unsigned: bool,
+    fmt: str,
+) -> None:
     """Sweep: refuse if the store drifted from the plan, else delete what it planned.
 
     Exit 0 when every touched run verifies afterwards, 1 on drift or findings."""
@@ -96,7 +128,14 @@ def apply_cmd(plan_file: Path, directory: Path | None, fmt: str) -> None:
         from dpone import ops
 
         _logs_to_stderr()
-        result = ops.retention_apply(plan_file, dlq_dir=directory)
+        result = ops.retention_apply(
+            plan_file,
+            dlq_dir=directory,
+            evidence_dirs=evidence_dirs,
+            include_unacknowledged=include_unacknowledged,
+            require_signature=require_signature,
+            allow_unsigned=allow_unsigned,
+        )
         doc = result.to_json()
         if fmt == "json":
             print_json(doc)

@@ -30,8 +30,14 @@ FORMAT_OPTION = click.option(
 REQUIRE_SIGNATURE_OPTION = click.option(
     "--require-signature",
     is_flag=True,
-    help="Refuse documents without a keyed signature that verifies (needs DPONE_SIGNING_KEY "
-    "or DPONE_SIGNING_KEY_FILE).",
+    help="Refuse documents without a keyed signature that verifies. The default whenever "
+    "DPONE_SIGNING_KEY or DPONE_SIGNING_KEY_FILE is set; without a key it is a usage error.",
+)
+ALLOW_UNSIGNED_OPTION = click.option(
+    "--allow-unsigned",
+    is_flag=True,
+    help="With a signing key configured, still accept unsigned documents (a bad signature "
+    "is refused all the same). Unsigned documents are forgeable by anyone who can write them.",
 )
 ALLOW_ANY_IMPORT_OPTION = click.option(
     "--allow-any-import",
@@ -121,6 +127,7 @@ def run_command(fmt: str, body: Callable[[], int | None]) -> NoReturn:
 
 __all__ = [
     "ALLOW_ANY_IMPORT_OPTION",
+    "ALLOW_UNSIGNED_OPTION",
     "EXIT_CONFIG",
     "EXIT_RUN_FAILED",
     "FORMAT_OPTION",

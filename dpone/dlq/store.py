@@ -72,6 +72,7 @@ from dpone.dlq.rundir import (
     RUNS_DIR,
     IndexCache,
     RunHeader,
+    check_index_signature,
     dumps,
     name_exists,
     read_index_at,
@@ -170,8 +171,12 @@ class DlqStore:
         *,
         clock: Clock | None = None,
         environment: str = "dev",
+        require_signature: bool | None = None,
     ) -> None:
         self.root = Path(root)
+        # Whether an index this store acts on must carry a signature that verifies: by
+        # default whenever a signing key is configured (``--allow-unsigned`` sets False).
+        self.require_signature = require_signature
         self.policy = policy if policy is not None else DlqPolicy(directory=str(self.root))
         if self.policy.pii_policy not in PII_POLICIES:
             raise DlqPolicyInvalid("dlq.pii_policy must be reference_only, masked or preserve")
@@ -190,6 +195,12 @@ class DlqStore:
         self.index_cache = IndexCache()
         # Ack segments verified by this store, by content (see dpone.dlq.acks).
         self.ack_cache: dict[tuple[str, bytes], tuple[list[str], list[str]]] = {}
+
+    @property
+    def signatures_required(self) -> bool:
+        if self.require_signature is None:
+            return signing.configured()
+        return self.require_signature
 
     # --- time and paths -------------------------------------------------------------------------
 
@@ -326,7 +337,12 @@ class DlqStore:
         """The verified index of a run (checksum, fingerprint, internal consistency)."""
         check_identifier(run_id, "run id")
         with self.open_path(RUNS_DIR, run_id, missing=DlqRunNotFound) as run_fd:
-            return read_index_at(run_fd, run_id, cache=self.index_cache)
+            return read_index_at(
+                run_fd,
+                run_id,
+                cache=self.index_cache,
+                require_signature=self.signatures_required,
+            )
 
     def read_record(self, run_id: str, record_id: str) -> DlqRecord:
         """One verified record, found through its run's index (an open run: on disk)."""
@@ -458,6 +474,10 @@ class DlqStore:
                         continue
                     if pipeline is not None and index.pipeline != pipeline:
                         continue
+                    if self.signatures_required and index.signature is None:
+                        # Rebuilding signs the aborted index: never from an unsigned one (a
+                        # present signature was verified by the read).
+                        check_index_signature({}, f"{RUNS_DIR}/{run_id}/{INDEX_FILE}", require=True)
                     lock_fd = take_lock(run_fd, f"{RUNS_DIR}/{run_id}", create=True)
                     if lock_fd is None:
                         continue  # a live writer
@@ -481,7 +501,7 @@ class DlqStore:
             if lock_fd is None:
                 raise DlqRunLocked(f"{where} has a live writer; abort it through its writer")
             try:
-                index = read_index_at(run_fd, run_id)
+                index = read_index_at(run_fd, run_id, require_signature=self.signatures_required)
                 if index.status == "aborted":
                     return index
                 if index.status == "open":

@@ -202,7 +202,8 @@ class RunWriter:
             if lock_fd is None:
                 raise DlqRunLocked(f"{where} is being written by a live process")
             fds.append(lock_fd)
-            index = read_index_at(run_fd, run_id)
+            # The resumed index is written (and signed) again: only from one that verifies.
+            index = read_index_at(run_fd, run_id, require_signature=store.signatures_required)
             if index.status != "open":
                 raise DlqRunNotOpen(f"run {run_id} is {index.status}; it cannot be written again")
             if index.load_id != load_id or (pipeline is not None and index.pipeline != pipeline):

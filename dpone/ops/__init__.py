@@ -107,20 +107,22 @@ def verify(
     run_id: str | None = None,
     repair: bool = False,
     require_signature: bool = False,
+    allow_unsigned: bool = False,
 ) -> Verification:
     """Check every checksum, index and acknowledgement of the DLQ store (or of one run);
-    ``repair`` first closes abandoned runs and removes crash leftovers."""
+    ``repair`` first closes abandoned runs and removes crash leftovers. With a signing key
+    configured every index must be signed (``allow_unsigned`` opts out); repair never
+    rebuilds, and so never signs, an index that does not verify."""
     from dpone.ops.verification import repair_store, signature_findings, verify_store
+    from dpone.signing import required
 
     stderr_logs()
-    if require_signature:
-        from dpone.signing import require_key
-
-        require_key()
+    require = required(require_signature=require_signature, allow_unsigned=allow_unsigned)
     store = open_store(dlq_dir)
+    store.require_signature = require
     repaired = repair_store(store, run_id) if repair else []
     findings = verify_store(store, run_id)
-    if require_signature:
+    if require:
         seen = {(f.code, f.run_id) for f in findings}
         findings += [f for f in signature_findings(store, run_id) if (f.code, f.run_id) not in seen]
     return Verification(os.fspath(dlq_dir), run_id, tuple(findings), tuple(repaired))
@@ -136,17 +138,26 @@ def replay_plan(
     manifest: PathLike | Plan | None = None,
     max_items: int | None = None,
     env: Mapping[str, str] | None = None,
+    require_signature: bool = False,
+    allow_unsigned: bool = False,
 ) -> ReplayPlan:
     """The replay plan of DLQ run ``run_id``: unbound (read-only) from ``dlq_dir`` alone, or
-    bound to ``manifest``'s file source and sink (what :func:`replay_execute` applies)."""
+    bound to ``manifest``'s file source and sink (what :func:`replay_execute` applies). With a
+    signing key configured the run's index must be signed (``allow_unsigned`` opts out)."""
     from dpone.ops import replay
+    from dpone.signing import required
 
+    require = required(require_signature=require_signature, allow_unsigned=allow_unsigned)
     if manifest is None:
         if dlq_dir is None:
             raise UsageError("pass the DLQ root with --dir (or a manifest with --manifest)")
         bound = max_items if max_items is not None else replay.DEFAULT_MAX_ITEMS
-        return replay.plan(open_store(dlq_dir), run_id, max_items=bound)
-    return _binding(manifest, run_id, dlq_dir, env).plan(max_items=max_items)
+        store = open_store(dlq_dir)
+        store.require_signature = require
+        return replay.plan(store, run_id, max_items=bound)
+    binding = _binding(manifest, run_id, dlq_dir, env)
+    binding.store.require_signature = require
+    return binding.plan(max_items=max_items)
 
 
 def replay_execute(
@@ -157,16 +168,27 @@ def replay_execute(
     plan: PathLike | ReplayPlan | None = None,
     max_items: int | None = None,
     env: Mapping[str, str] | None = None,
+    require_signature: bool = False,
+    allow_unsigned: bool = False,
 ) -> ReplayResult:
     """Apply the replay of ``run_id`` with the first-party file executor: re-read, re-check
     and load each row once, then acknowledge it. ``plan`` (a file or a plan printed earlier)
-    is refused unless it is the plan the store, the manifest and the sink give now."""
+    is refused unless it is the plan the store, the manifest and the sink give now. With a
+    signing key configured the plan file and the run's index must be signed
+    (``allow_unsigned`` opts out)."""
     from dpone.ops import replay
     from dpone.ops.replay_run import execute_replay
+    from dpone.signing import required
 
     stderr_logs()
+    require = required(require_signature=require_signature, allow_unsigned=allow_unsigned)
     binding = _binding(manifest, run_id, dlq_dir, env)
-    stored = replay.load_plan(Path(plan)) if isinstance(plan, str | os.PathLike) else plan
+    binding.store.require_signature = require
+    stored = (
+        replay.load_plan(Path(plan), require_signature=require)
+        if isinstance(plan, str | os.PathLike)
+        else plan
+    )
     return execute_replay(binding, stored, max_items=max_items)
 
 
@@ -196,13 +218,17 @@ def retention_plan(
     include_unacknowledged: bool = False,
     evidence_dirs: Sequence[PathLike] = (),
     output: PathLike | None = None,
+    allow_unsigned: bool = False,
 ) -> RetentionPlan:
     """Mark: decide which records may be deleted (deletes nothing). ``now`` (a datetime with
     a time zone or ISO-8601 text; default: now) judges expiry; ``output`` keeps the plan for
-    :func:`retention_apply`."""
+    :func:`retention_apply`. With a signing key configured every index must be signed
+    (``allow_unsigned`` opts out) and the plan is signed."""
     from dpone.ops.retention import plan_retention
+    from dpone.signing import required
 
     store = open_store(dlq_dir)
+    store.require_signature = required(allow_unsigned=allow_unsigned)
     for folder in evidence_dirs:
         if not Path(folder).is_dir():
             raise UsageError(f"--pin-evidence {folder} is not a folder")
@@ -243,17 +269,37 @@ def _moment(now: datetime | str | None) -> datetime:
 
 
 def retention_apply(
-    plan: PathLike | RetentionPlan, *, dlq_dir: PathLike | None = None
+    plan: PathLike | RetentionPlan,
+    *,
+    dlq_dir: PathLike | None = None,
+    evidence_dirs: Sequence[PathLike] = (),
+    include_unacknowledged: bool = False,
+    require_signature: bool = False,
+    allow_unsigned: bool = False,
 ) -> RetentionResult:
     """Sweep: refuse if the store drifted from ``plan``, else delete what it planned and
-    verify every touched run (``result.clean``)."""
+    verify every touched run (``result.clean``). ``evidence_dirs`` are pinned on top of the
+    plan's; a plan that deletes unacknowledged records needs ``include_unacknowledged`` here
+    too. With a signing key configured the plan file and every index must be signed
+    (``allow_unsigned`` opts out)."""
     from dpone.ops.retention import apply_retention, load_plan
+    from dpone.signing import required
 
     stderr_logs()
+    require = required(require_signature=require_signature, allow_unsigned=allow_unsigned)
+    for folder in evidence_dirs:
+        if not Path(folder).is_dir():
+            raise UsageError(f"--pin-evidence {folder} is not a folder")
     if isinstance(plan, str | os.PathLike):
-        plan = load_plan(Path(plan))
+        plan = load_plan(Path(plan), require_signature=require)
     store = open_store(dlq_dir if dlq_dir is not None else plan.directory)
-    return apply_retention(store, plan)
+    store.require_signature = require
+    return apply_retention(
+        store,
+        plan,
+        evidence_dirs=[os.fspath(Path(d).resolve()) for d in evidence_dirs],
+        include_unacknowledged=include_unacknowledged,
+    )
 
 
 # --- release gate -------------------------------------------------------------------------------
@@ -267,13 +313,19 @@ def release_gate(
     roots: Sequence[PathLike] = (),
     output: PathLike | None = None,
     require_signature: bool = False,
+    allow_unsigned: bool = False,
 ) -> GateReport:
     """Verify evidence bundles and apply a release policy (``report.decision`` is ``pass`` or
     ``blocked``); ``output`` is a folder for ``release_gate.json`` and ``.md``."""
     from dpone.ops.gate import GatePolicy, evaluate, write_report
 
     ratio = None if max_quarantine_ratio is None else str(max_quarantine_ratio)
-    policy = GatePolicy.parse(allowed_outcomes, ratio, require_signature=require_signature)
+    policy = GatePolicy.parse(
+        allowed_outcomes,
+        ratio,
+        require_signature=require_signature,
+        allow_unsigned=allow_unsigned,
+    )
     report = evaluate(evidence, policy, roots)
     if output is not None:
         write_report(report.to_json(), Path(output))

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import orjson
 
@@ -43,6 +43,9 @@ from dpone.dlq.rundir import HARD_MAX_INDEX_BYTES
 from dpone.durable import replace_atomic
 from dpone.errors import ConfigError, Stage
 from dpone.evidence.model import EVIDENCE_SCHEMA_ID, DataOutcome
+
+if TYPE_CHECKING:
+    from dpone.dlq.store import DlqStore
 
 GATE_SCHEMA_ID = "dpone.release-gate.v1"
 REPORT_JSON = "release_gate.json"
@@ -79,6 +82,7 @@ class GateCode(StrEnum):
     SIGNATURE_MISSING = "DPONE_GATE_SIGNATURE_MISSING"
     SIGNATURE_INVALID = "DPONE_GATE_SIGNATURE_INVALID"
     DLQ_RECORDS_MISMATCH = "DPONE_GATE_DLQ_RECORDS_MISMATCH"
+    DLQ_UNLISTED_SEGMENT = "DPONE_GATE_DLQ_UNLISTED_SEGMENT"
 
 
 class GateUsageError(ConfigError):
@@ -101,9 +105,17 @@ class GatePolicy:
 
     @classmethod
     def parse(
-        cls, outcomes: Sequence[str], max_ratio: str | None, *, require_signature: bool = False
+        cls,
+        outcomes: Sequence[str],
+        max_ratio: str | None,
+        *,
+        require_signature: bool = False,
+        allow_unsigned: bool = False,
     ) -> GatePolicy:
-        """The policy from command-line values; :class:`GateUsageError` for a bad one."""
+        """The policy from command-line values; :class:`GateUsageError` for a bad one.
+
+        Signatures are required whenever a signing key is configured, unless
+        ``allow_unsigned``; ``require_signature`` without a key is a usage error."""
         unknown = [o for o in outcomes if o not in DATA_OUTCOMES]
         if unknown:
             raise GateUsageError(
@@ -124,11 +136,10 @@ class GatePolicy:
                     code="DPONE_GATE_POLICY_INVALID",
                     fixes=("for example --max-quarantine-ratio 0.01 (at most 1% of rows read)",),
                 )
-        if require_signature:
-            from dpone.signing import require_key
+        from dpone.signing import required
 
-            require_key()
-        return cls(allowed, ratio, require_signature)
+        require = required(require_signature=require_signature, allow_unsigned=allow_unsigned)
+        return cls(allowed, ratio, require)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -399,11 +410,22 @@ def _records(index_path: Path, index: DlqIndex) -> list[GateFinding]:
     store = DlqStore(run_folder.parent.parent)
     try:
         pairs = [(r.record_id, r.sha256) for r in store.iter_records(index.run_id, index)]
+        unlisted = _unlisted_segments(store, index)
     except DlqError as err:
         return [
             GateFinding(
                 GateCode.DLQ_RECORDS_MISMATCH,
                 f"the DLQ records do not verify against their index ({err.code}: {err.message})",
+                "dlq_index",
+                "/segments",
+            )
+        ]
+    if unlisted:
+        return [
+            GateFinding(
+                GateCode.DLQ_UNLISTED_SEGMENT,
+                f"the DLQ run's segments folder holds {unlisted} file(s) its index does not "
+                "list (planted, or left by an interrupted write: run `dpone ops dlq verify`)",
                 "dlq_index",
                 "/segments",
             )
@@ -418,6 +440,23 @@ def _records(index_path: Path, index: DlqIndex) -> list[GateFinding]:
             )
         ]
     return []
+
+
+def _unlisted_segments(store: DlqStore, index: DlqIndex) -> int:
+    """How many entries of the run's segments folder the index does not list.
+
+    Readers that query the segments directly (``read_json('.../segments/*.jsonl')``) see a
+    planted segment as records of the run, so a release may not pass over one."""
+    from dpone.dlq import fsio
+    from dpone.dlq.rundir import RUNS_DIR
+    from dpone.dlq.segments import SEGMENTS_DIR
+
+    listed = {seg.name for seg in index.segments}
+    if not (store.root / RUNS_DIR / index.run_id / SEGMENTS_DIR).exists():
+        return 0
+    where = f"{RUNS_DIR}/{index.run_id}/{SEGMENTS_DIR}"
+    with store.open_path(RUNS_DIR, index.run_id, SEGMENTS_DIR) as fd:
+        return sum(entry.name not in listed for entry in fsio.entries(fd, where))
 
 
 def _index(doc: Any) -> DlqIndex:

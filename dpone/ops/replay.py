@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 
+from dpone import signing
 from dpone.canonical import CHECKSUM_PATTERN, CHECKSUM_PREFIX
 from dpone.dlq.fsio import check_identifier
 from dpone.dlq.index import PIPELINE_PATTERN, DlqIndex
@@ -213,7 +214,7 @@ class ReplayPlan:
 
     def to_json(self) -> dict[str, Any]:
         body = self.body()
-        return {
+        doc = {
             "schema": PLAN_SCHEMA,
             "plan_id": self.plan_id,
             "run": body["run"],
@@ -225,6 +226,8 @@ class ReplayPlan:
             "items": [item.to_json() for item in self.items],
             "created_at": self.created_at,
         }
+        # Signed when a key is configured: `--execute --plan` refuses an unsigned plan then.
+        return signing.sign(doc)
 
     def problems(self) -> list[str]:
         """Why this plan does not check itself (empty when it does)."""
@@ -255,7 +258,11 @@ class ReplayPlan:
             "items",
             "created_at",
         }
-        if not isinstance(doc, dict) or set(doc) != keys or doc["schema"] != PLAN_SCHEMA:
+        if (
+            not isinstance(doc, dict)
+            or set(doc) - {signing.MEMBER} != keys
+            or doc["schema"] != PLAN_SCHEMA
+        ):
             raise _invalid("/")
         run = doc["run"]
         run_keys = {"run_id", "load_id", "pipeline", "index_fingerprint", "record_count"}
@@ -382,8 +389,9 @@ def _item_from_json(doc: Any, position: int) -> ReplayItem:
     )
 
 
-def load_plan(path: Path) -> ReplayPlan:
-    """A plan written earlier (``--plan FILE``), checked against its published schema."""
+def load_plan(path: Path, *, require_signature: bool = False) -> ReplayPlan:
+    """A plan written earlier (``--plan FILE``), checked against its published schema and its
+    keyed signature (``require_signature``: an unsigned plan is refused)."""
     from dpone.published import schema_errors
 
     try:
@@ -397,6 +405,21 @@ def load_plan(path: Path) -> ReplayPlan:
     errors = schema_errors(doc, PLAN_SCHEMA)
     if errors:
         raise ReplayPlanInvalid(f"the replay plan {path.name} breaks its schema: {errors[0]}")
+    found = signing.problem(
+        doc, signing.keyring(), require=require_signature, what=f"the replay plan {path.name}"
+    )
+    if found is not None:
+        code, message = found
+        raise ReplayPlanInvalid(
+            f"{message} ({code}); nothing was applied",
+            code="DPONE_DLQ_REPLAY_PLAN_SIGNATURE_INVALID",
+            path=path.name,
+            fixes=(
+                f"print the plan again with the signing key set (`--format json > {path.name}`)",
+                *signing.FIXES[code],
+                "or pass --allow-unsigned (anyone who can write the plan can forge it)",
+            ),
+        )
     return ReplayPlan.from_json(doc)
 
 

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import orjson
 
+from dpone import signing
 from dpone.canonical import checksum, verify_checksum
 from dpone.dlq import fsio
 from dpone.dlq.index import DlqIndex, columns_checksum
@@ -56,6 +57,7 @@ from dpone.dlq.rundir import INDEX_FILE, RUNS_DIR
 from dpone.dlq.segments import SEGMENT_FILE, SEGMENTS_DIR, SegmentEntry
 from dpone.errors import EXIT_CONFIG, DponeError, Stage
 from dpone.logs import get_logger
+from dpone.ops.retention_guard import check_plan_signature, effective_flags, verify_touched
 
 if TYPE_CHECKING:
     from dpone.dlq.integrity import Finding
@@ -345,7 +347,8 @@ class RetentionPlan:
 
     def to_json(self) -> dict[str, Any]:
         body = self.body()
-        return {"plan_id": checksum(body), **body, "created_at": self.created_at}
+        # Signed when a key is configured: apply refuses an unsigned plan then.
+        return signing.sign({"plan_id": checksum(body), **body, "created_at": self.created_at})
 
     @classmethod
     def from_json(cls, doc: Any) -> RetentionPlan:
@@ -368,7 +371,9 @@ class RetentionPlan:
         except (KeyError, TypeError, ValueError, AttributeError):
             raise _invalid("the document") from None
         body = plan.body()
-        expected = {k: v for k, v in doc.items() if k not in ("plan_id", "created_at")}
+        expected = {
+            k: v for k, v in doc.items() if k not in ("plan_id", "created_at", signing.MEMBER)
+        }
         if doc.get("plan_id") != checksum(body) or expected != body:
             raise RetentionPlanInvalid(
                 "the retention plan was changed after it was made (its plan_id does not match)",
@@ -608,8 +613,17 @@ def _resumable(plan: RetentionPlan, seen: Mapping[str, _Seen], pinned: Sequence[
     return resumed
 
 
-def apply_retention(store: DlqStore, plan: RetentionPlan) -> RetentionResult:
-    """Sweep: check the plan against the store, then delete exactly the planned records."""
+def apply_retention(
+    store: DlqStore,
+    plan: RetentionPlan,
+    *,
+    evidence_dirs: Sequence[str] = (),
+    include_unacknowledged: bool = False,
+) -> RetentionResult:
+    """Sweep: check the plan against the store, then delete exactly the planned records.
+
+    ``evidence_dirs`` and ``include_unacknowledged`` are apply's own (its command line): the
+    plan's are never trusted alone (``ops/retention_guard.py``)."""
     if Path(plan.directory) != store.root.resolve():
         raise RetentionPlanInvalid(
             "the retention plan was made for another DLQ folder",
@@ -620,10 +634,15 @@ def apply_retention(store: DlqStore, plan: RetentionPlan) -> RetentionResult:
             "the retention plan's `now` is in the future: it would expire records early",
             fixes=("make a new plan without --now, or with a time that has passed",),
         )
+    pins, unacknowledged = effective_flags(plan, evidence_dirs, include_unacknowledged)
     seen = _see(store)
-    pinned = pinned_runs(store, plan.evidence_dirs)
+    pinned = pinned_runs(store, pins)
+    unprotected = sorted(set(pinned) - set(plan.pinned_runs))
+    if unprotected:
+        raise _refused(unprotected[0], "an evidence bundle pins the run and the plan does not")
     resumed = _resumable(plan, seen, pinned)
-    doomed_by_run = _checked_deletes(plan, seen, pinned, resumed)
+    doomed_by_run = _checked_deletes(plan, seen, pinned, resumed, unacknowledged)
+    verify_touched(store, {r: e.index for r, e in seen.items()}, doomed_by_run)
     sweeps = []
     deleted_acks = 0
     written = store.delete_many(
@@ -654,7 +673,11 @@ def apply_retention(store: DlqStore, plan: RetentionPlan) -> RetentionResult:
 
 
 def _checked_deletes(
-    plan: RetentionPlan, seen: Mapping[str, _Seen], pinned: Sequence[str], resumed: set[str]
+    plan: RetentionPlan,
+    seen: Mapping[str, _Seen],
+    pinned: Sequence[str],
+    resumed: set[str],
+    include_unacknowledged: bool,
 ) -> dict[str, set[str]]:
     """The record ids to delete per run, each one re-judged from the store, not the plan.
 
@@ -662,8 +685,7 @@ def _checked_deletes(
     and flag, whether each may go. Anything the store protects now refuses the whole plan.
     """
     fresh = {
-        d.run_id: d
-        for d in _decisions(seen, pinned, plan.now, plan.include_unacknowledged, after=False)
+        d.run_id: d for d in _decisions(seen, pinned, plan.now, include_unacknowledged, after=False)
     }
     out: dict[str, set[str]] = {}
     for decision in plan.runs:
@@ -719,8 +741,9 @@ def _refused(run_id: str, why: str) -> RetentionPlanInvalid:
     )
 
 
-def load_plan(path: Path) -> RetentionPlan:
-    """A plan file written by ``dpone ops retention plan --output``, schema-checked."""
+def load_plan(path: Path, *, require_signature: bool = False) -> RetentionPlan:
+    """A plan file written by ``dpone ops retention plan --output``, schema- and
+    signature-checked (``require_signature``: an unsigned plan is refused)."""
     from dpone.published import schema_errors
 
     try:
@@ -734,6 +757,7 @@ def load_plan(path: Path) -> RetentionPlan:
     errors = schema_errors(doc, PLAN_SCHEMA)
     if errors:
         raise RetentionPlanInvalid(f"the retention plan {path.name} breaks its schema: {errors[0]}")
+    check_plan_signature(doc, path.name, require=require_signature)
     return RetentionPlan.from_json(doc)
 
 

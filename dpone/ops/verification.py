@@ -5,7 +5,9 @@ stable code (listed in :data:`FINDING_CODES`), the path of the file relative to 
 root and, for a segment or ack line, the line number. A run whose writer is alive is in
 progress and only its index is checked.
 
-Repair fixes only what a crash can leave behind, never what tampering leaves behind:
+Repair fixes only what a crash can leave behind, never what tampering leaves behind (with a
+signing key, an index that is unsigned or does not verify is never rebuilt, and so never
+signed):
 an ``open`` run whose writer is gone (or a run folder without an index) is closed as
 ``aborted`` with an index rebuilt from the segments that verify; temporary files of an
 interrupted segment publish, index replace or run creation are removed; a segment an ended
@@ -197,8 +199,14 @@ def _verify_run(store: DlqStore, run_id: str, deep: bool = True) -> list[Finding
             try:
                 index = read_index_at(run_fd, run_id)
             except DlqIndexMissing as err:
+                # No crash leaves a run folder without its index (a run is created whole and
+                # its index replaced atomically); with a key, rebuilding one would sign
+                # whatever segments sit in the folder, so it is left to the operator.
+                repairable = not store.signatures_required
                 findings.append(
-                    Finding(err.code, err.message, run_id, None, f"{where}/{INDEX_FILE}", True)
+                    Finding(
+                        err.code, err.message, run_id, None, f"{where}/{INDEX_FILE}", repairable
+                    )
                 )
             except DlqError as err:
                 findings.append(finding_of(err, run_id, None, f"{where}/{INDEX_FILE}"))
@@ -455,10 +463,15 @@ def _repair_run(store: DlqStore, run_id: str, found: list[Finding]) -> list[Find
                 fsio.fsync_fd(run_fd, where)
                 repaired.extend(temps)
             try:
-                index = read_index_at(run_fd, run_id)
+                # The aborted index repair writes is signed: only from an index that verifies.
+                index = read_index_at(run_fd, run_id, require_signature=store.signatures_required)
             except DlqIndexMissing:
+                if store.signatures_required:
+                    return repaired
                 store.rebuild_aborted(run_fd, run_id, "index_missing")
                 return repaired + [f for f in found if f.code != STRAY_FILE]
+            except DlqIndexSignatureInvalid:
+                return repaired  # a forged or unsigned index stays as it is, and a finding
             if index.status == "open":
                 store.rebuild_aborted(run_fd, RunHeader.of(index), "writer_gone")
                 return repaired + [f for f in found if f.code != STRAY_FILE]

@@ -9,7 +9,11 @@
 The journal is read back, so it is input (STYLE habit 14): recovery acts on it (publishes
 the evidence it holds, advances the state) only once it matched ``dpone.run-journal.v1``,
 its checksum, this pipeline, and its evidence matched its run. Anything else is
-``DPONE_JOURNAL_INVALID``, before recovery touches a file.
+``DPONE_JOURNAL_INVALID``, before recovery touches a file. A checksum proves the journal whole,
+not who wrote it: with a signing key configured (``dpone/signing.py``) the journal is signed
+like the state, and a ``running`` journal (the only one recovery acts on) whose signature is
+missing or does not verify is ``DPONE_JOURNAL_SIGNATURE_INVALID``: recovery would otherwise
+sign and publish whatever evidence an edited journal holds.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any, Literal
 
 import orjson
 
+from dpone import signing
 from dpone.canonical import verify_checksum, with_checksum
 from dpone.durable import replace_atomic
 from dpone.errors import DponeError
@@ -134,6 +139,13 @@ class RunJournal:
             raise self._invalid("does not match its checksum")
         if doc["pipeline"] != self.pipeline:
             raise self._invalid("names another pipeline")
+        if doc["phase"] == "running" and signing.configured():
+            found = signing.problem(doc, signing.keyring(), require=True, what="it")
+            if found is not None:
+                raise self._invalid(
+                    f"is unsigned or its signature does not verify ({found[0]})",
+                    code="DPONE_JOURNAL_SIGNATURE_INVALID",
+                )
         if not (is_identifier(doc["run_id"]) and is_identifier(doc["load_id"])):
             raise self._invalid("holds a run or load id that is not a safe identifier")
         evidence = doc["evidence"]
@@ -144,11 +156,12 @@ class RunJournal:
         ):
             raise self._invalid("holds evidence that is not its own run's")
 
-    def _invalid(self, what: str) -> JournalInvalid:
+    def _invalid(self, what: str, code: str | None = None) -> JournalInvalid:
         name = self.path.name
         return JournalInvalid(
             f"the run journal runs/{name} {what}; dpone does not recover from a journal it "
             "did not write",
+            code=code,
             path=f"runs/{name}",
             fixes=(
                 "run `dpone ops dlq verify --dir <the DLQ directory> --repair` (closes a dead "
@@ -158,5 +171,5 @@ class RunJournal:
         )
 
     def write(self, entry: JournalEntry) -> None:
-        doc = with_checksum(entry.to_json())
+        doc = signing.sign(with_checksum(entry.to_json()))
         replace_atomic(self.path, orjson.dumps(doc, option=orjson.OPT_INDENT_2))

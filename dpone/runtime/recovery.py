@@ -5,7 +5,9 @@ commit (no load marker), its staging is dropped and its DLQ run aborted: ``rolle
 died after (its marker is in the sink), the state is advanced from the marker and the evidence
 the journal holds is published: ``finished``. Then, whatever the journal said, the staging of
 any dead run of the pipeline is dropped and every open DLQ run whose writer is gone is closed
-as aborted (docs/guarantees.md, "Recovery rules").
+as aborted (docs/guarantees.md, "Recovery rules"). Before either, the journal, the marker and
+the DLQ index are held against each other (``runtime/crosscheck.py``): recovery acts, and
+signs, only on what agrees with the evidence the dead run computed itself.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dpone.dlq.errors import DlqRunNotFound
 from dpone.faults import checkpoint
 from dpone.logs import get_logger
 from dpone.manifest.plan import Plan
+from dpone.runtime.crosscheck import check_committed, check_rolled_back
 from dpone.runtime.journal import JournalEntry
 from dpone.runtime.report import Recovery
 from dpone.runtime.wiring import Components
@@ -37,9 +40,11 @@ def recover(parts: Components, clock: Clock) -> list[Recovery]:
     if entry is not None and entry.phase == "running":
         marker = sink.committed_load(entry.load_id)
         if marker is not None:
+            check_committed(parts, entry, marker)
             recovered.append(_finish_committed(parts, entry, marker, clock))
         else:
             aborted: list[str] = []
+            check_rolled_back(parts, entry)
             try:
                 if dlq is not None:
                     aborted.append(dlq.abort_run(entry.run_id, "writer_gone").run_id)

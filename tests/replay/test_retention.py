@@ -172,7 +172,7 @@ def test_include_unacknowledged_deletes_expired_pending_records(
     assert plan.to_json()["include_unacknowledged"] is True
     assert plan.delete_count == 6
 
-    result = apply_retention(store, plan)
+    result = apply_retention(store, plan, include_unacknowledged=True)
 
     assert result.deleted == 6
     assert on_disk(store, "run-a") == on_disk(store, "run-b") == []
@@ -232,7 +232,7 @@ def test_evidence_pinned_runs_are_kept_whole(
     assert plan.pinned_runs == ("run-a",)
     assert by_run(plan)["run-a"]["protected"]["evidence_pinned"] == 4
     assert by_run(plan)["run-a"]["delete"] == []
-    apply_retention(store, plan)
+    apply_retention(store, plan, include_unacknowledged=True)
     assert len(on_disk(store, "run-a")) == 4
 
     bundle = pins / "orders" / "run-a" / "data_contract_evidence.json"
@@ -279,7 +279,9 @@ def test_the_cli_plans_writes_and_applies(
     assert code == 2
     assert json.loads(text)["code"] == "DPONE_DLQ_RETENTION_PLAN_INVALID"
 
-    code, text = cli_run("ops", "retention", "apply", str(out), "--format", "json")
+    code, text = cli_run(
+        "ops", "retention", "apply", str(out), "--include-unacknowledged", "--format", "json"
+    )
     assert code == 0
     doc = json.loads(text)
     assert_valid(doc, "dpone.dlq-retention-result.v1")
@@ -287,7 +289,9 @@ def test_the_cli_plans_writes_and_applies(
     assert doc["verify"]["clean"] is True
 
     # Applying a finished plan again is a no-op, not an error.
-    code, text = cli_run("ops", "retention", "apply", str(out), "--format", "json")
+    code, text = cli_run(
+        "ops", "retention", "apply", str(out), "--include-unacknowledged", "--format", "json"
+    )
     assert code == 0
     assert json.loads(text)["deleted_records"] == 0
     code, _ = cli_run("ops", "retention", "plan", "--dir", str(store.root), "--now", "tomorrow")
@@ -416,7 +420,9 @@ def _killed_apply(store: DlqStore, plan: RetentionPlan, point: str, folder: Path
     """``dpone ops retention apply`` in a process of its own, SIGKILLed at ``point``."""
     path = folder / "plan.json"
     path.write_text(json.dumps(plan.to_json()), encoding="utf-8")
-    dpone_killed_at(point, ["ops", "retention", "apply", str(path)], cwd=folder, env={})
+    confirm = ["--include-unacknowledged"] if plan.include_unacknowledged else []
+    args = ["ops", "retention", "apply", str(path), *confirm]
+    dpone_killed_at(point, args, cwd=folder, env={})
     return path
 
 
@@ -483,7 +489,7 @@ def test_an_apply_killed_after_the_index_replace(
         assert verify_store(store) == []
         assert acks_on_disk(store, "run-a") == []
 
-    result = apply_retention(store, plan)
+    result = apply_retention(store, plan, include_unacknowledged=unacknowledged)
 
     assert result.clean, result.findings
     assert ("run-a", True) in [(r.run_id, r.resumed) for r in result.runs]
@@ -494,4 +500,5 @@ def test_an_apply_killed_after_the_index_replace(
     if unacknowledged:
         assert segments_of(store, "run-a") == segments_of(store, "run-b") == []
     assert verify_store(store) == []
-    assert apply_retention(store, plan).deleted == 0  # finished: applying again is a no-op
+    again = apply_retention(store, plan, include_unacknowledged=unacknowledged)
+    assert again.deleted == 0  # finished: applying again is a no-op

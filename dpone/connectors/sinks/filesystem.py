@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from dpone import durable
+from dpone import durable, signing
 from dpone.canonical import with_checksum
 from dpone.connectors._util import Clock, iso_utc, position_mask, utc_now
 from dpone.connectors.base import ID_PATTERN, LoadMarker, LoadSpec
@@ -57,6 +57,7 @@ from dpone.connectors.sinks.fsmarkers import (
     is_identifier,
     read_marker,
     read_token,
+    require_signed,
     token_doc,
 )
 from dpone.errors import DponeError
@@ -132,7 +133,10 @@ class FilesystemSink:
 
     def committed_load(self, load_id: str) -> LoadMarker | None:
         doc = self._marker_doc(load_id)
-        return None if doc is None else LoadMarker.from_json(doc)
+        if doc is None:
+            return None
+        require_signed(doc, f"{LOADS}/{doc['load_id']}.json")  # recovery acts on it
+        return LoadMarker.from_json(doc)
 
     def last_load(self, pipeline: str) -> LoadMarker | None:
         mine = [
@@ -213,6 +217,9 @@ class FilesystemSink:
             token = staging / TOKEN_FILE
             info = read_token(token) if os.path.lexists(token) else {}
             if info.get("token") == doc["staging_token"]:
+                # Completing moves and deletes table files: only for documents dpone signed.
+                require_signed(doc, f"{LOADS}/{doc['load_id']}.json")
+                require_signed(info, f"the staging token of {STAGING}/{doc['load_id']}")
                 self._apply(doc)
             _rmtree(staging)
             return "completed"
@@ -297,7 +304,9 @@ class FilesystemLoad(LoadState):
             self._staging.mkdir(parents=True)
             _write_json(
                 self._staging / TOKEN_FILE,
-                with_checksum(token_doc(spec.load_id, spec.pipeline, sink.target, self._token)),
+                signing.sign(
+                    with_checksum(token_doc(spec.load_id, spec.pipeline, sink.target, self._token))
+                ),
             )
         except OSError as exc:
             raise os_error(exc, "filesystem sink: creating staging") from None
@@ -354,7 +363,7 @@ class FilesystemLoad(LoadState):
                 if sink.committed_keys(spec.keys):
                     raise keys_committed_twice(spec.load_id)
                 doc["keys"] = list(spec.keys)
-            doc = with_checksum(doc)
+            doc = signing.sign(with_checksum(doc))
             created = _create_json(sink.marker_path(spec.load_id), doc)
         except OSError as exc:
             raise os_error(exc, "filesystem sink: committing the load") from None

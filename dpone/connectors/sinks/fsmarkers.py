@@ -7,6 +7,12 @@ delete or overwrite anything outside the sink folder. So each is parsed against 
 (strict keys and types) and checksum, and every path in a marker must be a relative name in
 the folder the marker's own load and target allow, which still resolves inside the sink
 folder once symlinks are followed. Anything else is ``DPONE_SINK_MARKER_INVALID``.
+
+A checksum does not stop someone who can write the sink folder from planting a consistent
+marker and token. With a signing key configured (``dpone/signing.py``) both are signed when
+written, a present signature is always verified, and :func:`require_signed` refuses an
+unsigned one where the sink acts on it: completing a staged commit (which moves and deletes
+files) and telling recovery that a load committed.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from dpone import signing
 from dpone.canonical import verify_checksum
 from dpone.connectors.errors import SinkMarkerInvalid
 from dpone.published import schema_errors
@@ -79,6 +86,7 @@ def read_marker(path: Path, root: Path) -> dict[str, Any]:
         raise _invalid(f"{label} is not a valid {MARKER_SCHEMA}")
     if not verify_checksum(doc):
         raise _invalid(f"{label} does not match its checksum")
+    require_signed(doc, label, require=False)
     if doc["load_id"] != path.stem:
         raise _invalid(f"{label} names another load than its file name")
     for key in ("load_id", "pipeline", "run_id"):
@@ -128,7 +136,7 @@ def read_token(path: Path) -> dict[str, Any]:
     doc = _load(path, MAX_TOKEN_BYTES)
     if (
         not isinstance(doc, dict)
-        or set(doc) != _TOKEN_KEYS
+        or set(doc) - {signing.MEMBER} != _TOKEN_KEYS
         or doc["schema"] != TOKEN_SCHEMA
         or not all(isinstance(doc[k], str) for k in _TOKEN_KEYS)
         or not _TOKEN.fullmatch(doc["token"])
@@ -139,4 +147,14 @@ def read_token(path: Path) -> dict[str, Any]:
         raise _invalid(f"the staging token of {_name(path.parent)} is not one dpone wrote")
     if not verify_checksum(doc):
         raise _invalid(f"the staging token of {_name(path.parent)} does not match its checksum")
+    require_signed(doc, f"the staging token of {_name(path.parent)}", require=False)
     return doc
+
+
+def require_signed(doc: dict[str, Any], label: str, *, require: bool = True) -> None:
+    """A present signature must verify; with ``require`` (and a key configured) it must
+    exist too. Refused as ``DPONE_SINK_MARKER_INVALID``, naming the file."""
+    ring = signing.keyring()
+    found = signing.problem(doc, ring, require=require and ring.can_verify, what=label)
+    if found is not None:
+        raise _invalid(f"{found[1]} ({found[0]})")
