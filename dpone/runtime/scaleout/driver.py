@@ -283,7 +283,7 @@ class ScaleOutStream(Stream):
         tally.read = tally.loaded = tally.warned = tally.skipped = tally.chunks = 0
         tally.violations.clear()
         for r in results:
-            ctx.labels.see(r.columns)
+            ctx.names.see(r.renamed)
             tally.read += r.read
             tally.loaded += r.loaded
             tally.warned += r.warned
