@@ -175,7 +175,10 @@ class Stream:
         source that named its columns but brought no row (a header-only CSV file), typed as
         the contract and inference (an empty sample: string) say."""
         if self.empty is None:
-            return sink_schema(self.ctx.plan.sink.contract)
+            declared = sink_schema(self.ctx.plan.sink.contract)
+            # Nothing declared and nothing read: the table as it is (a table of no column
+            # is none a database can create).
+            return existing if not declared and existing is not None else declared
         result = enforcer.enforce(self.empty, existing_schema=existing)
         result.raise_for_failure()
         return result.valid.schema
