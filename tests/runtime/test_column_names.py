@@ -323,3 +323,32 @@ def test_declared_names_are_never_taken_for_data(tmp_path: Path) -> None:
         source="{type: file, format: csv, path: d.csv, options: {csv: {header: false}}}",
     )
     assert project.run().exit_code == 0
+
+
+def test_a_replay_names_the_re_read_rows_as_the_run_did(tmp_path: Path) -> None:
+    project = Project(tmp_path, "duckdb")
+    contract = "{enforcement: quarantine, columns: {x: {type: integer}}}"
+    project.write('"","x","y"\n"1",10,"a"\n"2",2.0,"b"\n', contract)
+    first = project.run()
+    assert first.exit_code == 0, first.stdout
+    assert first.doc["rows"]["quarantined"] == 1  # 2.0 is not canonical without coercion
+    # The fix: safe coercion reads 2.0 as 2; the replay re-reads the row, named column_1.
+    manifest = tmp_path / "manifest.yaml"
+    manifest.write_text(manifest.read_text().replace("quarantine,", "quarantine, coercion: safe,"))
+    proc = dpone_subprocess(
+        [
+            "ops",
+            "quarantine-replay",
+            "--manifest",
+            "manifest.yaml",
+            "--run-id",
+            first.doc["run_id"],
+            "--execute",
+            "--format",
+            "json",
+        ],
+        cwd=tmp_path,
+        env={},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert project.table() == (["x", "column_1", "y"], [(2, 2, "b"), (10, 1, "a")])
