@@ -16,14 +16,13 @@ becomes the names. Such a header is refused before anything of the file is used
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
-
-import pyarrow as pa
 
 from dpone.connectors.base import SourceChunk
 from dpone.connectors.errors import SourceColumnNameCollision, SourceHeaderLooksLikeData
 from dpone.contracts.names import Renamed, header_problem, name_columns
 from dpone.contracts.spec import ContractSpec
+from dpone.manifest.plan import Plan
+from dpone.manifest.specs import FileSourceSpec
 
 _NOT_RENAMED: tuple[str, ...] = ()
 
@@ -43,10 +42,10 @@ class SourceNames:
         self._renamed: dict[Renamed, None] = {}
 
     @classmethod
-    def of(cls, plan: Any) -> SourceNames:
-        """The names of ``plan``'s (a :class:`~dpone.manifest.plan.Plan`) source."""
+    def of(cls, plan: Plan) -> SourceNames:
+        """The names of ``plan``'s source."""
         spec = plan.source.spec
-        csv = getattr(spec, "format", None) == "csv" and bool(spec.csv.header)
+        csv = isinstance(spec, FileSourceSpec) and spec.format == "csv" and spec.csv.header
         return cls(plan.sink.contract, csv_header=csv)
 
     @property
@@ -72,14 +71,6 @@ class SourceNames:
         if new is _NOT_RENAMED:
             return chunk
         return dataclasses.replace(chunk, batch=chunk.batch.rename_columns(list(new)))
-
-    def batch(self, batch: pa.RecordBatch, partition: str = "") -> pa.RecordBatch:
-        """``batch``'s columns named by the rule (for rows read outside a chunk)."""
-        names = tuple(batch.schema.names)
-        new = self._names.get(names)
-        if new is None:
-            new = self._name(names, partition)
-        return batch if new is _NOT_RENAMED else batch.rename_columns(list(new))
 
     def _name(self, names: tuple[str, ...], partition: str) -> tuple[str, ...]:
         naming = name_columns(names, self.renames)
