@@ -132,6 +132,8 @@ class PartitionResult:
     columns: tuple[str, ...] = ()
     #: the source columns the task's run renamed (``dpone/runtime/names.py``)
     renamed: tuple[Renamed, ...] = ()
+    #: the table a partition of no row but named columns (a header-only CSV file) makes
+    empty_schema: pa.Schema | None = None
     rows_passed: int = 0
     #: per row assertion (in the plan's order): failed rows, observed rows, warnings logged
     assertions: tuple[tuple[int, int, int], ...] = ()
@@ -373,6 +375,9 @@ def _run(spec: TaskSpec, part: Partition) -> PartitionResult:
         violations=dict(tally.violations),
         columns=tuple(source.columns),
         renamed=ctx.names.renamed,
+        empty_schema=None
+        if stream.empty is None
+        else pa.schema(list(stream.staging.written.values())),
         rows_passed=engine.rows_passed,
         assertions=tuple((t.failed, t.observed, t.logged) for t in engine.tallies),
         cursor_highest=tracker.highest,
