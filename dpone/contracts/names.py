@@ -132,8 +132,8 @@ def header_problem(
     """Why ``names`` (a CSV header) look like a data row, in words that quote none of them,
     or None. Declared names (or declared ``source`` names) are the user's word: never data.
     ``first_row`` is the first data row's values as text (None: the file has no data row);
-    two or more names of the same shape as their column's first value, a shape holding a
-    digit (``AB-12`` and ``CD-34``), are a second data row."""
+    two or more names of the same shape as their column's first value, a shape of three or
+    more characters holding a digit (``AB-12`` and ``CD-34``), are a second data row."""
     undeclared = [(i, n) for i, n in enumerate(names, 1) if n not in declared]
     like = [i for i, n in undeclared if value_like(n)]
     if like:
@@ -153,7 +153,8 @@ def _same_shape(name: str, value: str | None) -> bool:
     if value is None:
         return False
     form = shape(name)
-    return "9" in form and form == shape(value)
+    # Short shapes (``q1`` over ``a1``) say too little to call a header a data row.
+    return len(form) >= 3 and "9" in form and form == shape(value)
 
 
 def _positions(positions: Sequence[int], limit: int = 10) -> str:

@@ -90,6 +90,7 @@ def test_values_are_recognized(name: str) -> None:
         (["customer_email", "sku", "qty"], ["a@b.co", "AB-12", "3"]),
         (["q1_2024", "region"], ["5", "north"]),
         (["name", "city"], ["alice", "rome"]),
+        (["q1", "q2"], ["a1", "b2"]),
         (["", "x", "y"], ["1", "10", "a"]),
     ],
 )
