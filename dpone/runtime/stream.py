@@ -89,6 +89,11 @@ class Staging:
         for f in batch.schema:
             self.written.setdefault(f.name, f)
 
+    @property
+    def begun(self) -> bool:
+        """Whether this run's load has begun (rows were staged, or an empty load)."""
+        return self._load is not None
+
     def begin_empty(self, schema: pa.Schema) -> None:
         """Nothing valid to load still commits an empty load: its marker is the run's proof."""
         if self._load is None:
@@ -165,7 +170,8 @@ class Stream:
         checkpoint("after_dlq_close")
         if self.ctx.options.progress is not None:  # once more: every DLQ record is durable
             self.ctx.options.progress(self._progress())
-        self.staging.begin_empty(self._empty_schema(enforcer, existing))
+        if not self.staging.begun:
+            self.staging.begin_empty(self._empty_schema(enforcer, existing))
         return Streamed(tracker.committed_text(), tracker.unplaced_after_run())
 
     def _empty_schema(

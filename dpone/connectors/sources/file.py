@@ -151,9 +151,9 @@ class FileSource:
         if row == 1 and header and not failures:
             # A CSV file of a header and no row: its columns, as text (what inference makes
             # of an empty sample), so a run of such files still makes their table.
-            empty = pa.schema([pa.field(name, pa.string()) for name in header])
+            columns = pa.schema([pa.field(name, pa.string()) for name in header])
             yield SourceChunk(
-                pa.RecordBatch.from_pylist([], schema=empty), partition, digest, 1, True
+                pa.RecordBatch.from_pylist([], schema=columns), partition, digest, 1, True
             )
         if failures:
             empty = pa.RecordBatch.from_pydict({})
