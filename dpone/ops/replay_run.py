@@ -178,6 +178,8 @@ class FileRowResolver:
         for path, (sha, _) in sorted(files.items()):
             self._check_file(path, sha)
         existing = self._target.existing_schema()
+        if existing is not None and self.manifest.sink.type != "dlt":
+            self._names.against(existing.names)
         enforcer = wiring.enforcer(self.manifest)
         engine = wiring.assertion_engine(self.manifest)
         judged = _Judged([], [], {})

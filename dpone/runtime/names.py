@@ -16,10 +16,11 @@ becomes the names. Such a header is refused before anything of the file is used
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 from dpone.connectors.base import SourceChunk
 from dpone.connectors.errors import SourceColumnNameCollision, SourceHeaderLooksLikeData
-from dpone.contracts.names import Renamed, header_problem, name_columns
+from dpone.contracts.names import Renamed, fold, header_problem, name_columns
 from dpone.contracts.spec import ContractSpec
 from dpone.manifest.plan import Plan
 from dpone.manifest.specs import FileSourceSpec
@@ -40,6 +41,8 @@ class SourceNames:
         self._names: dict[tuple[str, ...], tuple[str, ...]] = {}
         self._checked: set[str] = set()
         self._renamed: dict[Renamed, None] = {}
+        #: the sink table's columns by their folded name (see :meth:`against`)
+        self._sink: dict[str, str] = {}
 
     @classmethod
     def of(cls, plan: Plan) -> SourceNames:
@@ -52,6 +55,13 @@ class SourceNames:
     def renamed(self) -> tuple[Renamed, ...]:
         """Every source column renamed so far, in the order first seen."""
         return tuple(self._renamed)
+
+    def against(self, existing: Sequence[str]) -> None:
+        """The sink table's column names, read before the first chunk: a source name equal
+        to one of them but for the case of A-Z is refused as two source names are (DuckDB
+        would load it into that column, PostgreSQL would add a second one)."""
+        self._sink = {fold(name): name for name in existing}
+        self._names.clear()
 
     def see(self, renamed: tuple[Renamed, ...]) -> None:
         """Add renames another process made (a scale-out task's)."""
@@ -76,6 +86,10 @@ class SourceNames:
         naming = name_columns(names, self.renames)
         if naming.collisions:
             raise _collision(names, naming.names, naming.collisions[0], partition)
+        for position, name in enumerate(naming.names, 1):
+            held = self._sink.get(fold(name))
+            if held is not None and held != name:
+                raise _table_collision(names[position - 1], name, position, held, partition)
         self._renamed.update(dict.fromkeys(naming.renamed))
         new = naming.names if naming.renamed else _NOT_RENAMED
         self._names[names] = new
@@ -122,6 +136,24 @@ def _collision(
             "rename one of them in the contract, e.g. "
             f"columns: {{{names[group[-1] - 1].lower()}_2: {{source: {written[group[-1] - 1]!r}, "
             "type: string}}",
+        ),
+    )
+
+
+def _table_collision(
+    written: str, name: str, position: int, held: str, partition: str
+) -> SourceColumnNameCollision:
+    where = f"{partition}: " if partition else ""
+    shown = f"{written!r}" + (f" (named {name!r})" if written != name else "")
+    return SourceColumnNameCollision(
+        f"{where}the source column {shown} (column {position}) and the table's column "
+        f"{held!r} differ only in the letter case of A-Z: one name to DuckDB, two to "
+        "PostgreSQL, so dpone refuses them on every sink",
+        path=partition or None,
+        fixes=(
+            f"load it into the table's column: columns: {{{held}: {{source: {written!r}, "
+            "type: ...}}",
+            "or give it a name of its own the same way",
         ),
     )
 

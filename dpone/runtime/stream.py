@@ -159,6 +159,10 @@ class Stream:
             plan.sink.contract, plan.source.incremental, state
         )
         existing = self.staging.open()
+        if existing is not None and plan.sink.type != "dlt":
+            # dlt's schema holds names as its naming convention spelled them (Amount ->
+            # amount), which the convention maps the source's onto again.
+            self.ctx.names.against(existing.names)
         after = state.cursor.value if (state.cursor and source.cursor_pushdown) else None
         with _chunks(source, plan.runtime.chunk_size, after) as chunks:
             # Named in this thread, before inference sees a name (the read-ahead's is not).

@@ -76,8 +76,8 @@ class Project:
                 "SELECT column_name FROM information_schema.columns WHERE table_schema = "
                 f"'{self.pg_schema}' AND table_name = 't' ORDER BY ordinal_position",
             )
-            rows = pg_query(self.pg_url, f'SELECT * FROM "{self.pg_schema}".t ORDER BY 1, 2, 3')
-            return [n[0] for n in names], rows
+            rows = pg_query(self.pg_url, f'SELECT * FROM "{self.pg_schema}".t')
+            return [n[0] for n in names], sorted(rows)
         folder = self.root / "lake" / "ds" / "t"
         if not any(folder.glob("*.parquet")):
             return None
@@ -227,6 +227,24 @@ def test_a_source_rename_takes_one_of_two_names_equal_but_for_case(sql_sink: Pro
         assert sorted(names) == ["id", "p95", "p95_upper"]
         by_name = [dict(zip(names, row, strict=True)) for row in rows]
         assert by_name == [{"id": 1, "p95": 2, "p95_upper": 3}] * run
+
+
+def test_a_name_equal_to_the_tables_but_for_case_is_refused_on_the_next_run(
+    sql_sink: Project,
+) -> None:
+    sql_sink.write("id,amount\n1,2\n")
+    assert sql_sink.run().exit_code == 0
+    (sql_sink.root / "d.csv").write_text("id,Amount\n2,3\n")
+    result = sql_sink.run()
+    assert result.exit_code == 1
+    error = error_of(result)
+    assert error["code"] == "DPONE_SOURCE_COLUMN_NAME_COLLISION"
+    assert "'Amount'" in error["message"]
+    assert "'amount'" in error["message"]
+    # The fix: load it into the table's column by renaming it in the contract.
+    sql_sink.write("id,Amount\n2,3\n", "{columns: {amount: {source: Amount, type: integer}}}")
+    assert sql_sink.run().exit_code == 0
+    assert sql_sink.table() == (["id", "amount"], [(1, 2), (2, 3)])
 
 
 def test_declared_names_equal_but_for_case_fail_validate(tmp_path: Path) -> None:
