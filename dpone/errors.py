@@ -261,6 +261,7 @@ MANIFEST_CODES: Mapping[str, str] = {
     "DPONE_MANIFEST_MERGE_WITHOUT_KEY": "strategy merge without unique_key",
     "DPONE_MANIFEST_PII_PRESERVE_IN_PRODUCTION": "pii_policy preserve in a production environment",
     "DPONE_MANIFEST_DECIMAL_SCALE": "a decimal's scale exceeds its precision",
+    "DPONE_MANIFEST_COLUMN_NAME": "contract column names or their source keys collide",
     "DPONE_MANIFEST_DLQ_LIMIT": "a DLQ limit is out of its allowed range",
     "DPONE_MANIFEST_DLQ_DISABLED": "the DLQ is disabled while rows may be quarantined",
     "DPONE_MANIFEST_COERCION": "coercion none with enforcement coerce",

@@ -232,6 +232,7 @@ class _Run:
             schema_changes=schema_changes,
             recovered=self.recovered,
             error=error,
+            renamed_columns=ctx.names.renamed,
         )
 
     def _fail(self, stream: Stream, err: DponeError, state: PipelineState) -> RunReport:

@@ -509,6 +509,7 @@ NOT_SCHEMA_DEFAULTS = {
     (ColumnSpec, "precision"),
     (ColumnSpec, "scale"),
     (ColumnSpec, "timezone"),
+    (ColumnSpec, "source"),
     (ContractSpec, "evolution"),
     (ContractSpec, "type_inference"),
     (LoadSpec, "unique_key"),

@@ -140,21 +140,36 @@ class FileSource:
                 f"{partition}: cannot read the file ({type(exc).__name__})"
             ) from None
         failures: list[DecodeFailure] = []
+        header: list[str] = []
         row = 1
-        for batch in rechunk(self._batches(partition, path, chunk_size, failures), chunk_size):
+        batches = self._batches(partition, path, chunk_size, failures, header)
+        for batch in rechunk(batches, chunk_size):
             yield SourceChunk(batch, partition, digest, row, True, _in_order(failures))
             failures.clear()
             row += batch.num_rows
         path.verify(digest)
+        if row == 1 and header and not failures:
+            # A CSV file of a header and no row: its columns, as text (what inference makes
+            # of an empty sample), so a run of such files still makes their table.
+            columns = pa.schema([pa.field(name, pa.string()) for name in header])
+            yield SourceChunk(
+                pa.RecordBatch.from_pylist([], schema=columns), partition, digest, 1, True
+            )
         if failures:
             empty = pa.RecordBatch.from_pydict({})
             yield SourceChunk(empty, partition, digest, row, True, _in_order(failures))
         self.progress.end_file()
 
     def _batches(
-        self, partition: str, path: SourceFile, chunk_size: int, failures: list[DecodeFailure]
+        self,
+        partition: str,
+        path: SourceFile,
+        chunk_size: int,
+        failures: list[DecodeFailure],
+        header: list[str],
     ) -> Iterator[pa.RecordBatch]:
-        """Decoded batches of one file; lines that do not decode go to ``failures``."""
+        """Decoded batches of one file; lines that do not decode go to ``failures``, a CSV
+        header's names to ``header``."""
         try:
             if self.format == "csv":
                 reader = _CsvReader(
@@ -189,6 +204,8 @@ class FileSource:
                     )
                 for block in self.progress.blocks(blocks):
                     yield from reader.parse(block)
+                if self.csv.header and reader.names is not None:
+                    header.extend(reader.names)
             elif self.format == "jsonl":
                 yield from _jsonl_batches(
                     self.progress.blocks(

@@ -203,7 +203,8 @@ class ScaleOutStream(Stream):
         clock = time.perf_counter()
         staged = [f for r in results for f in r.staged]
         schemas = [_check_staged(folder / "staged", f) for f in staged]
-        schema = schemas[0] if schemas else sink_schema(plan.sink.contract)
+        empty = [r.empty_schema for r in results if r.empty_schema is not None]
+        schema = schemas[0] if schemas else empty[0] if empty else sink_schema(plan.sink.contract)
         self.staging.begin_staged([folder / "staged" / f.name for f in staged], schema)
         self.stage_seconds["staged_check"] = time.perf_counter() - clock
         log.info("scaleout.stages", **{k: round(v, 3) for k, v in self.stage_seconds.items()})
@@ -283,7 +284,7 @@ class ScaleOutStream(Stream):
         tally.read = tally.loaded = tally.warned = tally.skipped = tally.chunks = 0
         tally.violations.clear()
         for r in results:
-            ctx.labels.see(r.columns)
+            ctx.names.see(r.renamed)
             tally.read += r.read
             tally.loaded += r.loaded
             tally.warned += r.warned
