@@ -27,6 +27,8 @@ from tests.support.processes import dpone_subprocess
 DATA = Path(__file__).parent / "data"
 FILES = sorted(p.name for p in DATA.glob("*.csv"))
 NULL_MARKERS = ("NA",)
+TRUE_WORDS = ("true", "t", "yes", "y", "1", "on")
+FALSE_WORDS = ("false", "f", "no", "n", "0", "off")
 
 
 def sink_name(header: list[str]) -> list[str]:
@@ -51,7 +53,9 @@ def same(loaded: Any, cell: str | None) -> bool:
         # an empty field of a non-text column is missing; of a text column it is ""
         return cell == ""
     if isinstance(loaded, bool):
-        return cell.lower() == str(loaded).lower()
+        # coercion: safe types a Yes/No column (Titanic's) as boolean: PostgreSQL's words
+        word = cell.strip().lower()
+        return word in (TRUE_WORDS if loaded else FALSE_WORDS)
     if isinstance(loaded, int):
         return int(Decimal(cell)) == loaded and Decimal(cell) == loaded
     if isinstance(loaded, float):
