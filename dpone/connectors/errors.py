@@ -31,6 +31,27 @@ class SourceRowTooLong(SourceError):
     code = "DPONE_SOURCE_ROW_TOO_LONG"
 
 
+class SourceTooManyColumns(SourceError):
+    """More columns than ``runtime.max_columns`` (terminal: the limit, or the file, is the fix).
+
+    A cap, not a guess: every step of a run costs something per column, so a file of a
+    hundred thousand columns (a planted header, a broken export) must end at once, typed,
+    instead of holding the run for hours."""
+
+    code = "DPONE_SOURCE_TOO_MANY_COLUMNS"
+
+    @classmethod
+    def over(cls, where: str, limit: int, *, path: str | None = None) -> SourceTooManyColumns:
+        return cls(
+            f"{where} has more than {limit} columns (runtime.max_columns)",
+            path=path,
+            fixes=(
+                "check the file: a header this wide is usually a broken export",
+                "or raise runtime.max_columns in the manifest if the columns are real",
+            ),
+        )
+
+
 class SourceUnavailable(TransientError):
     """The source's server or file system failed underneath us; may work on retry."""
 

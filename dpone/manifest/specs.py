@@ -134,6 +134,8 @@ class FileSourceSpec:
     jsonl: JsonlOptions
     storage: StorageOptions | None
     incremental: IncrementalPlan | None
+    #: ``runtime.max_columns``: the reader stops at a header (or a JSON object) this wide
+    max_columns: int = 10_000
 
     @property
     def secrets(self) -> tuple[SecretRef, ...]:
