@@ -179,8 +179,8 @@ def parts_below(anchor: Path, path: Path) -> tuple[str, ...]:
 
 def symlink_refused(label: str) -> PathIsSymlink:
     return PathIsSymlink(
-        f"{label} is a symbolic link or not a plain folder; dpone keeps its own files there "
-        "and never follows a link below the work dir or a sink folder",
+        f"{label} is a symbolic link, or not the plain folder or file dpone keeps there; "
+        "dpone never follows a link below the work dir or a sink folder",
         path=label,
         fixes=(
             f"move {label} aside (compare what it points to with a backup) and rerun; dpone "

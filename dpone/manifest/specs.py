@@ -29,8 +29,12 @@ Section = Mapping[str, Any]
 
 
 def resolve_under(base: Path, text: str) -> Path:
-    """A path as written in the manifest, resolved against the manifest's folder."""
-    return (base / Path(text).expanduser()).resolve(strict=False)
+    """A path as written in the manifest, joined to the manifest's folder and normalized
+    lexically: a link in it is not resolved here. The folder the manifest names (the work dir,
+    a sink folder) may be a link, followed when it is opened; a link *below* it, where dpone
+    keeps a folder of its own (``<work_dir>/dlq``), must stay visible to be refused
+    (:func:`dpone.durable.open_below`), not be resolved away at compile time."""
+    return Path(os.path.normpath(base / Path(text).expanduser()))
 
 
 def display_path(path: Path, base: Path) -> str:

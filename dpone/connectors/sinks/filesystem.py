@@ -113,7 +113,9 @@ class FilesystemSink:
     def _marker_docs(self) -> list[dict[str, Any]]:
         """Every marker document in this root, in commit order."""
         folder = self.root / LOADS
-        self._owned(folder)
+        # Each time, before a marker is acted on: a link planted during a run is refused too.
+        for owned in (folder, self.root / STAGING, self.table_dir):
+            self._owned(owned)
         if not folder.is_dir():
             return []
         docs = [self._read_marker(path) for path in folder.glob("*.json")]
@@ -207,9 +209,7 @@ class FilesystemSink:
         return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(mine[-1]["arrow_schema"])))
 
     def begin(self, load: LoadSpec) -> FilesystemLoad:
-        self._owned(self.root / STAGING)
-        self._owned(self.table_dir)
-        self.recover_all()
+        self.recover_all()  # refuses links where the sink keeps its folders (_marker_docs)
         return FilesystemLoad(self, load)
 
     def recover(self, load_id: str) -> str:
