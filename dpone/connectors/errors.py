@@ -175,6 +175,7 @@ CONNECTOR_CODES: dict[str, str] = {
     "DPONE_SOURCE_FAILED": "the source cannot be read as configured",
     "DPONE_SOURCE_DECODE_FAILED": "the source's bytes are not rows of the declared format",
     "DPONE_SOURCE_ROW_TOO_LONG": "a source line is longer than max_row_bytes",
+    "DPONE_SOURCE_TOO_MANY_COLUMNS": "a source has more columns than runtime.max_columns",
     "DPONE_SOURCE_UNAVAILABLE": "the source's server or file system failed; may work on retry",
     "DPONE_SOURCE_CONFIG": "the source section cannot become a reader",
     "DPONE_SOURCE_NO_FILES": "the source path matched no file",

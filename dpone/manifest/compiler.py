@@ -32,7 +32,6 @@ from dpone.manifest.plan import (
 )
 from dpone.manifest.specs import (
     DltSourceSpec,
-    FileSourceSpec,
     SinkPlace,
     SourceSpec,
     resolve_under,
@@ -195,9 +194,7 @@ def _source_spec(
     """The source's spec; a dlt source also gets the contract's cursor column (its type
     turns the committed cursor into dlt's incremental start value), a file source the
     column cap (its reader stops at a header that wide, before parsing any row)."""
-    spec = source_spec(section, base)
-    if isinstance(spec, FileSourceSpec):
-        spec = dataclasses.replace(spec, max_columns=max_columns)
+    spec = source_spec(section, base, max_columns=max_columns)
     if isinstance(spec, DltSourceSpec) and spec.incremental is not None:
         spec = dataclasses.replace(spec, cursor=contract.column(spec.incremental.cursor_column))
     return spec

@@ -110,7 +110,7 @@ class RuntimePlan:
     engine: Literal["local", "dask"]
     dask: DaskPlan
     #: the most columns a source batch may have (``DPONE_SOURCE_TOO_MANY_COLUMNS``)
-    max_columns: int = 10_000
+    max_columns: int
 
 
 @dataclass(frozen=True, slots=True)

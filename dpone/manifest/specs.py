@@ -138,8 +138,8 @@ class FileSourceSpec:
     jsonl: JsonlOptions
     storage: StorageOptions | None
     incremental: IncrementalPlan | None
-    #: ``runtime.max_columns``: the reader stops at a header (or a JSON object) this wide
-    max_columns: int = 10_000
+    #: ``runtime.max_columns``: the reader stops at a header (or JSON objects) wider than this
+    max_columns: int
 
     @property
     def secrets(self) -> tuple[SecretRef, ...]:
@@ -248,7 +248,14 @@ def _incremental(section: Section) -> IncrementalPlan | None:
     return IncrementalPlan(found["cursor_column"], found["initial_value"])
 
 
-def _file_source(section: Section, base: Path) -> FileSourceSpec:
+#: ``runtime.max_columns`` when a source section is built on its own (the schema's default;
+#: a test holds them equal). The compiler always passes the manifest's value.
+DEFAULT_MAX_COLUMNS = 10_000
+
+
+def _file_source(
+    section: Section, base: Path, max_columns: int = DEFAULT_MAX_COLUMNS
+) -> FileSourceSpec:
     options = section["options"]
     csv = options["csv"]
     return FileSourceSpec(
@@ -267,6 +274,7 @@ def _file_source(section: Section, base: Path) -> FileSourceSpec:
         jsonl=JsonlOptions(encoding=options["jsonl"]["encoding"]),
         storage=_storage(options.get("storage")),
         incremental=_incremental(section),
+        max_columns=max_columns,
     )
 
 
@@ -356,8 +364,13 @@ SOURCE_SPECS: dict[str, Callable[[Section, Path], SourceSpec]] = {
 }
 
 
-def source_spec(section: Section, base: Path) -> SourceSpec:
-    """The spec of a normalized ``source`` section; relative paths resolve under ``base``."""
+def source_spec(
+    section: Section, base: Path, *, max_columns: int = DEFAULT_MAX_COLUMNS
+) -> SourceSpec:
+    """The spec of a normalized ``source`` section; relative paths resolve under ``base``;
+    ``max_columns`` is ``runtime.max_columns`` (a file source's reader applies it)."""
+    if section["type"] == "file":
+        return _file_source(section, base, max_columns)
     return SOURCE_SPECS[section["type"]](section, base)
 
 

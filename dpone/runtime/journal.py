@@ -210,10 +210,12 @@ class RunJournal:
     def write(self, entry: JournalEntry) -> None:
         """Replace the journal. While this object holds the lock, the lock file must still be
         the locked one: every journal write checks it, the last just before the sink commit,
-        so a run whose lock was taken from under it stops before committing. A ``failed``
-        entry is then not written at all (the journal is the other run's now)."""
+        so a run whose lock was taken from under it stops before committing. Any later entry
+        (``failed``, or ``finished`` after a commit) is then not written at all: the journal
+        may be the other run's now, and a ``running`` one left behind is recovered (its
+        evidence republished identically) by the next run."""
         if self._lock_fd is not None and not self._still_locked():
-            if entry.phase == "failed":
+            if entry.phase != "running":
                 return
             raise PipelineLockLost(
                 f"the lock file runs/{self.pipeline}.lock was removed or replaced during this "

@@ -294,6 +294,14 @@ def test_max_columns_is_a_manifest_option_for_every_source(tmp_path: Path) -> No
     assert_succeeds(dpone(project, "run", "manifest.yaml"))
 
 
+def test_the_default_cap_is_the_schemas_default() -> None:
+    from dpone.manifest.specs import DEFAULT_MAX_COLUMNS
+    from dpone.published import load_schema
+
+    runtime = load_schema("dpone.manifest.v1")["properties"]["runtime"]["properties"]
+    assert runtime["max_columns"]["default"] == DEFAULT_MAX_COLUMNS == 10_000
+
+
 WIDE_SOURCE = textwrap.dedent(
     """
     \"\"\"Test-only: one chunk of 9,000 text columns; says when it is handed over.\"\"\"
