@@ -277,6 +277,19 @@ def test_jsonl_objects_of_100000_keys_end_at_once_with_a_typed_error(tmp_path: P
     assert_refused(run(project), "DPONE_SOURCE_TOO_MANY_COLUMNS")
 
 
+def test_jsonl_keys_count_together_across_the_objects_of_a_chunk(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    manifest = project / "manifest.yaml"
+    text = manifest.read_text().replace(
+        "format: csv, path: data/*.csv", "format: jsonl, path: data/*.jsonl"
+    )
+    manifest.write_text(text.replace("sink:", "runtime: {max_columns: 5}\nsink:"))
+    lines = [json.dumps({"id": i, f"k{i}": "v"}) for i in range(6)]  # 2 keys each, 7 in all
+    (project / "data" / "a.jsonl").write_text("\n".join(lines) + "\n")
+    error = assert_refused(run(project), "DPONE_SOURCE_TOO_MANY_COLUMNS")
+    assert "up to line 5" in str(error["message"])
+
+
 def test_a_wide_but_allowed_csv_completes(tmp_path: Path) -> None:
     project = make_project(tmp_path)
     _wide_csv(project / "data" / "a.csv", 5_000, rows=20)

@@ -821,11 +821,10 @@ def _jsonl_batches(
                 failures.append(DecodeFailure(block.line + i, what, text))
                 continue
             objects.append(obj)
-            if len(obj) > max_columns or len(keys) + len(obj) > max_columns:
-                keys.update(obj)
-                if len(keys) > max_columns:
-                    where = f"the JSON objects up to line {block.line + i}"
-                    raise SourceTooManyColumns.over(where, max_columns)
+            keys.update(obj)  # the batch's columns: the union of its objects' keys
+            if len(keys) > max_columns:
+                where = f"the JSON objects up to line {block.line + i}"
+                raise SourceTooManyColumns.over(where, max_columns)
             if len(objects) == chunk_size:
                 yield _jsonl_batch(objects, as_text)
                 objects = []
