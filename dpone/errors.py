@@ -229,6 +229,18 @@ class RunFailed(DponeError):
             self.exit_code = report.exit_code
 
 
+class PathIsSymlink(DponeError):
+    """A symbolic link (or a non-folder) where dpone keeps a folder or file of its own.
+
+    Below the work dir and a sink folder, dpone opens what it owns without following links
+    (:func:`dpone.durable.open_below`), so a planted link can neither redirect a write nor
+    make dpone delete anything outside: it is refused, naming the place, never followed.
+    """
+
+    code = "DPONE_PATH_IS_SYMLINK"
+    stage = "preflight"
+
+
 class Interrupted(DponeError):
     code = "DPONE_INTERRUPTED"
     stage = "runtime"

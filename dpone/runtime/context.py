@@ -70,10 +70,14 @@ class RunContext:
     @classmethod
     def start(cls, plan: Plan, options: RunOptions) -> RunContext:
         # Run ids and pipeline names become folder names (evidence, DLQ, staging): checked
-        # whole, before anything is written anywhere.
-        if options.run_id is not None and not is_identifier(options.run_id):
+        # whole, before anything is written anywhere. A leading '-' is refused too: such an
+        # id, as a folder name, reads as an option to any shell tool an operator runs on it.
+        if options.run_id is not None and (
+            not is_identifier(options.run_id) or options.run_id.startswith("-")
+        ):
             raise UsageError(
-                "--run-id must be 1 to 128 characters of [A-Za-z0-9._-], not starting with '.'",
+                "--run-id must be 1 to 128 characters of [A-Za-z0-9._-], not starting with "
+                "'.' or '-'",
                 fixes=("use a run id such as nightly-2026-01-31, or leave it out for a ULID",),
             )
         if not _PIPELINE_NAME.fullmatch(plan.name):

@@ -59,6 +59,7 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
         plan, env=options.env, clock=options.clock, source=options.source, sink=options.sink
     )
     engine = parts.assertion_engine()
+    parts.paths.check_owned()  # a link where dpone keeps a folder: refused before any write
     parts.journal.lock()
     # Logged once the run is this process's: a refused preflight or a locked pipeline logs
     # no run.start (and so no run without a run.finished or run.failed).

@@ -10,7 +10,7 @@ and the lifecycle decides what happens next.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from dpone.assertions.engine import AssertionEngine
 from dpone.connectors.base import LoadSpec, Sink, SinkLoad, Source, SourceChunk
-from dpone.connectors.errors import SourceDecodeError
+from dpone.connectors.errors import SourceDecodeError, SourceTooManyColumns
 from dpone.connectors.progress import MeasuredSource
 from dpone.contracts.enforcer import ContractEnforcementService
 from dpone.contracts.reasons import ReasonCode
@@ -155,6 +155,9 @@ class Stream:
         committed when this returns."""
         plan, source, state = self.ctx.plan, self.parts.source, self.state
         enforcer = self.parts.enforcer()
+        # A chunk of thousands of columns takes seconds to enforce: a stop is honoured
+        # between its columns too, not only between chunks.
+        enforcer.checkpoint = self.ctx.interrupts.check
         tracker = self.tracker = CursorTracker.create(
             plan.sink.contract, plan.source.incremental, state
         )
@@ -166,7 +169,8 @@ class Stream:
         after = state.cursor.value if (state.cursor and source.cursor_pushdown) else None
         with _chunks(source, plan.runtime.chunk_size, after) as chunks:
             # Named in this thread, before inference sees a name (the read-ahead's is not).
-            named = (self.ctx.names.chunk(chunk) for chunk in chunks)
+            bounded_chunks = bounded(chunks, plan.runtime.max_columns)
+            named = (self.ctx.names.chunk(chunk) for chunk in bounded_chunks)
             for chunk in primed(named, enforcer):
                 self.chunk(chunk, tracker, enforcer, existing)
         self.engine.finalize()
@@ -328,6 +332,16 @@ class Stream:
         )
         self.pipe.submit(rows)
         tally.rows_before += chunk.num_rows
+
+
+def bounded(chunks: Iterable[SourceChunk], max_columns: int) -> Iterator[SourceChunk]:
+    """``chunks``, refusing one wider than ``runtime.max_columns`` before it is enforced (a
+    file source stops earlier, at the header; this holds for every source)."""
+    for chunk in chunks:
+        if chunk.batch.num_columns > max_columns:
+            where = chunk.partition or "a chunk of the source"
+            raise SourceTooManyColumns.over(where, max_columns)
+        yield chunk
 
 
 def _chunks(

@@ -265,6 +265,7 @@ TYPED: dict[str, tuple[Accessor, Typed]] = {
     "/environment": (lambda p, _: p.environment, _same),
     "/runtime/work_dir": (lambda p, _: p.runtime.work_dir, _as_path),
     "/runtime/chunk_size": (lambda p, _: p.runtime.chunk_size, _same),
+    "/runtime/max_columns": (lambda p, _: p.runtime.max_columns, _same),
     "/runtime/engine": (lambda p, _: p.runtime.engine, _same),
     "/source/partitions": (lambda p, _: p.source.spec.partitions, _same),
     "/source/allowed_origins": (lambda p, _: p.source.spec.allowed_origins, _as_tuple),

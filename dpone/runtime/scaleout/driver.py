@@ -26,10 +26,10 @@ be on storage every worker reaches (docs/scale-out.md).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
-import shutil
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -39,6 +39,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dpone import durable
 from dpone.assertions.engine import AssertionEngine
 from dpone.connectors.fs import standard_variables
 from dpone.contracts.types import sink_schema
@@ -128,7 +129,10 @@ class ScaleOutStaging(Staging):
 
     def _remove(self) -> None:
         if self.folder is not None:
-            shutil.rmtree(self.folder, ignore_errors=True)
+            # Reached from the work dir without following a link: a scaleout/ swapped for
+            # one during the run must not make this delete a folder elsewhere.
+            with contextlib.suppress(OSError, DponeError):
+                durable.remove_tree_below(self.folder.parent.parent, self.folder)
 
 
 class ScaleOutStream(Stream):
@@ -172,7 +176,7 @@ class ScaleOutStream(Stream):
         if partitioning.single_reason is not None:
             log.warning("scaleout.single_partition", reason=partitioning.single_reason)
         folder = ctx.paths.work_dir / SCALEOUT_DIR / ctx.run_id
-        (folder / "staged").mkdir(parents=True, exist_ok=True)
+        durable.make_below(ctx.paths.work_dir, folder / "staged")
         self.staging.folder = folder
         self.pipe.open_run()
         spec = TaskSpec(

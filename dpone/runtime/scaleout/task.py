@@ -248,7 +248,8 @@ class StagedParquet:
         data = buf.getvalue()
         path = self._spec.staged_dir / name
         try:
-            create_only(path, data)
+            # Anchored at the work dir (the folder is <work_dir>/scaleout/<run>): no link below.
+            create_only(path, data, anchor=Path(self._spec.folder).parent.parent)
         except FileExistsError:
             # An earlier attempt of this task published it: the same input gives the same
             # bytes, so anything else is not this run's file.
