@@ -126,6 +126,8 @@ class PartitionResult:
     skipped: int = 0
     chunks: int = 0
     quarantined: int = 0
+    rejected: int = 0
+    dropped: int = 0
     violations: dict[tuple[str, str], int] = field(default_factory=dict)
     #: the source's column names, in the order first seen
     columns: tuple[str, ...] = ()
@@ -367,6 +369,8 @@ def _run(spec: TaskSpec, part: Partition) -> PartitionResult:
         skipped=tally.skipped,
         chunks=tally.chunks,
         quarantined=stream.pipe.records,
+        rejected=tally.rejected,
+        dropped=tally.dropped,
         violations=dict(tally.violations),
         columns=tuple(source.columns),
         rows_passed=engine.rows_passed,
