@@ -35,15 +35,17 @@ class Summary:
     rows_dropped: int = 0
 
     def to_json(self) -> dict[str, int]:
-        return {
+        doc = {
             "rows_read": self.rows_read,
             "rows_loaded": self.rows_loaded,
             "rows_quarantined": self.rows_quarantined,
             "rows_warned": self.rows_warned,
             "rows_skipped": self.rows_skipped,
             "chunks": self.chunks,
-            "rows_dropped": self.rows_dropped,
         }
+        if self.rows_dropped:  # only with dlq.enabled false, and then only when rows were rejected
+            doc["rows_dropped"] = self.rows_dropped
+        return doc
 
 
 @dataclass(frozen=True, slots=True)

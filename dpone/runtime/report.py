@@ -55,15 +55,17 @@ class RowCounts:
     dropped: int = 0
 
     def to_json(self) -> dict[str, int]:
-        return {
+        doc = {
             "read": self.read,
             "loaded": self.loaded,
             "quarantined": self.quarantined,
             "warned": self.warned,
             "skipped": self.skipped,
             "chunks": self.chunks,
-            "dropped": self.dropped,
         }
+        if self.dropped:  # only with dlq.enabled false, and then only when rows were rejected
+            doc["dropped"] = self.dropped
+        return doc
 
 
 @dataclass(frozen=True, slots=True)

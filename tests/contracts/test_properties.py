@@ -115,7 +115,9 @@ def test_valid_and_rejected_partition_the_input(
         on_not_null = {
             p
             for p, c in zip(
-                table.column("position").to_pylist(), table.column("column").to_pylist(), strict=True
+                table.column("position").to_pylist(),
+                table.column("column").to_pylist(),
+                strict=True,
             )
             if c in not_null
         }
