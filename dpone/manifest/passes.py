@@ -264,7 +264,8 @@ def _dead_letter_uses(doc: Document) -> list[tuple[str, str]]:
     if contract["enforcement"] == "quarantine":
         uses.append(("enforcement quarantine", "or choose another enforcement mode"))
     elif contract["enforcement"] == "warn":
-        # strict/coerce fail the run on any rejected row; warn loads NULL but these reject.
+        # warn loads NULL but these ask for the DLQ by name. (strict fails on a rejected row;
+        # coerce's rejects, and warn's NOT NULL ones, are counted when the DLQ is disabled.)
         if options["type_inference"]["conflict_policy"] == "quarantine":
             uses.append(("type_inference.conflict_policy quarantine", "or use fail"))
         if "discard_row" in contract["evolution"].values():
