@@ -18,12 +18,13 @@ import pyarrow.compute as pc
 
 from dpone.assertions.engine import AssertionEngine
 from dpone.connectors.base import LoadSpec, Sink, SinkLoad, Source, SourceChunk
-from dpone.connectors.errors import SourceDecodeError
+from dpone.connectors.errors import SinkSchemaError, SourceDecodeError
 from dpone.connectors.progress import MeasuredSource
 from dpone.contracts.enforcer import ContractEnforcementService
 from dpone.contracts.errors import ContractError
 from dpone.contracts.reasons import ReasonCode
 from dpone.contracts.result import EnforcementResult
+from dpone.contracts.spec import VARIANT_PREFIX
 from dpone.contracts.types import sink_schema
 from dpone.dlq.model import rejected_rows
 from dpone.dlq.refs import file_line_refs, file_refs, run_row_refs
@@ -74,6 +75,8 @@ class Staging:
         self._sink = sink
         self._spec = spec
         self._load: SinkLoad | None = None
+        #: the load's columns (:func:`widened` as chunks bring new ones)
+        self._schema = pa.schema([])
         #: the sink table before this run (None: absent); read by :meth:`open`
         self.existing: pa.Schema | None = None
         #: every column this run staged, in order
@@ -86,6 +89,19 @@ class Staging:
     def write(self, batch: pa.RecordBatch) -> None:
         if self._load is None:
             self._load = self._sink.begin(self._spec(batch.schema))
+            self._schema = batch.schema
+        elif any(self._schema.get_field_index(n) < 0 for n in batch.schema.names):
+            # A chunk brings a column the load lacks (a variant column's first value): the
+            # load grows before the chunk is staged, so no chunk size changes the table.
+            self._schema = widened(self._schema, batch.schema)
+            widen = getattr(self._load, "widen", None)
+            if widen is None:
+                new = next(n for n in batch.schema.names if n not in self.written)
+                raise SinkSchemaError(
+                    f"column {new!r} is not in the load schema, and this sink cannot add "
+                    "columns to a load in progress"
+                )
+            widen(self._schema)
         self._load.write(batch)
         for f in batch.schema:
             self.written.setdefault(f.name, f)
@@ -303,6 +319,22 @@ class Stream:
         )
         self.pipe.submit(rows)
         tally.rows_before += chunk.num_rows
+
+
+def widened(schema: pa.Schema, batch: pa.Schema) -> pa.Schema:
+    """``schema`` with the columns of ``batch`` it lacks, in the order one chunk holding
+    every row would have given them (the enforcer's: the other columns, then the variant
+    columns in the order of their columns), whichever chunk brought each first."""
+    fields = [*schema, *(f for f in batch if schema.get_field_index(f.name) < 0)]
+    plain = [f.name for f in fields if not f.name.startswith(VARIANT_PREFIX)]
+
+    def rank(f: pa.Field) -> tuple[int, int]:
+        if not f.name.startswith(VARIANT_PREFIX):
+            return 0, plain.index(f.name)
+        base = f.name[len(VARIANT_PREFIX) :]
+        return 1, plain.index(base) if base in plain else len(plain)
+
+    return pa.schema(sorted(fields, key=rank))
 
 
 def _chunks(

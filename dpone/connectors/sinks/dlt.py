@@ -63,7 +63,7 @@ from dpone.connectors.errors import (
     SinkMarkerInvalid,
     SinkUnavailable,
 )
-from dpone.connectors.sinks._common import LoadState, os_error
+from dpone.connectors.sinks._common import LoadState, os_error, widen_parquet
 from dpone.durable import create_only, fsync_dir
 from dpone.errors import DponeError
 from dpone.faults import checkpoint
@@ -535,10 +535,20 @@ class DltLoad(LoadState):
         except OSError as exc:
             raise os_error(exc, "dlt sink: creating the staging folder") from None
 
-    def _staged_schema(self) -> pa.Schema:
-        if self.spec.mode == "merge":
-            return self.spec.schema.append(pa.field(_SEQ, pa.int64(), nullable=False))
-        return self.spec.schema
+    def _staged_schema(self, spec: LoadSpec | None = None) -> pa.Schema:
+        spec = spec or self.spec
+        if spec.mode == "merge":
+            return spec.schema.append(pa.field(_SEQ, pa.int64(), nullable=False))
+        return spec.schema
+
+    def _widen(self, spec: LoadSpec, added: list[pa.Field]) -> None:
+        """The staged file rewritten to the wider schema (dlt reads it with the load's)."""
+        try:
+            self._close_writer()
+            if self._file.exists():
+                widen_parquet(self._file, self._staged_schema(spec))
+        except OSError as exc:
+            raise os_error(exc, "dlt sink: adding columns to staged rows") from None
 
     def _stage(self, batch: pa.RecordBatch) -> None:
         if self.spec.mode == "merge":
