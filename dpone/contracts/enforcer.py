@@ -396,6 +396,13 @@ class ContractEnforcementService:
                 valid = valid.filter(keep)
                 if chunk.warned is not None:
                     chunk.warned = chunk.warned.filter(keep)
+                # A variant column exists for the rows that keep a value in it: when each
+                # such row is rejected for another column, the chunk has none (one chunk
+                # holding every row would not create the column for them either).
+                unused = {n for n, _ in variants if valid.column(n).null_count == valid.num_rows}
+                if unused:
+                    valid = valid.select([n for n in valid.schema.names if n not in unused])
+                    variants = [v for v in variants if v[0] not in unused]
         rejects = Rejects(chunk.reject, tuple(chunk.violations), plan.expected_types, actual)
         error: ContractError | None = None
         if chunk.frozen:
