@@ -405,11 +405,16 @@ class ContractEnforcementService:
                     variants = [v for v in variants if v[0] not in unused]
         rejects = Rejects(chunk.reject, tuple(chunk.violations), plan.expected_types, actual)
         error: ContractError | None = None
+        violation = bool(len(rejects)) and self.enforcement in ("strict", "coerce")
+        if chunk.frozen and violation and _first(chunk.reject) < _first(chunk.frozen_rows):
+            # The run fails at its first failing row, wherever a chunk ends: a rejected row
+            # before the first frozen one fails it as a smaller chunk would have.
+            chunk.frozen.clear()
         if chunk.frozen:
             entity = next(e for e in ("tables", "columns", "data_type") if e in chunk.frozen)
             rows = int(chunk.frozen_rows.true_count) if chunk.frozen_rows is not None else n
             error = SchemaFrozen(entity, chunk.frozen[entity], rows)
-        elif len(rejects) and self.enforcement in ("strict", "coerce"):
+        elif violation:
             error = ContractViolation(self.enforcement, len(rejects), chunk.counts)
         return EnforcementResult(
             valid=valid,
@@ -423,6 +428,11 @@ class ContractEnforcementService:
             variant_columns=tuple(name for name, _ in variants),
             warned=None if table_only else chunk.warned,
         )
+
+
+def _first(mask: pa.BooleanArray | None) -> int:
+    """The first row ``mask`` holds (every row when None: a whole-chunk decision)."""
+    return 0 if mask is None else int(pc.index(mask, True).as_py())
 
 
 def _variant_text(raw: pa.Array, failed: pa.BooleanArray) -> pa.Array:

@@ -103,8 +103,7 @@ class Staging:
                 )
             widen(self._schema)
         self._load.write(batch)
-        for f in batch.schema:
-            self.written.setdefault(f.name, f)
+        self.written = {f.name: f for f in self._schema}
 
     def begin_empty(self, schema: pa.Schema) -> None:
         """Nothing valid to load still commits an empty load: its marker is the run's proof."""

@@ -133,7 +133,7 @@ def _outcome(root: Path, case: dict[str, Any], chunk_size: int) -> dict[str, Any
         "dlq_reasons": evidence["dlq"]["reasons"],
         "schema_changes": evidence["schema_changes"],
         "dlq": sorted(
-            (r["reason"], r["record_ref"], json.dumps(r.get("diagnostics"), sort_keys=True))
+            (r["record_ref"], json.dumps([r["reason"], r["diagnostics"]], sort_keys=True))
             for r in dlqfiles.records_on_disk(root / ".dpone" / "dlq", report.run_id)
         )
         if (root / ".dpone" / "dlq" / "runs" / report.run_id).exists()
@@ -176,6 +176,9 @@ def test_every_chunk_size_ends_the_same(scratch: Any, case: dict[str, Any]) -> N
             # the DLQ records of an aborted run) depends on where chunks end; what it
             # leaves (its code, the table untouched) does not.
             outcome, whole = _failed(outcome), _failed(whole)
-        differ = {k: (outcome.get(k), whole.get(k)) for k in {*outcome, *whole}
-                  if outcome.get(k) != whole.get(k)}
+        differ = {
+            k: (outcome.get(k), whole.get(k))
+            for k in {*outcome, *whole}
+            if outcome.get(k) != whole.get(k)
+        }
         assert not differ, (size, differ)

@@ -12,6 +12,8 @@ from .scenarios import SinkScenarios
 
 
 class DltRuns(SinkScenarios):
+    variant_prefix = "dpone__nc__"
+
     def assert_no_staging(self, project: Project) -> None:
         assert dltkit.staging_left(project.work_dir, project.name) == []
         assert dltkit.pending_packages(project.work_dir, project.name) == []

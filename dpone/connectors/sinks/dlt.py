@@ -54,7 +54,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dpone.canonical import verify_checksum, with_checksum
-from dpone.connectors._util import Clock, iso_utc, utc_now
+from dpone.connectors._util import Clock, conform, iso_utc, utc_now
 from dpone.connectors.base import LoadMarker, LoadSpec
 from dpone.connectors.dltlib import import_dlt, quiet_dlt
 from dpone.connectors.errors import (
@@ -63,7 +63,7 @@ from dpone.connectors.errors import (
     SinkMarkerInvalid,
     SinkUnavailable,
 )
-from dpone.connectors.sinks._common import LoadState, os_error, widen_parquet
+from dpone.connectors.sinks._common import LoadState, os_error
 from dpone.durable import create_only, fsync_dir
 from dpone.errors import DponeError
 from dpone.faults import checkpoint
@@ -542,11 +542,19 @@ class DltLoad(LoadState):
         return spec.schema
 
     def _widen(self, spec: LoadSpec, added: list[pa.Field]) -> None:
-        """The staged file rewritten to the wider schema (dlt reads it with the load's)."""
+        """The rows staged so far copied into a new file of the wider schema, whose writer
+        stays open for the next batches (dlt reads one file, with the load's schema)."""
         try:
             self._close_writer()
-            if self._file.exists():
-                widen_parquet(self._file, self._staged_schema(spec))
+            if not self._file.exists():
+                return
+            old, schema = self._file, self._staged_schema(spec)
+            self._file = self._dir / f"rows-{len(spec.schema)}.parquet"
+            self._writer = pq.ParquetWriter(self._file, schema)
+            with pq.ParquetFile(old) as staged:
+                for batch in staged.iter_batches():
+                    self._writer.write_batch(conform(batch, schema))
+            old.unlink()
         except OSError as exc:
             raise os_error(exc, "dlt sink: adding columns to staged rows") from None
 
