@@ -24,6 +24,7 @@ from dpone.manifest import defaults, dltblocks, paths, storage
 from dpone.manifest.dltsink import check_dlt_sink
 from dpone.manifest.engine_checks import check_engine
 from dpone.manifest.loader import LoadedManifest, join_pointer
+from dpone.manifest.salvage import touches
 from dpone.manifest.secrets import inline_secret, malformed_reference
 from dpone.manifest.validate import MANIFEST_SCHEMA, locate
 from dpone.published import load_schema, validator
@@ -42,6 +43,9 @@ class CompileContext:
     manifest: LoadedManifest
     assertion_types: Mapping[str, AssertionTypeInfo]
     allow_any_import: bool = False
+    #: pointers of values the schema refused (or required keys missing): the passes run on
+    #: the rest of the document (``dpone.manifest.salvage``)
+    invalid: frozenset[str] = frozenset()
 
     def error(
         self,
@@ -112,7 +116,10 @@ def check_static(doc: Document, ctx: CompileContext) -> PassResult:
     """The checks of SPEC §2 that the schema cannot express; every one reported at once."""
     errors: list[ErrorDetail] = []
     for check in STATIC_CHECKS:
-        errors.extend(check(doc, ctx))
+        if not ctx.invalid:
+            errors.extend(check(doc, ctx))
+        elif not touches(ctx.invalid, STATIC_INPUTS[check]):
+            errors.extend(guarded(check, doc, ctx))
     errors.sort(key=lambda e: (e.line or 0, e.column or 0, e.code))
     return errors or doc
 
@@ -526,6 +533,40 @@ STATIC_CHECKS: tuple[Check, ...] = (
     check_engine,
 )
 
+#: What each check reads (JSON pointers): it runs after schema errors only when none of them
+#: lies in or above these; () = any salvaged document (it walks every value it meets).
+STATIC_INPUTS: dict[Check, tuple[str, ...]] = {
+    check_source: ("/source",),
+    storage.check_storage: ("/source",),
+    paths.check_nul_bytes: (),
+    paths.check_dlq_directory: ("/runtime/work_dir", DLQ, "/sink/options/runtime_evidence"),
+    check_strategy: ("/sink/strategy", f"{CONTRACT}/columns"),
+    check_dlt_sink: ("/sink",),
+    check_contract: (CONTRACT,),
+    check_dlq: ("/sink/options", ASSERTIONS, "/environment"),
+    check_incremental: ("/source/incremental", f"{CONTRACT}/columns"),
+    check_secrets: (),
+    dltblocks.check_dlt_source: ("/source",),
+    check_assertions: (ASSERTIONS, f"{CONTRACT}/columns"),
+    check_engine: (
+        "/source/partitions",
+        "/source/partition_column",
+        "/runtime/engine",
+        f"{ASSERTIONS}/unique_columns",
+    ),
+}
+
+
+def guarded(check: Check, doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
+    """``check`` over a salvaged document: one that trips over a part the salvage removed
+    (a required key of a section it does not name) reports nothing rather than crash; the
+    schema error about that part is reported already."""
+    try:
+        return check(doc, ctx)
+    except (KeyError, TypeError, AttributeError, ValueError, IndexError):
+        return []
+
+
 Pass = Callable[[Document, CompileContext], PassResult]
 
 #: The compiler, in order. Each pass is pure; ``compiler.compile_loaded`` runs them.
@@ -537,29 +578,30 @@ PASSES: tuple[Pass, ...] = (
 )
 
 
-def check_predicates(plan: Any, ctx: CompileContext) -> list[ErrorDetail]:
+def check_predicates(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
     """Every custom predicate is found and defined, by reading its source: never imported.
 
-    Validating a manifest (a pull request in CI) must not run the code it names.
+    Validating a manifest (a pull request in CI) must not run the code it names. After
+    schema errors, each predicate the schema accepted is still checked.
     """
-    customs = [spec for spec in plan.quality.assertions if spec.type == "custom"]
+    custom = doc.get("quality", {}).get("assertions", {}).get("custom", [])
+    customs = [
+        (f"{ASSERTIONS}/custom/{i}/predicate", entry["predicate"])
+        for i, entry in enumerate(custom if isinstance(custom, list) else [])
+        if isinstance(entry, dict) and isinstance(entry.get("predicate"), str)
+    ]
+    customs = [(p, ref) for p, ref in customs if not touches(ctx.invalid, (p,))]
     if not customs:
         return []  # without importing the locator (and importlib.metadata with it)
     from dpone.assertions.locate import check_reference
 
     errors = []
-    for spec in customs:
+    for pointer, ref in customs:
         problem = check_reference(
-            str(spec.params["predicate"]),
-            plan.manifest_dir,
-            allow_any_import=ctx.allow_any_import,
+            ref, ctx.manifest.path.parent, allow_any_import=ctx.allow_any_import
         )
         if problem is not None:
-            errors.append(
-                ctx.error(
-                    problem.code, problem.message, f"{spec.pointer}/predicate", fixes=problem.fixes
-                )
-            )
+            errors.append(ctx.error(problem.code, problem.message, pointer, fixes=problem.fixes))
     return errors
 
 
