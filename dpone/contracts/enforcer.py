@@ -131,8 +131,9 @@ class ContractEnforcementService:
     """Enforces one :class:`ContractSpec` on Arrow record batches (see the module docstring).
 
     Stateful only for type inference: the types of undeclared columns are fixed from the first
-    ``sample_rows`` rows seen (:meth:`prime` can fix them from several chunks up front) and then
-    stay fixed for the life of the service, i.e. the run.
+    ``sample_rows`` rows seen (:meth:`prime` can fix them from several chunks up front; a column
+    first met after them is inferred from no value) and then stay fixed for the life of the
+    service, i.e. the run.
     """
 
     def __init__(self, contract: ContractSpec) -> None:
@@ -144,6 +145,7 @@ class ContractEnforcementService:
         self.lenient = contract.safe_coercion
         self.warn = contract.enforcement == "warn"
         self._inferred: dict[str, ColumnSpec] = {}
+        self._seen = 0  # rows enforced so far: the sample is the run's first sample_rows
         # Columns whose last chunk had bad values skip the whole-column cast (speed only).
         self._dirty: set[str] = set()
         self._plans: dict[tuple[pa.Schema, pa.Schema | None], EnforcementPlan] = {}
@@ -165,7 +167,8 @@ class ContractEnforcementService:
         )
 
     def prime(self, sample: pa.RecordBatch | pa.Table | Iterable[pa.RecordBatch]) -> None:
-        """Fix inferred types from the first ``sample_rows`` rows of ``sample`` (may span chunks).
+        """Fix inferred types from the run's first ``sample_rows`` rows: those of ``sample``
+        (may span chunks) that come before the rows enforced so far reach ``sample_rows``.
 
         Columns already fixed stay as they are. Without a call to ``prime``, the first
         ``enforce`` fixes the types from its own batch.
@@ -180,12 +183,14 @@ class ContractEnforcementService:
             batches = sample.to_batches()
         else:
             batches = sample
-        # The first sample_rows rows; chunks may differ in their columns (files, JSONL keys).
-        # An iterator is read no further than the sample.
+        # The first sample_rows rows *of the run*; chunks may differ in their columns (files,
+        # JSONL keys). A column first met after them had no value in them, as it would have
+        # had in one chunk holding every row: its sample is empty (string for text). An
+        # iterator is read no further than the sample.
         window: list[pa.RecordBatch] = []
-        left = ti.sample_rows
+        left = ti.sample_rows - self._seen
         for batch in batches:
-            window.append(batch.slice(0, left))
+            window.append(batch.slice(0, max(left, 0)))
             left -= window[-1].num_rows
             if left <= 0:
                 break
@@ -314,6 +319,7 @@ class ContractEnforcementService:
             self.prime(batch)
         plan = self.plan(batch.schema, existing_schema)
         n = batch.num_rows
+        self._seen += n
         actual = {
             name: str(t) for name, t in zip(batch.schema.names, batch.schema.types, strict=True)
         }

@@ -87,9 +87,14 @@ class Staging:
         return self.existing
 
     def write(self, batch: pa.RecordBatch) -> None:
+        """Stage a chunk's valid rows. A chunk without any still names its columns: one chunk
+        holding every row of the run would have created them (a JSONL key whose rows were
+        all rejected), so the load gets them too, once it has a row at all."""
         if self._load is None:
-            self._load = self._sink.begin(self._spec(batch.schema))
-            self._schema = batch.schema
+            self._schema = widened(self._schema, batch.schema)
+            if not batch.num_rows:
+                return
+            self._load = self._sink.begin(self._spec(self._schema))
         elif any(self._schema.get_field_index(n) < 0 for n in batch.schema.names):
             # A chunk brings a column the load lacks (a variant column's first value): the
             # load grows before the chunk is staged, so no chunk size changes the table.
@@ -210,8 +215,7 @@ class Stream:
         self._quarantine(chunk, positions, batch, result, quarantine_mask, rules)
         if quarantine_mask is not None:
             valid = valid.filter(pc.invert(quarantine_mask))
-        if valid.num_rows:
-            self.staging.write(valid)
+        self.staging.write(valid)
         tally.loaded += valid.num_rows
         tally.warned += result.warned_rows
         tracker.observe()

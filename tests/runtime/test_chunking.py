@@ -1,11 +1,13 @@
 """Chunking never changes results: a run's outcome is the same at every ``chunk_size``.
 
-A generated CSV (declared and undeclared columns, good and bad values, empty fields) runs
-through the real runtime (``dpone.run``) into a DuckDB file on disk once per chunk size
-(1, 2, 7 and the whole file), in every enforcement mode, evolution setting, conflict policy
-and ``empty_string_is_null``, into a table the run creates or one that exists already. Every
-run must end the same: the same failure code, or the same table (columns, types and rows),
-the same DLQ records (reason, column, record_ref) and the same evidence counts.
+A generated CSV or JSONL file (declared and undeclared columns, good and bad values, empty
+fields, JSONL keys left out) runs through the real runtime (``dpone.run``) into a DuckDB file
+on disk once per chunk size (1, 2, 7 and the whole file), in every enforcement mode, evolution
+setting, conflict policy and ``empty_string_is_null``, into a table the run creates or one
+that exists already. Every run must end the same: the same failure code (a failed run stops
+where its chunk failed, so only that and the untouched table are compared), or the same table
+(columns, types and rows), the same DLQ records (ref, reason, column, source offset, expected
+type) and the same evidence counts.
 """
 
 from __future__ import annotations
@@ -58,8 +60,10 @@ SETTINGS = settings(
 def cases(draw: st.DrawFn) -> dict[str, Any]:
     columns = ["id", *(c for c in ("amount", "flag", "u_num", "u_text") if draw(st.booleans()))]
     n = draw(st.integers(1, 12))
-    rows = [[draw(st.sampled_from(VALUES[c])) for c in columns] for _ in range(n)]
+    # None: the field is left out of a JSONL line (an empty field in CSV)
+    rows = [[draw(st.sampled_from([*VALUES[c], None])) for c in columns] for _ in range(n)]
     return {
+        "format": draw(st.sampled_from(["csv", "jsonl"])),
         "columns": columns,
         "rows": rows,
         "enforcement": draw(st.sampled_from(MODES)),
@@ -85,7 +89,7 @@ def _manifest(case: dict[str, Any], chunk_size: int) -> dict[str, Any]:
     return {
         "name": "chunking",
         "runtime": {"work_dir": ".dpone", "chunk_size": chunk_size},
-        "source": {"type": "file", "format": "csv", "path": "data.csv"},
+        "source": {"type": "file", "format": case["format"], "path": f"data.{case['format']}"},
         "sink": {
             "type": "duckdb",
             "database": "out.duckdb",
@@ -112,10 +116,17 @@ def _manifest(case: dict[str, Any], chunk_size: int) -> dict[str, Any]:
 def _outcome(root: Path, case: dict[str, Any], chunk_size: int) -> dict[str, Any]:
     """One run at ``chunk_size`` in a folder of its own; what it left, chunk-free."""
     root.mkdir()
-    with (root / "data.csv").open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh, lineterminator="\n")
-        writer.writerow(case["columns"])
-        writer.writerows(case["rows"])
+    if case["format"] == "jsonl":
+        lines = [
+            json.dumps({c: v for c, v in zip(case["columns"], row, strict=True) if v is not None})
+            for row in case["rows"]
+        ]
+        (root / "data.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    else:
+        with (root / "data.csv").open("w", newline="", encoding="utf-8") as fh:
+            writer = csv.writer(fh, lineterminator="\n")
+            writer.writerow(case["columns"])
+            writer.writerows(["" if v is None else v for v in row] for row in case["rows"])
     if case["existing"]:
         with duckdb.connect(str(root / "out.duckdb")) as con:
             con.execute(EXISTING_DDL)
@@ -133,7 +144,13 @@ def _outcome(root: Path, case: dict[str, Any], chunk_size: int) -> dict[str, Any
         "dlq_reasons": evidence["dlq"]["reasons"],
         "schema_changes": evidence["schema_changes"],
         "dlq": sorted(
-            (r["record_ref"], json.dumps([r["reason"], r["diagnostics"]], sort_keys=True))
+            (
+                r["record_ref"],
+                r["reason"]["code"],
+                r["reason"]["column"],
+                r["diagnostics"]["source_offset"],
+                r["diagnostics"]["expected_type"],
+            )
             for r in dlqfiles.records_on_disk(root / ".dpone" / "dlq", report.run_id)
         )
         if (root / ".dpone" / "dlq" / "runs" / report.run_id).exists()

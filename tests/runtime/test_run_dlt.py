@@ -46,6 +46,12 @@ class TestDltFilesystemRuns(DltRuns):
         assert project.rows() is None
         assert project.state_bytes() is None
 
+    def test_a_merge_widened_mid_load_keeps_the_last_row_per_key(self, project: Project) -> None:
+        """No merge on plain files (above): the append scenario covers this destination."""
+        report = self.variant_run(project, chunk_size=2, mode="append")
+
+        assert report["exit_code"] == 0, report.get("error")
+
 
 class TestDltSqlalchemyRuns(DltRuns):
     kind = "dlt_sqlalchemy"
