@@ -365,4 +365,4 @@ def _usable_cores() -> int:
     return os.cpu_count() or 1
 
 
-__all__ = ["Staging", "Stream", "Streamed", "Tally"]
+__all__ = ["Staging", "Stream", "Streamed", "Tally", "widened"]

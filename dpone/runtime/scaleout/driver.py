@@ -26,6 +26,7 @@ be on storage every worker reaches (docs/scale-out.md).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -54,7 +55,7 @@ from dpone.runtime.dlq_pipe import DlqPipe
 from dpone.runtime.report import RunProgress
 from dpone.runtime.scaleout.partitions import Partition, plan_partitions
 from dpone.runtime.scaleout.task import PartitionResult, StagedFile, TaskSpec, run_partition
-from dpone.runtime.stream import Staging, Stream, Streamed
+from dpone.runtime.stream import Staging, Stream, Streamed, widened
 from dpone.runtime.wiring import Components
 from dpone.state.model import PipelineState
 
@@ -111,7 +112,7 @@ class ScaleOutStaging(Staging):
     files: tuple[Path, ...] = ()
 
     def begin_staged(self, files: Sequence[Path], schema: pa.Schema) -> None:
-        """Begin the load of ``files`` (checked already), the first one's ``schema``."""
+        """Begin the load of ``files`` (checked already) with ``schema``, all of theirs."""
         self.files = tuple(files)
         self.begin_empty(schema)
 
@@ -203,7 +204,9 @@ class ScaleOutStream(Stream):
         clock = time.perf_counter()
         staged = [f for r in results for f in r.staged]
         schemas = [_check_staged(folder / "staged", f) for f in staged]
-        schema = schemas[0] if schemas else sink_schema(plan.sink.contract)
+        # Tasks' files differ in the variant columns their chunks needed: the load holds them
+        # all, in the order one chunk would have given them.
+        schema = functools.reduce(widened, schemas) if schemas else sink_schema(plan.sink.contract)
         self.staging.begin_staged([folder / "staged" / f.name for f in staged], schema)
         self.stage_seconds["staged_check"] = time.perf_counter() - clock
         log.info("scaleout.stages", **{k: round(v, 3) for k, v in self.stage_seconds.items()})
