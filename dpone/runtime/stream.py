@@ -107,7 +107,8 @@ class Staging:
                     "columns to a load in progress"
                 )
             widen(self._schema)
-        self._load.write(batch)
+        if batch.num_rows:
+            self._load.write(batch)
         self.written = {f.name: f for f in self._schema}
 
     def begin_empty(self, schema: pa.Schema) -> None:
