@@ -30,6 +30,7 @@ from dpone.manifest.plan import (
     SourcePlan,
     StrategyPlan,
 )
+from dpone.manifest.predicates import check_predicates
 from dpone.manifest.salvage import salvaged
 from dpone.manifest.specs import (
     DltSourceSpec,
@@ -113,7 +114,7 @@ def compile_loaded(
         # A salvaged document a transforming pass cannot read: its schema errors say why.
     # Not a pure pass: predicate modules are found and parsed (never imported) to prove
     # they resolve.
-    stages.append(passes.guarded(passes.check_predicates, document, ctx))
+    stages.append(passes.guarded(check_predicates, document, ctx))
     stages.append(passes.guarded(dltblocks.check_installed, document, ctx))
     problems = _once(stages)
     if problems:

@@ -1,11 +1,14 @@
-"""The compiler's ordered, pure passes over a schema-valid manifest document.
+"""The compiler's ordered, pure passes over a manifest document: schema-valid, or what its
+schema errors leave readable (``dpone.manifest.salvage``; ``STATIC_INPUTS`` says which checks
+still run then).
 
 Size (over 500 lines): one short function per pass; they form one ordered list and read top to
 bottom.
 
 Each pass takes the document and the compile context and returns a richer document or a
 list of errors (sqlglot's optimizer RULES are the model). The runner in ``compiler.py``
-stops at the first pass that reports errors: later passes may rely on earlier ones.
+stops at the first pass that reports errors: later passes may rely on earlier ones (the
+static checks form one pass, every one of them reported at once).
 No pass touches files or the environment.
 """
 
@@ -576,33 +579,6 @@ PASSES: tuple[Pass, ...] = (
     normalize_shorthands,
     check_static,
 )
-
-
-def check_predicates(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
-    """Every custom predicate is found and defined, by reading its source: never imported.
-
-    Validating a manifest (a pull request in CI) must not run the code it names. After
-    schema errors, each predicate the schema accepted is still checked.
-    """
-    custom = doc.get("quality", {}).get("assertions", {}).get("custom", [])
-    customs = [
-        (f"{ASSERTIONS}/custom/{i}/predicate", entry["predicate"])
-        for i, entry in enumerate(custom if isinstance(custom, list) else [])
-        if isinstance(entry, dict) and isinstance(entry.get("predicate"), str)
-    ]
-    customs = [(p, ref) for p, ref in customs if not touches(ctx.invalid, (p,))]
-    if not customs:
-        return []  # without importing the locator (and importlib.metadata with it)
-    from dpone.assertions.locate import check_reference
-
-    errors = []
-    for pointer, ref in customs:
-        problem = check_reference(
-            ref, ctx.manifest.path.parent, allow_any_import=ctx.allow_any_import
-        )
-        if problem is not None:
-            errors.append(ctx.error(problem.code, problem.message, pointer, fixes=problem.fixes))
-    return errors
 
 
 def column_specs(doc: Document) -> tuple[ColumnSpec, ...]:
