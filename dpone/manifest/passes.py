@@ -570,6 +570,7 @@ STATIC_INPUTS: dict[Check, tuple[str, ...]] = {
     check_strategy: ("/sink/strategy", f"{CONTRACT}/columns"),
     check_dlt_sink: ("/sink",),
     check_contract: (CONTRACT,),
+    check_column_names: (f"{CONTRACT}/columns", "/source"),
     check_dlq: ("/sink/options", ASSERTIONS, "/environment"),
     check_incremental: ("/source/incremental", f"{CONTRACT}/columns"),
     check_secrets: (),

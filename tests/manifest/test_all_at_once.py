@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from dpone.manifest.passes import STATIC_CHECKS, STATIC_INPUTS
 from tests.support.paths import EXAMPLES
 from tests.support.processes import dpone_subprocess
 
@@ -111,3 +112,9 @@ def test_no_golden_reports_a_pointer_twice_for_one_reason() -> None:
             schema = {e.pointer for e in err.errors if e.stage == "validate"}
             later = [e.pointer for e in err.errors if e.stage != "validate"]
             assert not schema & set(later), path
+
+
+def test_every_static_check_names_its_inputs() -> None:
+    # A check missing from STATIC_INPUTS would stop the checks after it once the schema
+    # reported an error (its KeyError is taken for a salvaged document it cannot read).
+    assert set(STATIC_CHECKS) == set(STATIC_INPUTS)
