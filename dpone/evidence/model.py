@@ -30,6 +30,7 @@ class Summary:
     rows_quarantined: int = 0
     rows_warned: int = 0
     rows_skipped: int = 0
+    rows_late_skipped: int = 0
     chunks: int = 0
 
     def to_json(self) -> dict[str, int]:
@@ -39,6 +40,7 @@ class Summary:
             "rows_quarantined": self.rows_quarantined,
             "rows_warned": self.rows_warned,
             "rows_skipped": self.rows_skipped,
+            "rows_late_skipped": self.rows_late_skipped,
             "chunks": self.chunks,
         }
 

@@ -44,10 +44,13 @@ def display_path(path: Path, base: Path) -> str:
 
 @dataclass(frozen=True, slots=True)
 class IncrementalPlan:
-    """``source.incremental``: rows with ``cursor_column`` beyond the committed cursor."""
+    """``source.incremental``: rows with ``cursor_column`` at or above the committed cursor
+    (minus ``lag``, in the cursor's unit), below ``end_value`` when it is set (SPEC §6)."""
 
     cursor_column: str
     initial_value: str | int | float | None
+    lag: int | float
+    end_value: str | int | float | None
 
 
 # --- sources ----------------------------------------------------------------------------------
@@ -239,7 +242,12 @@ def _incremental(section: Section) -> IncrementalPlan | None:
     found = section.get("incremental")
     if found is None:
         return None
-    return IncrementalPlan(found["cursor_column"], found["initial_value"])
+    return IncrementalPlan(
+        found["cursor_column"],
+        found["initial_value"],
+        lag=found["lag"],
+        end_value=found["end_value"],
+    )
 
 
 def _file_source(section: Section, base: Path) -> FileSourceSpec:

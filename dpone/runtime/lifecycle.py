@@ -108,7 +108,12 @@ class _Run:
             doc = evidence.to_json()
             # What this run will publish is durable before the sink commits, so a process
             # killed right after the commit is finished, identically, by the next run.
-            self._journal("running", evidence=doc, unplaced=streamed.unplaced)
+            self._journal(
+                "running",
+                evidence=doc,
+                unplaced=streamed.unplaced,
+                boundary=streamed.boundary.to_json() if streamed.boundary else None,
+            )
             checkpoint("before_sink_commit")
             ctx.interrupts.check()
             stream.staging.commit(streamed.cursor_to)
@@ -186,6 +191,7 @@ class _Run:
             load_id=ctx.load_id,
             cursor_to=moved.cursor_to,
             unplaced=streamed.unplaced,
+            boundary=streamed.boundary,
             clock=ctx.clock,
         )
         log.info("state.advanced", pipeline=ctx.plan.name, revision=moved.revision)

@@ -50,6 +50,8 @@ class RowCounts:
     quarantined: int = 0
     warned: int = 0
     skipped: int = 0
+    #: rows older than the incremental window that no committed run read: not loaded
+    late_skipped: int = 0
     chunks: int = 0
 
     def to_json(self) -> dict[str, int]:
@@ -59,6 +61,7 @@ class RowCounts:
             "quarantined": self.quarantined,
             "warned": self.warned,
             "skipped": self.skipped,
+            "late_skipped": self.late_skipped,
             "chunks": self.chunks,
         }
 
@@ -223,7 +226,8 @@ def render_text(doc: dict[str, Any]) -> str:
         f"  run        {doc['run_id']}",
         f"  rows       read {rows['read']:,}  loaded {rows['loaded']:,}  "
         f"quarantined {rows['quarantined']:,}  warned {rows['warned']:,}  "
-        f"skipped {rows['skipped']:,}",
+        f"skipped {rows['skipped']:,}"
+        + (f"  late_skipped {late:,}" if (late := rows.get("late_skipped", 0)) else ""),
         f"  time       {doc['duration_s']:.2f}s  ({doc['rows_per_s']:,.0f} rows/s)",
     ]
     sink = doc["sink"]

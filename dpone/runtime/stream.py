@@ -28,6 +28,7 @@ from dpone.contracts.types import sink_schema
 from dpone.dlq.model import rejected_rows
 from dpone.dlq.refs import file_line_refs, file_refs, run_row_refs
 from dpone.faults import checkpoint
+from dpone.logs import get_logger
 from dpone.runtime.context import RunContext
 from dpone.runtime.cursor import CursorTracker
 from dpone.runtime.dlq_pipe import DlqPipe
@@ -35,7 +36,9 @@ from dpone.runtime.prefetch import Inline, ReadAhead
 from dpone.runtime.report import RowCounts, RunProgress
 from dpone.runtime.sampling import primed
 from dpone.runtime.wiring import Components
-from dpone.state.model import PipelineState
+from dpone.state.model import Boundary, PipelineState
+
+log = get_logger("dpone.run")
 
 
 @dataclass(slots=True)
@@ -46,6 +49,7 @@ class Tally:
     loaded: int = 0
     warned: int = 0
     skipped: int = 0
+    late_skipped: int = 0
     chunks: int = 0
     #: rows of the run before the current chunk (the row numbers of run-scoped refs)
     rows_before: int = 0
@@ -63,6 +67,7 @@ class Tally:
             quarantined=quarantined,
             warned=self.warned,
             skipped=self.skipped,
+            late_skipped=self.late_skipped,
             chunks=self.chunks,
         )
 
@@ -107,10 +112,12 @@ class Staging:
 
 @dataclass(frozen=True, slots=True)
 class Streamed:
-    """What the stream leaves for the commit: the cursor and the unplaced-row memory."""
+    """What the stream leaves for the commit: the cursor, the unplaced-row memory and the
+    boundary window (None: not incremental)."""
 
     cursor_to: str | None
     unplaced: dict[str, list[int]]
+    boundary: Boundary | None = None
 
 
 class Stream:
@@ -149,10 +156,13 @@ class Stream:
         plan, source, state = self.ctx.plan, self.parts.source, self.state
         enforcer = self.parts.enforcer()
         tracker = self.tracker = CursorTracker.create(
-            plan.sink.contract, plan.source.incremental, state
+            plan.sink.contract,
+            plan.source.incremental,
+            state,
+            merge=plan.sink.strategy.mode == "merge",
         )
         existing = self.staging.open()
-        after = state.cursor.value if (state.cursor and source.cursor_pushdown) else None
+        after = tracker.pushdown() if source.cursor_pushdown else None
         with _chunks(source, plan.runtime.chunk_size, after) as chunks:
             for chunk in primed(chunks, enforcer):
                 self.chunk(chunk, tracker, enforcer, existing)
@@ -162,7 +172,7 @@ class Stream:
         if self.ctx.options.progress is not None:  # once more: every DLQ record is durable
             self.ctx.options.progress(self._progress())
         self.staging.begin_empty(sink_schema(plan.sink.contract))
-        return Streamed(tracker.committed_text(), tracker.unplaced_after_run())
+        return streamed(self.ctx, tracker, self.tally.late_skipped)
 
     def chunk(
         self,
@@ -179,8 +189,10 @@ class Stream:
             return
         tally.read += chunk.num_rows
         tally.chunks += 1
+        late = tracker.late
         batch, positions, skipped = tracker.keep(chunk)
         tally.skipped += skipped
+        tally.late_skipped += tracker.late - late
         ctx.labels.see(chunk.batch.schema.names)
         try:
             result = enforcer.enforce(batch, existing_schema=existing)
@@ -303,6 +315,22 @@ class Stream:
         )
         self.pipe.submit(rows)
         tally.rows_before += chunk.num_rows
+
+
+def streamed(ctx: RunContext, tracker: CursorTracker, late: int) -> Streamed:
+    """What a stream leaves for the commit; rows too late for the window are logged (their
+    count only): they are not loaded, and never silently."""
+    if late:
+        log.warning(
+            "incremental.late_rows",
+            pipeline=ctx.plan.name,
+            run_id=ctx.run_id,
+            late_skipped=late,
+            detail="rows older than the window (committed cursor minus lag) were not loaded",
+        )
+    return Streamed(
+        tracker.committed_text(), tracker.unplaced_after_run(), tracker.boundary_after_run()
+    )
 
 
 def _chunks(

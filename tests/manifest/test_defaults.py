@@ -268,6 +268,8 @@ TYPED: dict[str, tuple[Accessor, Typed]] = {
     "/runtime/engine": (lambda p, _: p.runtime.engine, _same),
     "/source/partitions": (lambda p, _: p.source.spec.partitions, _same),
     "/source/incremental/initial_value": (lambda p, _: p.source.incremental.initial_value, _same),
+    "/source/incremental/lag": (lambda p, _: p.source.incremental.lag, _same),
+    "/source/incremental/end_value": (lambda p, _: p.source.incremental.end_value, _same),
     **{
         f"/source/options/csv/{key}": (
             lambda p, ptr: getattr(p.source.spec.csv, ptr.rsplit("/", 1)[1]),

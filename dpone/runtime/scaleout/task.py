@@ -56,6 +56,7 @@ from dpone.runtime.interrupts import InterruptWatch
 from dpone.runtime.labels import ColumnLabels
 from dpone.runtime.scaleout.partitions import KeyRange, Partition
 from dpone.runtime.stream import Stream
+from dpone.runtime.window import BoundarySeen
 from dpone.state.model import PipelineState
 
 log = logs.get_logger("dpone.run")
@@ -124,6 +125,7 @@ class PartitionResult:
     loaded: int = 0
     warned: int = 0
     skipped: int = 0
+    late_skipped: int = 0
     chunks: int = 0
     quarantined: int = 0
     violations: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -135,6 +137,8 @@ class PartitionResult:
     cursor_highest: Any = None
     cursor_read_keys: dict[str, str] = field(default_factory=dict)
     cursor_seen: dict[str, list[int]] = field(default_factory=dict)
+    #: what the partition saw of the boundary (``runtime/window.py``), for the driver's window
+    boundary: BoundarySeen | None = None
     segments: PartitionSegments = field(default_factory=PartitionSegments)
     staged: tuple[StagedFile, ...] = ()
     failure: TaskFailure | None = None
@@ -365,6 +369,7 @@ def _run(spec: TaskSpec, part: Partition) -> PartitionResult:
         loaded=tally.loaded,
         warned=tally.warned,
         skipped=tally.skipped,
+        late_skipped=tally.late_skipped,
         chunks=tally.chunks,
         quarantined=stream.pipe.records,
         violations=dict(tally.violations),
@@ -374,6 +379,7 @@ def _run(spec: TaskSpec, part: Partition) -> PartitionResult:
         cursor_highest=tracker.highest,
         cursor_read_keys=dict(tracker.read_keys),
         cursor_seen={k: sorted(v) for k, v in tracker.seen.items()},
+        boundary=None if tracker.window is None else BoundarySeen.of(tracker.window),
         segments=stream.pipe.segments,
         staged=tuple(staged.files),
     )
