@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from dpone.canonical import with_checksum
-from tests.support.processes import dpone_subprocess
+from tests.support.processes import dpone_killed_at, dpone_subprocess
 from tests.support.project import Project
 
 DAY1, DAY2, DAY3 = "2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z", "2026-01-03T00:00:00Z"
@@ -248,3 +248,35 @@ def test_lag_on_a_string_cursor_is_refused_before_reading(project: Project) -> N
     assert result.exit_code == 2
     assert result.doc["code"] == "DPONE_MANIFEST_INCREMENTAL_LAG"
     assert not project.work_dir.exists()
+
+
+@pytest.mark.parametrize("point", ["after_sink_commit", "during_state_replace"])
+def test_a_run_killed_after_its_commit_leaves_the_boundary_to_the_next_run(
+    project: Project, point: str
+) -> None:
+    """The boundary is in the run journal before the sink commits: the run that recovers a
+    killed one advances the state with it, and nothing at the boundary loads twice."""
+    project.write_manifest(enforcement="strict", incremental=True)
+    project.write_csv("a.csv", [row(1, DAY1), row(2, DAY2)])
+    dpone_killed_at(point, ["run", str(project.manifest_path)], cwd=project.root, env={})
+    project.write_csv("b.csv", [row(2, DAY2), row(3, DAY2)])
+
+    report = project.run()
+
+    assert report["exit_code"] == 0
+    assert [r["action"] for r in report["recovered"]] == ["finished"]
+    assert counts(report) == (1, 3, 0)
+    assert ids(project) == [1, 2, 3]
+    assert sorted(project.state()["boundary"]["digests"]) == ["2026-01-02T00:00:00.000000Z"]
+
+
+def test_the_plan_names_the_window(project: Project) -> None:
+    project.write_manifest(incremental={"lag": 3600, "end_value": DAY3})
+
+    proc = dpone_subprocess(["plan", str(project.manifest_path)], cwd=project.root, env={})
+
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        "incremental  updated_at (initial none: reads everything; reads >= cursor - lag 3600; "
+        f"end {DAY3} (exclusive))\n" in proc.stdout
+    )
