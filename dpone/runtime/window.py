@@ -46,6 +46,8 @@ MAX_BOUNDARY_ROWS = 100_000
 #: stops (they could not fit :data:`MAX_BOUNDARY_ROWS` unless the cursor moved far on).
 MAX_CANDIDATES = 10 * MAX_BOUNDARY_ROWS
 DIGEST_BYTES = 16
+#: Chunks whose candidate rows are kept as rows before they are digested (unsorted input).
+MAX_PENDING_CHUNKS = 32
 
 
 class BoundaryLimit(DponeError):
@@ -159,6 +161,8 @@ class Window:
     #: what this run saw: boundary candidates by cursor, the files it read, the highest cursor
     candidates: dict[Any, set[bytes]] = field(default_factory=dict)
     read_files: dict[str, str] = field(default_factory=dict)
+    #: candidate rows not digested yet: (the rows as read, their typed cursors)
+    pending: list[tuple[pa.RecordBatch, pa.Array]] = field(default_factory=list)
     top: Any = None
     overflow: bool = False
 
@@ -253,10 +257,13 @@ class Window:
         cursors = typed.take(positions).to_pylist()
         for value, digest in zip(cursors, digests, strict=True):
             self._add(value, digest)
-        mask = [False] * len(typed)
-        for pos, dup in zip(positions.to_pylist(), flags, strict=True):
-            mask[pos] = dup
-        return pa.array(mask, pa.bool_())
+        duplicates = positions.filter(pa.array(flags, pa.bool_()))
+        if len(duplicates) == 0:
+            return _false(len(typed))
+        # the positions as a mask, in Arrow: each row's index, checked against the set
+        index = pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), len(typed))), 1)
+        result: pa.Array = pc.is_in(index, value_set=duplicates.cast(pa.int64()))
+        return result
 
     def _candidates(self, chunk: SourceChunk, typed: pa.Array, inside: pa.Array | None) -> None:
         """Digest this chunk's new rows that may end in the next boundary."""
@@ -277,14 +284,39 @@ class Window:
         near = pc.and_(inside, _flag(pc.greater_equal(typed, scalar(threshold, typed.type))))
         positions = pc.indices_nonzero(near)
         if len(positions):
-            digests = row_digests(chunk.batch, positions)
-            for value, digest in zip(typed.take(positions).to_pylist(), digests, strict=True):
-                self._add(value, digest)
+            # Kept as rows, digested only if they are still near the top at the end: on
+            # sorted input most are passed by the next chunk's rows (no per-row work for them).
+            self.pending.append((chunk.batch.take(positions), typed.take(positions)))
+        self._prune(threshold)
+
+    def _prune(self, threshold: Any) -> None:
+        """Drop the candidates below ``threshold`` (the top minus the lag); give up past the
+        limit; digest the rows kept once too many chunks hold some."""
+        kept: list[tuple[pa.RecordBatch, pa.Array]] = []
+        for rows, cursors in self.pending:
+            near = _flag(pc.greater_equal(cursors, scalar(threshold, cursors.type)))
+            if _count(near) == len(cursors):
+                kept.append((rows, cursors))
+            elif _count(near):
+                kept.append((rows.filter(near), cursors.filter(near)))
+        self.pending = kept
         for value in [v for v in self.candidates if v < threshold]:
             del self.candidates[value]
-        if sum(len(d) for d in self.candidates.values()) > MAX_CANDIDATES:
+        pending = sum(len(c) for _, c in kept)
+        if pending + sum(len(d) for d in self.candidates.values()) > MAX_CANDIDATES:
             self.overflow = True
             self.candidates.clear()
+            self.pending.clear()
+        elif len(kept) > MAX_PENDING_CHUNKS:
+            self.settle()
+
+    def settle(self) -> None:
+        """Digest the candidate rows still kept as rows."""
+        for rows, cursors in self.pending:
+            digests = row_digests(rows, pc.indices_nonzero(pc.is_valid(cursors)))
+            for value, digest in zip(cursors.to_pylist(), digests, strict=True):
+                self._add(value, digest)
+        self.pending.clear()
 
     def _add(self, value: Any, digest: bytes) -> None:
         if not self.overflow:
@@ -310,6 +342,7 @@ class Window:
         """The state's boundary once this run commits, its cursor at ``highest``."""
         from dpone.runtime.cursor import to_text
 
+        self.settle()
         top = highest if highest is not None else self.stored
         if top is None:
             return Boundary(start=None, files=dict(self.read_files))
@@ -354,6 +387,7 @@ class BoundarySeen:
 
     @classmethod
     def of(cls, window: Window) -> BoundarySeen:
+        window.settle()
         return cls(window.top, window.overflow, dict(window.candidates), dict(window.read_files))
 
 
@@ -363,7 +397,7 @@ def _flag(mask: pa.Array) -> pa.Array:
 
 
 def _false(size: int) -> pa.Array:
-    return pa.array([False] * size, pa.bool_())
+    return pa.repeat(pa.scalar(False), size)
 
 
 def _count(mask: pa.Array) -> int:
