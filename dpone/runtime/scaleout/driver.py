@@ -165,8 +165,8 @@ class ScaleOutStream(Stream):
         plan, source = ctx.plan, parts.source
         clock = time.perf_counter()
         existing = self.staging.open()
-        window = CursorTracker.create(plan.sink.contract, plan.source.incremental, state)
-        after = window.pushdown() if source.cursor_pushdown else None
+        bounds = CursorTracker.create(plan.sink.contract, plan.source.incremental, state)
+        after = bounds.pushdown() if source.cursor_pushdown else None
         partitioning = plan_partitions(plan, source, after)
         partitions = partitioning.partitions
         self._single_reason = partitioning.single_reason
