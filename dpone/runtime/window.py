@@ -216,7 +216,9 @@ class Window:
             return Split(None)
         dtype = typed.type
         size = len(typed)
-        below = _false(size) if self.lower is None else _flag(pc.less(typed, self._s(dtype)))
+        below = (
+            _false(size) if self.lower is None else _flag(pc.less(typed, scalar(self.lower, dtype)))
+        )
         beyond = (
             _false(size)
             if self.upper is None
@@ -236,9 +238,6 @@ class Window:
         self._candidates(chunk, typed, inside)
         return Split(keep, skipped, late)
 
-    def _s(self, dtype: pa.DataType) -> pa.Scalar:
-        return scalar(self.lower, dtype)
-
     def _duplicates(self, chunk: SourceChunk, typed: pa.Array, inside: pa.Array) -> pa.Array:
         """The rows of ``[lower, stored]`` a committed run took (by digest)."""
         if self.stored is None:
@@ -248,12 +247,8 @@ class Window:
         positions = pc.indices_nonzero(region)
         if len(positions) == 0:
             return _false(len(typed))
-        if self.legacy:
-            flags = [True] * len(positions)
-            digests = row_digests(chunk.batch, positions)
-        else:
-            digests = row_digests(chunk.batch, positions)
-            flags = [d in self.known for d in digests]
+        digests = row_digests(chunk.batch, positions)
+        flags = [self.legacy or d in self.known for d in digests]
         cursors = typed.take(positions).to_pylist()
         for value, digest in zip(cursors, digests, strict=True):
             self._add(value, digest)
