@@ -197,3 +197,19 @@ def _config_errors(doc: Mapping[str, Any]) -> list[ErrorDetail]:
             )
         )
     return errors
+
+
+__all__ = [
+    "DEFAULT_DIRECTORY",
+    "LIMITS",
+    "MAX_DIAGNOSTIC_BYTES",
+    "MAX_INDEX_BYTES",
+    "MAX_RECORDS_PER_RUN",
+    "MAX_RECORD_BYTES",
+    "MAX_SEGMENT_BYTES",
+    "PII_POLICIES",
+    "RETENTION_DAYS",
+    "DlqPolicy",
+    "PiiPolicy",
+    "is_production",
+]
