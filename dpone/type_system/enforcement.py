@@ -20,6 +20,7 @@ for rows given as Python mappings:
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -131,6 +132,8 @@ def _text(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, str):
         return value
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, default=str, ensure_ascii=False)
     isoformat = getattr(value, "isoformat", None)
     return str(isoformat() if callable(isoformat) else value)
 
@@ -148,7 +151,14 @@ class ContractEnforcementService:
         contract: SchemaContract | ContractSpec,
         run_id: str | None = None,
         load_id: str | None = None,
+        existing_schema: pa.Schema | None = None,
     ) -> EnforcementOutcome:
+        """Enforce ``contract`` on ``rows`` (see the module docstring).
+
+        ``existing_schema`` is the target table's schema when it exists (the contract's
+        ``evolution`` then judges new columns and type changes against it); None treats
+        the target as a table this load creates. Ids default to new ULIDs.
+        """
         spec = contract if isinstance(contract, ContractSpec) else contract.spec
         run_id = run_id or new_ulid(datetime.now(UTC))
         load_id = load_id or new_ulid(datetime.now(UTC))
@@ -165,18 +175,24 @@ class ContractEnforcementService:
             )
         started_at = format_timestamp(datetime.now(UTC))
         given = list(rows)
-        result = _Engine(spec).enforce(to_batch(given))
+        result = _Engine(spec).enforce(to_batch(given), existing_schema=existing_schema)
         positions = result.rejects.positions.to_pylist()
+        # Coerce's rejected rows hold the state but do not stop the valid rows (SPEC §3);
+        # strict's and a frozen schema's stop everything, and nothing is dead-lettered.
+        fatal = result.error is not None and not (
+            spec.enforcement == "coerce" and isinstance(result.error, ContractViolation)
+        )
         dlq: RunResult | None = None
-        if positions and self.quarantine is not None and self.quarantine.policy.enabled:
+        if (
+            positions
+            and not fatal
+            and self.quarantine is not None
+            and self.quarantine.policy.enabled
+        ):
             dlq = self.quarantine.write_run(
                 run_id, load_id, self._rejects(result, given, positions, run_id, load_id)
             )
         valid = result.valid_positions.to_pylist()
-        # Coerce's rejected rows hold the state but do not stop the valid rows (SPEC §3).
-        fatal = result.error is not None and not (
-            spec.enforcement == "coerce" and isinstance(result.error, ContractViolation)
-        )
         return EnforcementOutcome(
             run_id=run_id,
             load_id=load_id,

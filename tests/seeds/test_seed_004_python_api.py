@@ -313,3 +313,71 @@ def test_config_errors_are_the_compilers() -> None:
         }
     )
     assert seed_options.spec.type_inference.conflict_policy == "quarantine"
+
+
+def _service_at(root: Path, enforcement: str, columns: dict[str, Any]) -> tuple[Any, Any, Any]:
+    from dpone.contracts.dlq import DlqPolicy
+    from dpone.ops.dlq import DlqService
+    from dpone.ops.dlq_store import DlqFileStore
+    from dpone.readiness.schema_contracts import SchemaContract
+    from dpone.type_system import ContractEnforcementService
+
+    policy = DlqPolicy.from_config({"directory": str(root / "dlq")})
+    dlq = DlqService(DlqFileStore(policy.directory), policy=policy)
+    contract = SchemaContract.from_config({"enforcement": enforcement, "columns": columns})
+    return ContractEnforcementService(quarantine=dlq), contract, dlq
+
+
+def test_coerce_repairs_losslessly_dead_letters_the_rest_and_holds_the_state(
+    tmp_path: Path,
+) -> None:
+    service, contract, dlq = _service_at(tmp_path, "coerce", {"n": {"type": "integer"}})
+    result = service.enforce(
+        rows=[{"n": " 7 "}, {"n": "3.5"}], contract=contract, run_id=RUN_ID, load_id=LOAD_ID
+    )
+    assert result.target_rows == [{"n": " 7 "}]
+    assert result.target_batch.column("n").to_pylist() == [7]
+    assert result.state_commit_allowed is False  # the next run re-reads the rejected row
+    assert result.data_outcome == "passed_with_quarantine"
+    assert [r.reason.code.value for r in dlq.records(RUN_ID)] == ["schema.type_mismatch"]
+
+
+def test_strict_writes_no_dead_letter(tmp_path: Path) -> None:
+    service, contract, dlq = _service_at(tmp_path, "strict", {"n": {"type": "integer"}})
+    result = service.enforce(
+        rows=[{"n": "1"}, {"n": "x"}], contract=contract, run_id=RUN_ID, load_id=LOAD_ID
+    )
+    assert result.failure_code == "DPONE_CONTRACT_VIOLATION"
+    assert result.dlq_record_ids == ()
+    assert dlq.store.run_ids() == []
+
+
+def test_warn_loads_null_for_a_bad_value_and_advances(tmp_path: Path) -> None:
+    service, contract, _ = _service_at(tmp_path, "warn", {"n": {"type": "integer"}})
+    result = service.enforce(rows=[{"n": "1"}, {"n": "x"}], contract=contract)
+    assert result.target_batch.column("n").to_pylist() == [1, None]
+    assert result.state_commit_allowed is True
+    assert result.data_outcome == "passed_with_warnings"
+
+
+def test_python_typed_and_mixed_values(tmp_path: Path) -> None:
+    from decimal import Decimal
+
+    service, contract, _ = _service_at(
+        tmp_path,
+        "quarantine",
+        {"amount": {"type": "decimal", "precision": 18, "scale": 2}, "ok": {"type": "boolean"}},
+    )
+    rows = [
+        {"amount": Decimal("1.50"), "ok": True},
+        {"amount": "2.25", "ok": "false"},
+        {"amount": 3, "ok": None},
+    ]
+    result = service.enforce(rows=rows, contract=contract)
+    assert result.target_rows == rows
+    assert result.target_batch.column("amount").to_pylist() == [
+        Decimal("1.50"),
+        Decimal("2.25"),
+        Decimal("3.00"),
+    ]
+    assert result.target_batch.column("ok").to_pylist() == [True, False, None]
