@@ -229,6 +229,18 @@ class RunFailed(DponeError):
             self.exit_code = report.exit_code
 
 
+class PathIsSymlink(DponeError):
+    """A symbolic link (or a non-folder) where dpone keeps a folder or file of its own.
+
+    Below the work dir and a sink folder, dpone opens what it owns without following links
+    (:func:`dpone.durable.open_below`), so a planted link can neither redirect a write nor
+    make dpone delete anything outside: it is refused, naming the place, never followed.
+    """
+
+    code = "DPONE_PATH_IS_SYMLINK"
+    stage = "preflight"
+
+
 class Interrupted(DponeError):
     code = "DPONE_INTERRUPTED"
     stage = "runtime"
@@ -261,6 +273,7 @@ MANIFEST_CODES: Mapping[str, str] = {
     "DPONE_MANIFEST_MERGE_WITHOUT_KEY": "strategy merge without unique_key",
     "DPONE_MANIFEST_PII_PRESERVE_IN_PRODUCTION": "pii_policy preserve in a production environment",
     "DPONE_MANIFEST_DECIMAL_SCALE": "a decimal's scale exceeds its precision",
+    "DPONE_MANIFEST_COLUMN_NAME": "contract column names or their source keys collide",
     "DPONE_MANIFEST_DLQ_LIMIT": "a DLQ limit is out of its allowed range",
     "DPONE_MANIFEST_DLQ_DISABLED": "the DLQ is disabled while rows may be quarantined",
     "DPONE_MANIFEST_COERCION": "coercion none with enforcement coerce",

@@ -19,7 +19,8 @@ The service is pure: no IO, no logging, no value in any message.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -55,6 +56,8 @@ from dpone.contracts.types import (
 
 #: How many positions a warning diagnostic keeps (positions only, never values).
 DIAGNOSTIC_POSITIONS = 5
+#: Columns between two calls of :attr:`ContractEnforcementService.checkpoint`.
+CHECK_EVERY = 64
 
 _DATA_TYPE_ACTIONS: dict[EvolutionMode, Action] = {
     "evolve": Action.VARIANT,  # dlt: a type change becomes a variant column
@@ -147,6 +150,9 @@ class ContractEnforcementService:
         # Columns whose last chunk had bad values skip the whole-column cast (speed only).
         self._dirty: set[str] = set()
         self._plans: dict[tuple[pa.Schema, pa.Schema | None], EnforcementPlan] = {}
+        #: Called every :data:`CHECK_EVERY` columns of a chunk (the run's interrupt check):
+        #: a chunk of thousands of columns takes seconds, too long to wait for a stop.
+        self.checkpoint: Callable[[], None] | None = None
         # Validate every declared type once, up front (raises ContractDefinitionError).
         for col in self.declared:
             arrow_type(col)
@@ -189,11 +195,17 @@ class ContractEnforcementService:
             left -= window[-1].num_rows
             if left <= 0:
                 break
+        # Name sets built once: a lookup per column in each batch's name list was quadratic
+        # in the number of columns (100,000 columns never finished).
+        present = [frozenset(batch.schema.names) for batch in window]
         names = dict.fromkeys(n for batch in window for n in batch.schema.names)
-        for name in names:
+        for i, name in enumerate(names):
+            self._tick(i)
             if name in self._declared_names or name in self._inferred:
                 continue
-            arrays = [b.column(name) for b in window if name in b.schema.names]
+            arrays = [
+                b.column(name) for b, held in zip(window, present, strict=True) if name in held
+            ]
             same_type = len({a.type for a in arrays}) == 1
             # Typed chunks that disagree on a column's type: the first chunk's type decides.
             column = pa.concat_arrays(arrays) if same_type else arrays[0]
@@ -231,7 +243,7 @@ class ContractEnforcementService:
         if cached is not None:
             return cached
         names = schema.names
-        duplicates = sorted({n for n in names if names.count(n) > 1})
+        duplicates = sorted(n for n, k in Counter(names).items() if k > 1)
         if duplicates:
             raise DuplicateColumn(f"the input has duplicate column names: {', '.join(duplicates)}")
         evolution = self.contract.evolution
@@ -329,7 +341,8 @@ class ContractEnforcementService:
         arrays: list[pa.Array] = []
         variants: list[tuple[str, pa.Array]] = []
         empty_is_null = ti.empty_string_is_null
-        for cp in plan.columns:
+        for i, cp in enumerate(plan.columns):
+            self._tick(i)
             raw = batch.column(cp.source) if cp.source is not None else None
             if raw is not None and empty_is_null and is_text(raw.type):
                 raw = empty_to_null(as_string(raw))
@@ -366,6 +379,10 @@ class ContractEnforcementService:
                 chunk.violate(cp.name, ReasonCode.REQUIRED_NULL, pc.is_null(raw), cp.on_null)
             arrays.append(values)
         return self._finish(chunk, plan, batch, arrays, variants, actual, table_only=False)
+
+    def _tick(self, i: int) -> None:
+        if self.checkpoint is not None and i % CHECK_EVERY == CHECK_EVERY - 1:
+            self.checkpoint()
 
     def _finish(
         self,

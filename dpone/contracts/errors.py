@@ -23,7 +23,7 @@ class ContractError(DponeError):
 
 
 class DuplicateColumn(ContractError):
-    """The input repeats a column name (its message names them: labelled for artifacts)."""
+    """The input repeats a column name exactly as written (its message names them)."""
 
     code = "DPONE_CONTRACT_DUPLICATE_COLUMN"
 

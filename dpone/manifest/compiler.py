@@ -128,6 +128,7 @@ def build_plan(doc: dict[str, Any], manifest: LoadedManifest) -> Plan:
         runtime=RuntimePlan(
             work_dir=resolve_under(base, runtime["work_dir"]),
             chunk_size=runtime["chunk_size"],
+            max_columns=runtime["max_columns"],
             engine=runtime["engine"],
             dask=DaskPlan(
                 address=runtime["dask"].get("address"),
@@ -135,7 +136,7 @@ def build_plan(doc: dict[str, Any], manifest: LoadedManifest) -> Plan:
                 memory_limit=runtime["dask"].get("memory_limit"),
             ),
         ),
-        source=SourcePlan(spec=_source_spec(doc["source"], base, contract)),
+        source=SourcePlan(spec=_source_spec(doc["source"], base, contract, runtime["max_columns"])),
         sink=SinkPlan(
             spec=sink_spec(
                 sink, SinkPlace(base, doc["name"], resolve_under(base, runtime["work_dir"]))
@@ -187,10 +188,13 @@ def _quality(doc: dict[str, Any]) -> QualityPlan:
     return QualityPlan(on_failure=default, assertions=tuple(specs))
 
 
-def _source_spec(section: dict[str, Any], base: Path, contract: ContractSpec) -> SourceSpec:
+def _source_spec(
+    section: dict[str, Any], base: Path, contract: ContractSpec, max_columns: int
+) -> SourceSpec:
     """The source's spec; a dlt source also gets the contract's cursor column (its type
-    turns the committed cursor into dlt's incremental start value)."""
-    spec = source_spec(section, base)
+    turns the committed cursor into dlt's incremental start value), a file source the
+    column cap (its reader stops at a header that wide, before parsing any row)."""
+    spec = source_spec(section, base, max_columns=max_columns)
     if isinstance(spec, DltSourceSpec) and spec.incremental is not None:
         spec = dataclasses.replace(spec, cursor=contract.column(spec.incremental.cursor_column))
     return spec

@@ -21,6 +21,7 @@ from dpone.contracts.spec import ColumnSpec
 from dpone.dlq import policy as dlq_limits
 from dpone.errors import ErrorDetail
 from dpone.manifest import defaults, dltblocks, paths, storage
+from dpone.manifest.colnames import check_column_names
 from dpone.manifest.dltsink import check_dlt_sink
 from dpone.manifest.engine_checks import check_engine
 from dpone.manifest.loader import LoadedManifest, join_pointer
@@ -518,6 +519,7 @@ STATIC_CHECKS: tuple[Check, ...] = (
     check_strategy,
     check_dlt_sink,
     check_contract,
+    check_column_names,
     check_dlq,
     check_incremental,
     check_secrets,
@@ -572,6 +574,7 @@ def column_specs(doc: Document) -> tuple[ColumnSpec, ...]:
             precision=spec.get("precision"),
             scale=spec.get("scale"),
             timezone=spec.get("timezone"),
+            source=spec.get("source"),
         )
         for name, spec in _contract_columns(doc).items()
     )

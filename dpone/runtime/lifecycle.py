@@ -59,6 +59,7 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
         plan, env=options.env, clock=options.clock, source=options.source, sink=options.sink
     )
     engine = parts.assertion_engine()
+    parts.paths.check_owned()  # a link where dpone keeps a folder: refused before any write
     parts.journal.lock()
     # Logged once the run is this process's: a refused preflight or a locked pipeline logs
     # no run.start (and so no run without a run.finished or run.failed).
@@ -232,6 +233,7 @@ class _Run:
             schema_changes=schema_changes,
             recovered=self.recovered,
             error=error,
+            renamed_columns=ctx.names.renamed,
         )
 
     def _fail(self, stream: Stream, err: DponeError, state: PipelineState) -> RunReport:

@@ -90,8 +90,8 @@ def evidence(
         if failure is not None
         else schema_changes(
             ctx.target,
-            ctx.labels.schema(staging.existing),
-            ctx.labels.fields(staging.written),
+            staging.existing,
+            staging.written,
         ),
         scale_out=getattr(stream, "scale_out", None),
         facets=lineage.facets(

@@ -7,12 +7,14 @@ each section's ``to_json`` is that section of the document, so the published sch
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal
 
 from dpone.errors import ErrorDetail
 
 if TYPE_CHECKING:  # the report stays importable without pyarrow (evidence.model needs it)
+    from dpone.contracts.names import Renamed
     from dpone.evidence.model import DataOutcome, SchemaChange
 
 RUN_SCHEMA_ID = "dpone.run.v1"
@@ -156,6 +158,8 @@ class RunReport:
     schema_changes: tuple[SchemaChange, ...] = ()
     recovered: tuple[Recovery, ...] = ()
     error: ErrorDetail | None = None
+    #: source columns the run names otherwise than the source wrote them (docs/sinks.md)
+    renamed_columns: tuple[Renamed, ...] = ()
 
     @property
     def started_at(self) -> str:
@@ -193,6 +197,7 @@ class RunReport:
             "sink": self.sink.to_json(),
             "state": self.state.to_json(),
             "schema_changes": [c.to_json() for c in self.schema_changes],
+            "renamed_columns": [r.to_json() for r in self.renamed_columns],
             "recovered": [r.to_json() for r in self.recovered],
             "error": None if self.error is None else self.error.to_json(),
         }
@@ -237,6 +242,9 @@ def render_text(doc: dict[str, Any]) -> str:
         lines.append(
             f"  dlq        {dlq['records']} record(s) in {dlq['directory']}  (run {dlq['run_id']})"
         )
+    for renamed in doc.get("renamed_columns", []):
+        written = json.dumps(renamed["source"], ensure_ascii=False)
+        lines.append(f"  column     {renamed['position']} {written} → {renamed['name']}")
     for change in doc.get("schema_changes", []):
         what = change["change"].replace("_", " ")
         column = f" {change['column']} {change['type']}" if change["column"] else ""

@@ -10,7 +10,7 @@ and the lifecycle decides what happens next.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -18,10 +18,9 @@ import pyarrow.compute as pc
 
 from dpone.assertions.engine import AssertionEngine
 from dpone.connectors.base import LoadSpec, Sink, SinkLoad, Source, SourceChunk
-from dpone.connectors.errors import SourceDecodeError
+from dpone.connectors.errors import SourceDecodeError, SourceTooManyColumns
 from dpone.connectors.progress import MeasuredSource
 from dpone.contracts.enforcer import ContractEnforcementService
-from dpone.contracts.errors import ContractError
 from dpone.contracts.reasons import ReasonCode
 from dpone.contracts.result import EnforcementResult
 from dpone.contracts.types import sink_schema
@@ -49,7 +48,7 @@ class Tally:
     chunks: int = 0
     #: rows of the run before the current chunk (the row numbers of run-scoped refs)
     rows_before: int = 0
-    #: (column label, reason code) -> rows
+    #: (column, reason code) -> rows
     violations: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def violation(self, column: str, reason: str, rows: int) -> None:
@@ -89,6 +88,11 @@ class Staging:
         self._load.write(batch)
         for f in batch.schema:
             self.written.setdefault(f.name, f)
+
+    @property
+    def begun(self) -> bool:
+        """Whether this run's load has begun (rows were staged, or an empty load)."""
+        return self._load is not None
 
     def begin_empty(self, schema: pa.Schema) -> None:
         """Nothing valid to load still commits an empty load: its marker is the run's proof."""
@@ -134,6 +138,9 @@ class Stream:
         )
         #: the incremental window of :meth:`run` (a scale-out task returns what it saw)
         self.tracker: CursorTracker | None = None
+        #: the first chunk with columns but no rows (a header-only CSV file): its columns
+        #: make the table when no chunk brings a row
+        self.empty: pa.RecordBatch | None = None
 
     def counts(self) -> RowCounts:
         return self.tally.counts(self.pipe.records)
@@ -148,21 +155,47 @@ class Stream:
         committed when this returns."""
         plan, source, state = self.ctx.plan, self.parts.source, self.state
         enforcer = self.parts.enforcer()
+        # A chunk of thousands of columns takes seconds to enforce: a stop is honoured
+        # between its columns too, not only between chunks.
+        enforcer.checkpoint = self.ctx.interrupts.check
         tracker = self.tracker = CursorTracker.create(
             plan.sink.contract, plan.source.incremental, state
         )
         existing = self.staging.open()
+        if existing is not None and plan.sink.type != "dlt":
+            # dlt's schema holds names as its naming convention spelled them (Amount ->
+            # amount), which the convention maps the source's onto again.
+            self.ctx.names.against(existing.names)
         after = state.cursor.value if (state.cursor and source.cursor_pushdown) else None
         with _chunks(source, plan.runtime.chunk_size, after) as chunks:
-            for chunk in primed(chunks, enforcer):
+            # Named in this thread, before inference sees a name (the read-ahead's is not).
+            bounded_chunks = bounded(chunks, plan.runtime.max_columns)
+            named = (self.ctx.names.chunk(chunk) for chunk in bounded_chunks)
+            for chunk in primed(named, enforcer):
                 self.chunk(chunk, tracker, enforcer, existing)
         self.engine.finalize()
         self.pipe.close()
         checkpoint("after_dlq_close")
         if self.ctx.options.progress is not None:  # once more: every DLQ record is durable
             self.ctx.options.progress(self._progress())
-        self.staging.begin_empty(sink_schema(plan.sink.contract))
+        if not self.staging.begun:
+            self.staging.begin_empty(self._empty_schema(enforcer, existing))
         return Streamed(tracker.committed_text(), tracker.unplaced_after_run())
+
+    def _empty_schema(
+        self, enforcer: ContractEnforcementService, existing: pa.Schema | None
+    ) -> pa.Schema:
+        """The table a run without a single row loads: the contract's columns, and those of a
+        source that named its columns but brought no row (a header-only CSV file), typed as
+        the contract and inference (an empty sample: string) say."""
+        if self.empty is None:
+            declared = sink_schema(self.ctx.plan.sink.contract)
+            # Nothing declared and nothing read: the table as it is (a table of no column
+            # is none a database can create).
+            return existing if not declared and existing is not None else declared
+        result = enforcer.enforce(self.empty, existing_schema=existing)
+        result.raise_for_failure()
+        return result.valid.schema
 
     def chunk(
         self,
@@ -176,19 +209,17 @@ class Stream:
         if chunk.failures:
             self._decode_failures(chunk, tracker)
         if not chunk.num_rows:
+            if self.empty is None and chunk.batch.num_columns:
+                self.empty = chunk.batch
             return
         tally.read += chunk.num_rows
         tally.chunks += 1
         batch, positions, skipped = tracker.keep(chunk)
         tally.skipped += skipped
-        ctx.labels.see(chunk.batch.schema.names)
-        try:
-            result = enforcer.enforce(batch, existing_schema=existing)
-            for (column, code), count in result.counts.items():
-                tally.violation(ctx.labels(column), str(code), count)
-            result.raise_for_failure()
-        except ContractError as exc:
-            raise ctx.labels.error(exc) from None
+        result = enforcer.enforce(batch, existing_schema=existing)
+        for (column, code), count in result.counts.items():
+            tally.violation(column, str(code), count)
+        result.raise_for_failure()
         valid, quarantine_mask, rules = self.engine.observe(
             result.valid, source_columns=batch.schema.names
         )
@@ -285,11 +316,9 @@ class Stream:
             )
         values = None
         if ctx.plan.sink.dlq.pii_policy != "reference_only":
-            taken = batch.take(pa.array(in_batch, pa.int64())).to_pylist()
-            values = [ctx.labels.row(row) for row in taken]
+            values = batch.take(pa.array(in_batch, pa.int64())).to_pylist()
         expected = [result.expected_types.get(c) if c else None for c in columns]
         actual = [result.actual_types.get(c) if c else None for c in columns]
-        columns = [ctx.labels.optional(c) for c in columns]
         rows = rejected_rows(
             refs,
             reasons,
@@ -303,6 +332,16 @@ class Stream:
         )
         self.pipe.submit(rows)
         tally.rows_before += chunk.num_rows
+
+
+def bounded(chunks: Iterable[SourceChunk], max_columns: int) -> Iterator[SourceChunk]:
+    """``chunks``, refusing one wider than ``runtime.max_columns`` before it is enforced (a
+    file source stops earlier, at the header; this holds for every source)."""
+    for chunk in chunks:
+        if chunk.batch.num_columns > max_columns:
+            where = chunk.partition or "a chunk of the source"
+            raise SourceTooManyColumns.over(where, max_columns)
+        yield chunk
 
 
 def _chunks(

@@ -407,16 +407,15 @@ def test_schema_changes_name_the_table_created_then_the_columns_added(project: P
     second = project.run()
     assert second.exit_code == 0, second.stdout
     changes = {(c["change"], c["column"], c["type"]) for c in second.doc["schema_changes"]}
-    # Undeclared columns are named by the data, so under the default pii_policy
-    # (reference_only) artifacts show them by source position (docs/security.md).
+    # Column names are schema: artifacts show the header's names as written (docs/sinks.md).
     assert changes == {
-        ("column_added", "column_3", "string"),
-        ("variant_column_created", "__dpone__nc__column_2", "string"),
+        ("column_added", "note", "string"),
+        ("variant_column_created", "__dpone__nc__n", "string"),
     }
     evidence = json.loads((project.root / second.doc["evidence"]).read_text())
     assert evidence["schema_changes"] == second.doc["schema_changes"]
     markdown = (project.root / second.doc["evidence"]).with_suffix(".md").read_text()
-    assert "| variant_column_created | main.t | __dpone__nc__column_2 | string |" in markdown
+    assert "| variant_column_created | main.t | __dpone__nc__n | string |" in markdown
     assert schema_errors(evidence, "dpone.data_contract_evidence.v1") == []
     assert schema_errors(second.doc, "dpone.run.v1") == []
     assert project.rows("SELECT id, n, note, __dpone__nc__n FROM main.t ORDER BY id") == [
@@ -426,7 +425,7 @@ def test_schema_changes_name_the_table_created_then_the_columns_added(project: P
     (project.root / "data.csv").write_text("id,n,note,extra\n3,4,x,y\n")
     text = dpone("run", str(project.manifest))
     assert text.exit_code == 0
-    assert "schema     main.t column_4 string: column added" in text.stdout
+    assert "schema     main.t extra string: column added" in text.stdout
 
 
 # --- type inference reads sample_rows rows across chunks -------------------------------------

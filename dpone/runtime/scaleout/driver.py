@@ -26,10 +26,10 @@ be on storage every worker reaches (docs/scale-out.md).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
-import shutil
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -39,6 +39,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dpone import durable
 from dpone.assertions.engine import AssertionEngine
 from dpone.connectors.fs import standard_variables
 from dpone.contracts.types import sink_schema
@@ -128,7 +129,10 @@ class ScaleOutStaging(Staging):
 
     def _remove(self) -> None:
         if self.folder is not None:
-            shutil.rmtree(self.folder, ignore_errors=True)
+            # Reached from the work dir without following a link: a scaleout/ swapped for
+            # one during the run must not make this delete a folder elsewhere.
+            with contextlib.suppress(OSError, DponeError):
+                durable.remove_tree_below(self.folder.parent.parent, self.folder)
 
 
 class ScaleOutStream(Stream):
@@ -172,7 +176,7 @@ class ScaleOutStream(Stream):
         if partitioning.single_reason is not None:
             log.warning("scaleout.single_partition", reason=partitioning.single_reason)
         folder = ctx.paths.work_dir / SCALEOUT_DIR / ctx.run_id
-        (folder / "staged").mkdir(parents=True, exist_ok=True)
+        durable.make_below(ctx.paths.work_dir, folder / "staged")
         self.staging.folder = folder
         self.pipe.open_run()
         spec = TaskSpec(
@@ -203,7 +207,8 @@ class ScaleOutStream(Stream):
         clock = time.perf_counter()
         staged = [f for r in results for f in r.staged]
         schemas = [_check_staged(folder / "staged", f) for f in staged]
-        schema = schemas[0] if schemas else sink_schema(plan.sink.contract)
+        empty = [r.empty_schema for r in results if r.empty_schema is not None]
+        schema = schemas[0] if schemas else empty[0] if empty else sink_schema(plan.sink.contract)
         self.staging.begin_staged([folder / "staged" / f.name for f in staged], schema)
         self.stage_seconds["staged_check"] = time.perf_counter() - clock
         log.info("scaleout.stages", **{k: round(v, 3) for k, v in self.stage_seconds.items()})
@@ -283,7 +288,7 @@ class ScaleOutStream(Stream):
         tally.read = tally.loaded = tally.warned = tally.skipped = tally.chunks = 0
         tally.violations.clear()
         for r in results:
-            ctx.labels.see(r.columns)
+            ctx.names.see(r.renamed)
             tally.read += r.read
             tally.loaded += r.loaded
             tally.warned += r.warned
