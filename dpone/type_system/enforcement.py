@@ -31,6 +31,7 @@ import rfc8785
 
 from dpone.contracts.enforcer import ContractEnforcementService as _Engine
 from dpone.contracts.errors import ContractViolation
+from dpone.contracts.result import EnforcementResult
 from dpone.contracts.spec import ContractSpec
 from dpone.dlq.model import RejectedRow, format_timestamp, rejected_rows
 from dpone.dlq.refs import run_row_refs
@@ -183,15 +184,12 @@ class ContractEnforcementService:
             spec.enforcement == "coerce" and isinstance(result.error, ContractViolation)
         )
         dlq: RunResult | None = None
-        if (
-            positions
-            and not fatal
-            and self.quarantine is not None
-            and self.quarantine.policy.enabled
-        ):
-            dlq = self.quarantine.write_run(
-                run_id, load_id, self._rejects(result, given, positions, run_id, load_id)
+        keeper = self.quarantine
+        if positions and not fatal and keeper is not None and keeper.policy.enabled:
+            rejected = _rejects(
+                result, given, positions, (run_id, load_id), keeper.policy.pii_policy
             )
+            dlq = keeper.write_run(run_id, load_id, rejected)
         valid = result.valid_positions.to_pylist()
         return EnforcementOutcome(
             run_id=run_id,
@@ -211,37 +209,37 @@ class ContractEnforcementService:
             index_ref=dlq.index_ref if dlq else None,
             index_fingerprint=dlq.fingerprint if dlq else None,
             dlq_run_status=dlq.status if dlq else None,
-            dlq_directory=self.quarantine.policy.directory if dlq and self.quarantine else None,
+            dlq_directory=keeper.policy.directory if dlq and keeper else None,
             variant_columns=result.variant_columns,
             contract_fingerprint=fingerprint(spec),
             started_at=started_at,
             finished_at=format_timestamp(datetime.now(UTC)),
-            target_batch=result.valid,
+            target_batch=result.valid.slice(0, 0) if fatal else result.valid,
         )
 
-    def _rejects(
-        self,
-        result: Any,
-        given: list[Mapping[str, Any]],
-        positions: list[int],
-        run_id: str,
-        load_id: str,
-    ) -> list[RejectedRow]:
-        rejects = result.rejects
-        columns: list[str | None] = list(rejects.columns.to_pylist())
-        values = None
-        assert self.quarantine is not None
-        if self.quarantine.policy.pii_policy != "reference_only":
-            values = [dict(given[p]) for p in positions]
-        return rejected_rows(
-            run_row_refs(run_id, load_id, [p + 1 for p in positions]),
-            [str(r) for r in rejects.reasons.to_pylist()],
-            columns=columns,
-            actual_types=[result.actual_types.get(c) if c else None for c in columns],
-            expected_types=[result.expected_types.get(c) if c else None for c in columns],
-            source_offsets=[p + 1 for p in positions],
-            rows=values,
-        )
+
+def _rejects(
+    result: EnforcementResult,
+    given: Sequence[Mapping[str, Any]],
+    positions: list[int],
+    ids: tuple[str, str],
+    pii_policy: str,
+) -> list[RejectedRow]:
+    """The rejected rows as the DLQ writer takes them: refs by position (from 1), the first
+    violation's reason and types; the row itself only where the policy keeps values."""
+    rejects = result.rejects
+    columns: list[str | None] = list(rejects.columns.to_pylist())
+    rows = [dict(given[p]) for p in positions] if pii_policy != "reference_only" else None
+    numbers = [p + 1 for p in positions]
+    return rejected_rows(
+        run_row_refs(*ids, numbers),
+        [str(r) for r in rejects.reasons.to_pylist()],
+        columns=columns,
+        actual_types=[result.actual_types.get(c) if c else None for c in columns],
+        expected_types=[result.expected_types.get(c) if c else None for c in columns],
+        source_offsets=numbers,
+        rows=rows,
+    )
 
 
 def fingerprint(spec: ContractSpec) -> str:
