@@ -192,13 +192,19 @@ def test_replay_block_applies_once_then_nothing(in_tmp: Path) -> None:
     assert plan.to_json()["schema"] == "dpone.dlq-replay-plan.v1"
     assert schema_errors(plan.to_json(), "dpone.dlq-replay-plan.v1") == []
     assert result.counts()["applied"] == 1
+    assert schema_errors(result.to_json(), "dpone.dlq-replay-result.v1") == []
     assert sink.amounts() == ["45.60"]
+    (ack_file,) = (in_tmp / ".dpone/dlq/acks" / RUN_ID).glob("*.jsonl")
+    for line in ack_file.read_text().splitlines():
+        assert schema_errors(json.loads(line), "dpone.dlq-replay-ack.v1") == []
     (ack,) = store.read_acks(RUN_ID).values()
     assert ack.idempotency_key == plan.items[0].idempotency_key
     _, again = _replay(store, resolver, sink)
     assert again.counts() == {**again.counts(), "applied": 0, "already_acknowledged": 1}
     assert sink.calls == 1
     assert sink.amounts() == ["45.60"]
+    verify = dpone_subprocess(["ops", "dlq", "verify", "--dir", ".dpone/dlq"], cwd=in_tmp, env={})
+    assert verify.returncode == 0, verify.stdout + verify.stderr
 
 
 def test_a_changed_identity_plan_or_key_is_refused_before_any_row(in_tmp: Path) -> None:
