@@ -387,3 +387,19 @@ def test_python_typed_and_mixed_values(tmp_path: Path) -> None:
         Decimal("3.00"),
     ]
     assert result.target_batch.column("ok").to_pylist() == [True, False, None]
+
+
+def test_a_strict_failure_has_failed_evidence(tmp_path: Path) -> None:
+    from dpone.ops.data_contract_evidence import DataContractEvidenceBundleWriter
+
+    service, contract, _ = _service_at(tmp_path, "strict", {"n": {"type": "integer"}})
+    result = service.enforce(rows=[{"n": "1"}, {"n": "x"}], contract=contract, run_id=RUN_ID)
+    artifact = DataContractEvidenceBundleWriter(tmp_path / "evidence").write(
+        run_id=RUN_ID, pipeline="orders", enforcement=result
+    )
+    doc = json.loads(artifact.path.read_text())
+    assert schema_errors(doc, "dpone.data_contract_evidence.v1") == []
+    assert (doc["execution_status"], doc["data_outcome"]) == ("failed", "failed_quality_gate")
+    assert doc["failure_code"] == "DPONE_CONTRACT_VIOLATION"
+    assert doc["dlq"]["index_ref"] is None
+    assert doc["state"]["advanced"] is False
