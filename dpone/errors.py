@@ -58,6 +58,8 @@ class ErrorDetail:
     line: int | None = None
     column: int | None = None
     fixes: tuple[str, ...] = ()
+    #: the first failing rows of a run that failed on its data, by ``record_ref`` (no values)
+    record_refs: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -72,6 +74,8 @@ class ErrorDetail:
             value = getattr(self, key)
             if value is not None:
                 doc[key] = value
+        if self.record_refs:
+            doc["record_refs"] = list(self.record_refs)
         return doc
 
     def located(self) -> str:
@@ -105,6 +109,7 @@ class DponeError(Exception):
         line: int | None = None,
         column: int | None = None,
         details: Sequence[ErrorDetail] = (),
+        record_refs: Sequence[str] = (),
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -118,6 +123,7 @@ class DponeError(Exception):
         self.line = line
         self.column = column
         self.details: tuple[ErrorDetail, ...] = tuple(details)
+        self.record_refs = tuple(record_refs)
 
     @property
     def errors(self) -> tuple[ErrorDetail, ...]:
@@ -134,6 +140,7 @@ class DponeError(Exception):
                 line=self.line,
                 column=self.column,
                 fixes=self.fixes,
+                record_refs=self.record_refs,
             ),
         )
 
@@ -277,6 +284,7 @@ MANIFEST_CODES: Mapping[str, str] = {
     "DPONE_MANIFEST_DLQ_LIMIT": "a DLQ limit is out of its allowed range",
     "DPONE_MANIFEST_DLQ_DISABLED": "the DLQ is disabled while rows may be quarantined",
     "DPONE_MANIFEST_COERCION": "coercion none with enforcement coerce",
+    "DPONE_MANIFEST_COERCE_APPEND": "enforcement coerce with strategy append",
     "DPONE_MANIFEST_NUL_BYTE": "a value holds a NUL byte",
     "DPONE_MANIFEST_PATH_OVERLAP": "dlq.directory shares a folder with the work dir's other stores",
     "DPONE_MANIFEST_SECRET_REFERENCE": "a malformed ${ENV_VAR} reference",

@@ -8,7 +8,8 @@ Per chunk, in order:
    columns (input order): ``empty_string_is_null``, conversion to the column's type
    (:func:`convert`), then the actions of its violations;
 3. the rows with a ``reject`` action become :class:`Rejects`, the others are filtered into
-   ``valid``; warnings, counts and the error (strict/coerce/freeze) are assembled.
+   ``valid``; warnings, counts and the error (strict/freeze) are assembled. Under ``coerce``,
+   ``quarantine`` and ``warn`` the rejects go back to the caller (DLQ or counted).
 
 Every decision about a row depends only on that row's values, the contract, the types fixed by
 inference and the sink schema. That is why enforcing a chunk equals enforcing its rows split
@@ -218,8 +219,10 @@ class ContractEnforcementService:
 
     # --- planning --------------------------------------------------------------------------------
 
-    def _mode_action(self) -> Action:
-        return Action.NULL if self.warn else Action.REJECT
+    def _mode_action(self, nullable: bool) -> Action:
+        # warn loads NULL where a value does not fit, except into a NOT NULL column: the table
+        # keeps its declared NOT NULL, so such a row is rejected (SPEC §3).
+        return Action.NULL if self.warn and nullable else Action.REJECT
 
     def _conflict_action(self, nullable: bool) -> Action:
         policy = self.contract.type_inference.conflict_policy
@@ -227,7 +230,7 @@ class ContractEnforcementService:
             return Action.VARIANT
         if policy == "quarantine":
             return Action.REJECT
-        return self._mode_action()
+        return self._mode_action(nullable)
 
     def _undeclared_spec(self, name: str, dtype: pa.DataType) -> ColumnSpec:
         if self.contract.type_inference.enabled and name in self._inferred:
@@ -256,7 +259,6 @@ class ContractEnforcementService:
         columns_mode: EvolutionMode = "evolve" if new_table else evolution.columns
         sink_names = set(existing_schema.names) if existing_schema is not None else set()
         index = {n: i for i, n in enumerate(names)}
-        mode_action = self._mode_action()
 
         plans: list[ColumnPlan] = []
         for col in self.declared:
@@ -266,8 +268,8 @@ class ContractEnforcementService:
                     spec=col,
                     source=index.get(col.name),
                     on_mismatch=self._conflict_action(col.nullable),
-                    on_null=None if col.nullable else mode_action,
-                    nullable=col.nullable or self.warn,
+                    on_null=None if col.nullable else Action.REJECT,
+                    nullable=col.nullable,
                 )
             )
         for i, name in enumerate(names):
@@ -419,7 +421,7 @@ class ContractEnforcementService:
             entity = next(e for e in ("tables", "columns", "data_type") if e in chunk.frozen)
             rows = int(chunk.frozen_rows.true_count) if chunk.frozen_rows is not None else n
             error = SchemaFrozen(entity, chunk.frozen[entity], rows)
-        elif len(rejects) and self.enforcement in ("strict", "coerce"):
+        elif len(rejects) and self.enforcement == "strict":
             error = ContractViolation(self.enforcement, len(rejects), chunk.counts)
         return EnforcementResult(
             valid=valid,

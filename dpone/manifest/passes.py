@@ -145,6 +145,23 @@ def check_strategy(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
                 fixes=("add `unique_key: [id]` (the columns that identify a row)",),
             )
         )
+    if strategy["mode"] == "append" and _enforcement(doc) == "coerce":
+        # coerce holds the state when it rejects rows, so the next run reads the same rows
+        # again: every source dpone reads gives them again, and append would load each row
+        # that loaded this time a second time (SPEC §3).
+        errors.append(
+            ctx.error(
+                "DPONE_MANIFEST_COERCE_APPEND",
+                "enforcement coerce re-reads every row after a run that rejected one (the "
+                "state is held), so strategy mode append would load rows twice",
+                f"{SINK}/strategy/mode",
+                fixes=(
+                    "use `mode: merge` with a `unique_key`: a re-read row replaces itself",
+                    "or use enforcement: quarantine: the state advances and the rejected rows "
+                    "wait in the DLQ",
+                ),
+            )
+        )
     columns = _contract_columns(doc)
     if columns:
         for i, column in enumerate(unique_key):
@@ -158,6 +175,10 @@ def check_strategy(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
                     )
                 )
     return errors
+
+
+def _enforcement(doc: Document) -> str:
+    return str(doc["sink"]["options"]["schema_contract"]["enforcement"])
 
 
 def check_contract(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
@@ -244,7 +265,8 @@ def _dead_letter_uses(doc: Document) -> list[tuple[str, str]]:
     if contract["enforcement"] == "quarantine":
         uses.append(("enforcement quarantine", "or choose another enforcement mode"))
     elif contract["enforcement"] == "warn":
-        # strict/coerce fail the run on any rejected row; warn loads NULL but these reject.
+        # warn loads NULL but these ask for the DLQ by name. (strict fails on a rejected row;
+        # coerce's rejects, and warn's NOT NULL ones, are counted when the DLQ is disabled.)
         if options["type_inference"]["conflict_policy"] == "quarantine":
             uses.append(("type_inference.conflict_policy quarantine", "or use fail"))
         if "discard_row" in contract["evolution"].values():

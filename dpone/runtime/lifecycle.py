@@ -126,7 +126,7 @@ class _Run:
         try:
             published = self._publish(doc)
             checkpoint("after_evidence")
-            moved = self._advance_state(state, streamed)
+            moved = self._advance_state(stream, state, streamed)
             checkpoint("after_state")
             self._journal("finished")
         except KeyboardInterrupt:  # a second signal: the stop could not wait
@@ -174,11 +174,19 @@ class _Run:
         log.info("evidence.written", run_id=self.ctx.run_id)
         return relative(path, self.ctx.plan.manifest_dir)
 
-    def _advance_state(self, state: PipelineState, streamed: Streamed) -> StateSection:
+    def _advance_state(
+        self, stream: Stream, state: PipelineState, streamed: Streamed
+    ) -> StateSection:
         ctx = self.ctx
         if ctx.plan.state_type == "disabled":
             return StateSection(False, None, None, None)
-        moved = outcome.state_move(ctx.plan, state, failure=None, cursor_to=streamed.cursor_to)
+        held = outcome.holds_state(stream)
+        moved = outcome.state_move(
+            ctx.plan, state, failure=None, cursor_to=streamed.cursor_to, held=held
+        )
+        if held:
+            log.info("state.held", pipeline=ctx.plan.name, rows_rejected=stream.tally.rejected)
+            return moved
         commit_state(
             ctx.plan,
             self.parts.states,

@@ -53,9 +53,11 @@ class RowCounts:
     warned: int = 0
     skipped: int = 0
     chunks: int = 0
+    #: bad rows kept out of the load with no DLQ record (``dlq.enabled: false``)
+    dropped: int = 0
 
     def to_json(self) -> dict[str, int]:
-        return {
+        doc = {
             "read": self.read,
             "loaded": self.loaded,
             "quarantined": self.quarantined,
@@ -63,6 +65,9 @@ class RowCounts:
             "skipped": self.skipped,
             "chunks": self.chunks,
         }
+        if self.dropped:  # only with dlq.enabled false, and then only when rows were rejected
+            doc["dropped"] = self.dropped
+        return doc
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,7 +233,8 @@ def render_text(doc: dict[str, Any]) -> str:
         f"  run        {doc['run_id']}",
         f"  rows       read {rows['read']:,}  loaded {rows['loaded']:,}  "
         f"quarantined {rows['quarantined']:,}  warned {rows['warned']:,}  "
-        f"skipped {rows['skipped']:,}",
+        f"skipped {rows['skipped']:,}"
+        + (f"  dropped {rows['dropped']:,}" if rows.get("dropped") else ""),
         f"  time       {doc['duration_s']:.2f}s  ({doc['rows_per_s']:,.0f} rows/s)",
     ]
     sink = doc["sink"]
@@ -259,5 +265,6 @@ def render_text(doc: dict[str, Any]) -> str:
     if doc["error"]:
         err = doc["error"]
         lines.append(f"  error      {err['code']}: {err['message']}")
+        lines.extend(f"             row: {ref}" for ref in err.get("record_refs", []))
         lines.extend(f"             fix: {fix}" for fix in err.get("fixes", []))
     return "\n".join(lines)

@@ -21,6 +21,7 @@ from dpone.connectors.base import LoadSpec, Sink, SinkLoad, Source, SourceChunk
 from dpone.connectors.errors import SourceDecodeError, SourceTooManyColumns
 from dpone.connectors.progress import MeasuredSource
 from dpone.contracts.enforcer import ContractEnforcementService
+from dpone.contracts.errors import NAMED_ROWS, ContractError, ContractViolation
 from dpone.contracts.reasons import ReasonCode
 from dpone.contracts.result import EnforcementResult
 from dpone.contracts.types import sink_schema
@@ -46,6 +47,10 @@ class Tally:
     warned: int = 0
     skipped: int = 0
     chunks: int = 0
+    #: rows the contract rejected (dead-lettered or dropped): a coerce run holds its state
+    rejected: int = 0
+    #: rejected rows with no DLQ record to go to (``dlq.enabled: false``): counted only
+    dropped: int = 0
     #: rows of the run before the current chunk (the row numbers of run-scoped refs)
     rows_before: int = 0
     #: (column, reason code) -> rows
@@ -63,6 +68,7 @@ class Tally:
             warned=self.warned,
             skipped=self.skipped,
             chunks=self.chunks,
+            dropped=self.dropped,
         )
 
 
@@ -219,17 +225,23 @@ class Stream:
         result = enforcer.enforce(batch, existing_schema=existing)
         for (column, code), count in result.counts.items():
             tally.violation(column, str(code), count)
-        result.raise_for_failure()
+        if result.error is not None:
+            raise self._named(result, chunk, positions) from None
+        present = _present(chunk, positions, result)
         valid, quarantine_mask, rules = self.engine.observe(
-            result.valid, source_columns=batch.schema.names
+            result.valid, source_columns=batch.schema.names, present=present
         )
+        warned = _union(result.warned, self.engine.warned)
         self._quarantine(chunk, positions, batch, result, quarantine_mask, rules)
         if quarantine_mask is not None:
-            valid = valid.filter(pc.invert(quarantine_mask))
+            keep = pc.invert(quarantine_mask)
+            valid = valid.filter(keep)
+            warned = None if warned is None else warned.filter(keep)
         if valid.num_rows:
             self.staging.write(valid)
         tally.loaded += valid.num_rows
-        tally.warned += result.warned_rows
+        # Rows, not values: a row warned by the contract and by an assertion counts once.
+        tally.warned += 0 if warned is None else int(warned.true_count)
         tracker.observe()
         checkpoint("after_chunk_staged")
         ctx.interrupts.check()
@@ -292,6 +304,14 @@ class Stream:
             tally.rows_before += chunk.num_rows
             checkpoint("after_chunk_dlq")
             return
+        tally.rejected += contract_rows
+        if self.parts.dlq is None:
+            # dlq.enabled: false (coerce, warn): the rows are counted, never silently lost;
+            # the compiler refuses it wherever else a row would be dead-lettered.
+            tally.dropped += contract_rows
+            tally.rows_before += chunk.num_rows
+            checkpoint("after_chunk_dlq")
+            return
         in_batch = rejects.positions.to_pylist()
         reasons: list[str] = [str(r) for r in rejects.reasons.to_pylist()]
         columns: list[str | None] = list(rejects.columns.to_pylist())
@@ -304,16 +324,7 @@ class Stream:
                     reasons.append(ReasonCode.RULE_FAILED.value)
                     columns.append(None)
                     rule_ids.append(rules[i])
-        chunk_rows = (
-            [positions[p].as_py() for p in in_batch] if positions is not None else list(in_batch)
-        )
-        row_numbers = [chunk.first_row + p for p in chunk_rows]
-        if chunk.rereadable and chunk.file_sha256:
-            refs = file_refs(chunk.partition, chunk.file_sha256, row_numbers)
-        else:
-            refs = run_row_refs(
-                ctx.run_id, ctx.load_id, [tally.rows_before + p + 1 for p in chunk_rows]
-            )
+        refs, row_numbers = self._refs(chunk, positions, in_batch)
         values = None
         if ctx.plan.sink.dlq.pii_policy != "reference_only":
             values = batch.take(pa.array(in_batch, pa.int64())).to_pylist()
@@ -332,6 +343,56 @@ class Stream:
         )
         self.pipe.submit(rows)
         tally.rows_before += chunk.num_rows
+
+    def _refs(
+        self, chunk: SourceChunk, positions: pa.Int64Array | None, in_batch: list[int]
+    ) -> tuple[list[str], list[int]]:
+        """The record refs and source row numbers of rows of the (windowed) batch."""
+        ctx = self.ctx
+        chunk_rows = (
+            [positions[p].as_py() for p in in_batch] if positions is not None else list(in_batch)
+        )
+        row_numbers = [chunk.first_row + p for p in chunk_rows]
+        if chunk.rereadable and chunk.file_sha256:
+            refs = file_refs(chunk.partition, chunk.file_sha256, row_numbers)
+        else:
+            before = self.tally.rows_before
+            refs = run_row_refs(ctx.run_id, ctx.load_id, [before + p + 1 for p in chunk_rows])
+        return refs, row_numbers
+
+    def _named(
+        self, result: EnforcementResult, chunk: SourceChunk, positions: pa.Int64Array | None
+    ) -> ContractError:
+        """The chunk's contract error; a strict violation names its first failing rows by
+        record_ref (earlier chunks had none: this chunk holds the run's first)."""
+        assert result.error is not None
+        err = result.error
+        if isinstance(err, ContractViolation):
+            first = result.rejects.positions.slice(0, NAMED_ROWS).to_pylist()
+            err = err.naming(self._refs(chunk, positions, first)[0])
+        return err
+
+
+def _present(
+    chunk: SourceChunk, positions: pa.Int64Array | None, result: EnforcementResult
+) -> dict[str, pa.BooleanArray] | None:
+    """The chunk's key-presence masks (sources with keys, when a row lacks one), aligned with
+    the rows the contract let through. None: every row has every key."""
+    if not chunk.present:
+        return None
+    valid = result.valid_positions
+    out = {}
+    for name, mask in chunk.present.items():
+        if positions is not None:
+            mask = mask.take(positions)
+        out[name] = mask.take(valid)
+    return out
+
+
+def _union(a: pa.BooleanArray | None, b: pa.BooleanArray | None) -> pa.BooleanArray | None:
+    if a is None:
+        return b
+    return a if b is None else pc.or_(a, b)
 
 
 def bounded(chunks: Iterable[SourceChunk], max_columns: int) -> Iterator[SourceChunk]:

@@ -148,8 +148,10 @@ def test_coercion_none_contradicts_coerce(project: Project) -> None:
     project.write(manifest(contract), "id\n1\n")
     run = project.validate()
     assert run.exit_code == 2
-    assert codes(run) == ["DPONE_MANIFEST_COERCION"]
-    assert run.doc["manifests"][0]["errors"][0]["line"] == line_of(project.manifest, "coercion:")
+    # The default strategy (append) is refused with coerce too; every error is reported.
+    assert sorted(codes(run)) == ["DPONE_MANIFEST_COERCE_APPEND", "DPONE_MANIFEST_COERCION"]
+    [error] = [e for e in run.doc["manifests"][0]["errors"] if e["code"].endswith("COERCION")]
+    assert error["line"] == line_of(project.manifest, "coercion:")
 
 
 # --- 5. required_columns is about the source's real columns ----------------------------------
@@ -257,7 +259,7 @@ def test_disabling_the_dlq_while_rows_may_be_quarantined_is_refused(
     assert dpone("run", str(project.manifest)).exit_code == 2
 
 
-@pytest.mark.parametrize("mode", ["strict", "coerce", "warn"])
+@pytest.mark.parametrize("mode", ["strict", "warn"])  # coerce: tests/runtime/scenarios.py
 def test_a_disabled_dlq_leaves_no_dlq_folder(project: Project, mode: str) -> None:
     contract = f"enforcement: {mode}\ncolumns: {{id: {{type: integer}}}}\n"
     project.write(manifest(contract, dlq="dlq: {enabled: false}\n"), "id\n1\n2\n")

@@ -139,6 +139,7 @@ sink:
   type: filesystem
   path: lake
   table: orders
+  strategy: {mode: replace}
   options:
     schema_contract: {enforcement: coerce, evolution: {tables: freeze}}
 """,
@@ -517,6 +518,7 @@ NOT_SCHEMA_DEFAULTS = {
     (LoadSpec, "cursor_to"),
     (LoadSpec, "keys"),
     (SourceChunk, "failures"),
+    (SourceChunk, "present"),
 }
 
 

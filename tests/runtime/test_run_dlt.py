@@ -3,6 +3,8 @@ the PostgreSQL server, Parquet files in a local bucket and SQLite through SQLAlc
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 import pytest
 
 from tests import dltkit
@@ -28,6 +30,7 @@ class TestDltPostgresRuns(DltRuns):
 
 class TestDltFilesystemRuns(DltRuns):
     kind = "dlt_filesystem"
+    coerce_strategy: ClassVar[dict[str, Any]] = {"mode": "replace"}  # no merge on plain files
 
     def test_merge_twice_updates_overlapping_keys(self, project: Project) -> None:
         """dlt merges into a filesystem only through delta or iceberg tables; on plain files

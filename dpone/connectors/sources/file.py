@@ -39,6 +39,7 @@ from dpone.connectors.errors import (
     SourceUnavailable,
 )
 from dpone.connectors.fs import SourceFile, open_inputs
+from dpone.connectors.presence import absent_keys, rows_batch, split_presence, with_presence
 from dpone.connectors.progress import ReadProgress
 from dpone.manifest.specs import CsvOptions, FileFormat, FileSourceSpec
 
@@ -148,7 +149,8 @@ class FileSource:
         row = 1
         batches = self._batches(partition, path, chunk_size, failures, header)
         for batch in rechunk(batches, chunk_size):
-            yield SourceChunk(batch, partition, digest, row, True, _in_order(failures))
+            batch, present = split_presence(batch)
+            yield SourceChunk(batch, partition, digest, row, True, _in_order(failures), present)
             failures.clear()
             row += batch.num_rows
         path.verify(digest)
@@ -891,9 +893,11 @@ def _valid_unicode(obj: dict[str, Any]) -> bool:
 
 
 def _jsonl_batch(objects: list[dict[str, Any]], as_text: bool) -> pa.RecordBatch:
+    """Lines as a batch; a key absent from some lines gets a presence column (see
+    ``connectors/presence.py``)."""
     if not as_text:
         try:
-            return pa.RecordBatch.from_pylist(objects)
+            return rows_batch(objects)
         except (pa.ArrowInvalid, pa.ArrowTypeError):
             raise SourceDecodeError(
                 "JSON values change type between rows (read them as text to let the contract "
@@ -909,9 +913,11 @@ def _jsonl_batch(objects: list[dict[str, Any]], as_text: bool) -> pa.RecordBatch
         for column in columns.values():
             if len(column) <= offset:
                 column.append(None)
-    return pa.RecordBatch.from_pydict(
+    batch = pa.RecordBatch.from_pydict(
         {name: pa.array(values, pa.string()) for name, values in columns.items()}
     )
+    _, absent = absent_keys(objects)
+    return with_presence(batch, absent) if absent else batch
 
 
 def _as_text(value: Any) -> str | None:

@@ -286,6 +286,7 @@ class ScaleOutStream(Stream):
         tracker = CursorTracker.create(plan.sink.contract, plan.source.incremental, self.state)
         self.pipe.records = 0
         tally.read = tally.loaded = tally.warned = tally.skipped = tally.chunks = 0
+        tally.rejected = tally.dropped = 0
         tally.violations.clear()
         for r in results:
             ctx.names.see(r.renamed)
@@ -294,6 +295,8 @@ class ScaleOutStream(Stream):
             tally.warned += r.warned
             tally.skipped += r.skipped
             tally.chunks += r.chunks
+            tally.rejected += r.rejected
+            tally.dropped += r.dropped
             for (column, reason), count in r.violations.items():
                 tally.violation(column, reason, count)
             engine.rows_passed += r.rows_passed

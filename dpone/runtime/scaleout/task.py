@@ -127,6 +127,8 @@ class PartitionResult:
     skipped: int = 0
     chunks: int = 0
     quarantined: int = 0
+    rejected: int = 0
+    dropped: int = 0
     violations: dict[tuple[str, str], int] = field(default_factory=dict)
     #: the source's column names, in the order first seen
     columns: tuple[str, ...] = ()
@@ -373,6 +375,8 @@ def _run(spec: TaskSpec, part: Partition) -> PartitionResult:
         skipped=tally.skipped,
         chunks=tally.chunks,
         quarantined=stream.pipe.records,
+        rejected=tally.rejected,
+        dropped=tally.dropped,
         violations=dict(tally.violations),
         columns=tuple(source.columns),
         renamed=ctx.names.renamed,
