@@ -78,6 +78,7 @@ class DataContractEvidenceBundleWriter:
                 rows_loaded=outcome.rows_loaded,
                 rows_quarantined=outcome.rows_quarantined,
                 rows_warned=outcome.rows_warned,
+                rows_dropped=outcome.rows_dropped,
                 chunks=1,
             ),
             violations=dict(outcome.violations),
@@ -94,6 +95,7 @@ class DataContractEvidenceBundleWriter:
             started_at=outcome.started_at,
             finished_at=outcome.finished_at,
             facets=facets,
+            failure_record_refs=outcome.failure_record_refs,
         )
         return EvidenceArtifact(write_evidence(self.output_dir, evidence))
 

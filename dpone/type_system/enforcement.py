@@ -30,7 +30,7 @@ import pyarrow as pa
 import rfc8785
 
 from dpone.contracts.enforcer import ContractEnforcementService as _Engine
-from dpone.contracts.errors import ContractViolation
+from dpone.contracts.errors import NAMED_ROWS, ContractError, ContractViolation
 from dpone.contracts.result import EnforcementResult
 from dpone.contracts.spec import ContractSpec
 from dpone.dlq.model import RejectedRow, format_timestamp, rejected_rows
@@ -76,11 +76,15 @@ class EnforcementOutcome:
     rows_loaded: int
     rows_rejected: int
     rows_warned: int
+    #: rejected rows kept out of the load without a DLQ record (no DLQ service given)
+    rows_dropped: int
     #: values per (column, reason code), every violation of every row
     violations: Mapping[tuple[str, str], int]
     state_commit_allowed: bool
     data_outcome: DataOutcome
     failure_code: str | None
+    #: a strict failure's first failing rows (at most 10), by record_ref (never values)
+    failure_record_refs: tuple[str, ...]
     dlq_record_ids: tuple[str, ...]
     dlq_reasons: Mapping[str, int]
     #: the DLQ run's index, relative to the DLQ root (None: nothing quarantined)
@@ -96,10 +100,17 @@ class EnforcementOutcome:
     finished_at: str
     #: the valid rows as the engine typed them for the sink
     target_batch: pa.RecordBatch = field(repr=False, compare=False)
+    #: the error that failed the call (strict, a frozen schema), or None
+    error: ContractError | None = field(default=None, repr=False, compare=False)
 
     @property
     def rows_quarantined(self) -> int:
         return len(self.dlq_record_ids)
+
+    def raise_for_failure(self) -> None:
+        """Raise the error that failed the call, if one did (names rows by record_ref)."""
+        if self.error is not None:
+            raise self.error
 
 
 def to_batch(rows: Sequence[Mapping[str, Any]]) -> pa.RecordBatch:
@@ -191,6 +202,13 @@ class ContractEnforcementService:
             )
             dlq = keeper.write_run(run_id, load_id, rejected)
         valid = result.valid_positions.to_pylist()
+        error = result.error
+        refs: tuple[str, ...] = ()
+        if isinstance(error, ContractViolation):
+            first = [p + 1 for p in positions[:NAMED_ROWS]]
+            refs = tuple(run_row_refs(run_id, load_id, first))
+            error = error.naming(refs)
+        quarantined = dlq.record_count if dlq else 0
         return EnforcementOutcome(
             run_id=run_id,
             load_id=load_id,
@@ -200,10 +218,12 @@ class ContractEnforcementService:
             rows_loaded=0 if fatal else len(valid),
             rows_rejected=len(positions),
             rows_warned=result.warned_rows,
+            rows_dropped=0 if fatal else len(positions) - quarantined,
             violations={(c, code.value): n for (c, code), n in sorted(result.counts.items())},
             state_commit_allowed=_state_allowed(spec.enforcement, fatal, positions, dlq),
-            data_outcome=_outcome(fatal, spec.enforcement, positions, result.warned_rows, dlq),
-            failure_code=result.error.code if result.error is not None else None,
+            data_outcome=_outcome(fatal, positions, result.warned_rows),
+            failure_code=error.code if error is not None else None,
+            failure_record_refs=refs,
             dlq_record_ids=dlq.record_ids if dlq else (),
             dlq_reasons=dict(dlq.reason_counts) if dlq else {},
             index_ref=dlq.index_ref if dlq else None,
@@ -215,6 +235,7 @@ class ContractEnforcementService:
             started_at=started_at,
             finished_at=format_timestamp(datetime.now(UTC)),
             target_batch=result.valid.slice(0, 0) if fatal else result.valid,
+            error=error,
         )
 
 
@@ -261,18 +282,13 @@ def _state_allowed(
     return True
 
 
-def _outcome(
-    fatal: bool, enforcement: str, rejected: list[int], warned: int, dlq: RunResult | None
-) -> DataOutcome:
-    """SPEC §7's data axis: rejected rows that are not durable in a DLQ fail the gate."""
+def _outcome(fatal: bool, rejected: list[int], warned: int) -> DataOutcome:
+    """SPEC §7's data axis, as the evidence model reads it: rows kept out of the load
+    (dead-lettered, or only counted without a DLQ) read as quarantine's."""
     if fatal:
         return "failed_quality_gate"
     if rejected:
-        durable = dlq is not None and dlq.record_count == len(rejected)
-        if durable:
-            return "passed_with_quarantine"
-        # warn keeps the table's NOT NULL by leaving such a row out, counted (SPEC §3)
-        return "passed_with_warnings" if enforcement == "warn" else "failed_quality_gate"
+        return "passed_with_quarantine"
     if warned:
         return "passed_with_warnings"
     return "passed"

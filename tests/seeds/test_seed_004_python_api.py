@@ -16,6 +16,7 @@ from typing import Any
 import duckdb
 import pytest
 
+from dpone.contracts.errors import ContractViolation
 from dpone.dlq.model import DlqRecord
 from dpone.errors import ConfigError
 from dpone.ids import new_ulid
@@ -354,6 +355,10 @@ def test_strict_writes_no_dead_letter(tmp_path: Path) -> None:
         rows=[{"n": "1"}, {"n": "x"}], contract=contract, run_id=RUN_ID, load_id=LOAD_ID
     )
     assert result.failure_code == "DPONE_CONTRACT_VIOLATION"
+    assert result.failure_record_refs == (f"dpone://runs/{RUN_ID}/loads/{LOAD_ID}/rows/2",)
+    with pytest.raises(ContractViolation) as err:
+        result.raise_for_failure()
+    assert err.value.record_refs == result.failure_record_refs
     assert result.dlq_record_ids == ()
     assert dlq.store.run_ids() == []
 
@@ -401,5 +406,22 @@ def test_a_strict_failure_has_failed_evidence(tmp_path: Path) -> None:
     assert schema_errors(doc, "dpone.data_contract_evidence.v1") == []
     assert (doc["execution_status"], doc["data_outcome"]) == ("failed", "failed_quality_gate")
     assert doc["failure_code"] == "DPONE_CONTRACT_VIOLATION"
+    assert doc["failure_record_refs"] == [f"dpone://runs/{RUN_ID}/loads/{result.load_id}/rows/2"]
     assert doc["dlq"]["index_ref"] is None
     assert doc["state"]["advanced"] is False
+
+
+def test_coerce_without_a_dlq_counts_dropped_rows() -> None:
+    from dpone.readiness.schema_contracts import SchemaContract
+    from dpone.type_system import ContractEnforcementService
+
+    contract = SchemaContract.from_config(
+        {"enforcement": "coerce", "columns": {"n": {"type": "integer"}}}
+    )
+    result = ContractEnforcementService().enforce(
+        rows=[{"n": "1"}, {"n": "3.5"}], contract=contract
+    )
+    assert result.target_rows == [{"n": "1"}]
+    assert result.rows_dropped == 1
+    assert result.state_commit_allowed is False
+    assert result.data_outcome == "passed_with_quarantine"
