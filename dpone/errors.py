@@ -302,5 +302,7 @@ MANIFEST_CODES: Mapping[str, str] = {
     "DPONE_ASSERTION_QUARANTINE_BATCH": "quarantine on a batch-scoped assertion",
     "DPONE_ASSERTION_CONFIG": "an assertion's value does not fit its type",
     "DPONE_ASSERTION_PREDICATE_IMPORT": "a custom predicate does not import",
+    "DPONE_MANIFEST_PREDICATE_NOT_FOUND": "a custom predicate's module or name is not found",
+    "DPONE_MANIFEST_PREDICATE_SYNTAX": "a custom predicate's module does not parse",
     "DPONE_ASSERTION_PREDICATE_NOT_CALLABLE": "a custom predicate is not callable",
 }

@@ -135,8 +135,9 @@ class ContractEnforcementService:
     """Enforces one :class:`ContractSpec` on Arrow record batches (see the module docstring).
 
     Stateful only for type inference: the types of undeclared columns are fixed from the first
-    ``sample_rows`` rows seen (:meth:`prime` can fix them from several chunks up front) and then
-    stay fixed for the life of the service, i.e. the run.
+    ``sample_rows`` rows seen (:meth:`prime` can fix them from several chunks up front; a column
+    first met after them is inferred from no value) and then stay fixed for the life of the
+    service, i.e. the run.
     """
 
     def __init__(self, contract: ContractSpec) -> None:
@@ -148,6 +149,7 @@ class ContractEnforcementService:
         self.lenient = contract.safe_coercion
         self.warn = contract.enforcement == "warn"
         self._inferred: dict[str, ColumnSpec] = {}
+        self._seen = 0  # rows enforced so far: the sample is the run's first sample_rows
         # Columns whose last chunk had bad values skip the whole-column cast (speed only).
         self._dirty: set[str] = set()
         self._plans: dict[tuple[pa.Schema, pa.Schema | None], EnforcementPlan] = {}
@@ -172,7 +174,8 @@ class ContractEnforcementService:
         )
 
     def prime(self, sample: pa.RecordBatch | pa.Table | Iterable[pa.RecordBatch]) -> None:
-        """Fix inferred types from the first ``sample_rows`` rows of ``sample`` (may span chunks).
+        """Fix inferred types from the run's first ``sample_rows`` rows: those of ``sample``
+        (may span chunks) that come before the rows enforced so far reach ``sample_rows``.
 
         Columns already fixed stay as they are. Without a call to ``prime``, the first
         ``enforce`` fixes the types from its own batch.
@@ -187,12 +190,14 @@ class ContractEnforcementService:
             batches = sample.to_batches()
         else:
             batches = sample
-        # The first sample_rows rows; chunks may differ in their columns (files, JSONL keys).
-        # An iterator is read no further than the sample.
+        # The first sample_rows rows *of the run*; chunks may differ in their columns (files,
+        # JSONL keys). A column first met after them had no value in them, as it would have
+        # had in one chunk holding every row: its sample is empty (string for text). An
+        # iterator is read no further than the sample.
         window: list[pa.RecordBatch] = []
-        left = ti.sample_rows
+        left = ti.sample_rows - self._seen
         for batch in batches:
-            window.append(batch.slice(0, left))
+            window.append(batch.slice(0, max(left, 0)))
             left -= window[-1].num_rows
             if left <= 0:
                 break
@@ -328,6 +333,7 @@ class ContractEnforcementService:
             self.prime(batch)
         plan = self.plan(batch.schema, existing_schema)
         n = batch.num_rows
+        self._seen += n
         actual = {
             name: str(t) for name, t in zip(batch.schema.names, batch.schema.types, strict=True)
         }
@@ -415,13 +421,26 @@ class ContractEnforcementService:
                 valid = valid.filter(keep)
                 if chunk.warned is not None:
                     chunk.warned = chunk.warned.filter(keep)
+                # A variant column exists for the rows that keep a value in it: when each
+                # such row is rejected for another column, the chunk has none (one chunk
+                # holding every row would not create the column for them either).
+                unused = {n for n, _ in variants if valid.column(n).null_count == valid.num_rows}
+                if unused:
+                    valid = valid.select([n for n in valid.schema.names if n not in unused])
+                    variants = [v for v in variants if v[0] not in unused]
         rejects = Rejects(chunk.reject, tuple(chunk.violations), plan.expected_types, actual)
         error: ContractError | None = None
+        # Only strict fails on a rejected row (coerce dead-letters a lossy row, SPEC §3).
+        violation = bool(len(rejects)) and self.enforcement == "strict"
+        if chunk.frozen and violation and _first(chunk.reject) < _first(chunk.frozen_rows):
+            # The run fails at its first failing row, wherever a chunk ends: a rejected row
+            # before the first frozen one fails it as a smaller chunk would have.
+            chunk.frozen.clear()
         if chunk.frozen:
             entity = next(e for e in ("tables", "columns", "data_type") if e in chunk.frozen)
             rows = int(chunk.frozen_rows.true_count) if chunk.frozen_rows is not None else n
             error = SchemaFrozen(entity, chunk.frozen[entity], rows)
-        elif len(rejects) and self.enforcement == "strict":
+        elif violation:
             error = ContractViolation(self.enforcement, len(rejects), chunk.counts)
         return EnforcementResult(
             valid=valid,
@@ -435,6 +454,11 @@ class ContractEnforcementService:
             variant_columns=tuple(name for name, _ in variants),
             warned=None if table_only else chunk.warned,
         )
+
+
+def _first(mask: pa.BooleanArray | None) -> int:
+    """The first row ``mask`` holds (every row when None: a whole-chunk decision)."""
+    return 0 if mask is None else int(pc.index(mask, True).as_py())
 
 
 def _variant_text(raw: pa.Array, failed: pa.BooleanArray) -> pa.Array:

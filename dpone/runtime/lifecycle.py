@@ -112,7 +112,10 @@ class _Run:
             self._journal("running", evidence=doc, unplaced=streamed.unplaced)
             checkpoint("before_sink_commit")
             ctx.interrupts.check()
-            stream.staging.commit(streamed.cursor_to)
+            # The marker carries the cursor the evidence moves the state to: the run's highest
+            # value, or the held cursor of a coerce run that rejected rows (recovery holds a
+            # dead run's marker against its evidence).
+            stream.staging.commit(doc["state"]["to"])
             checkpoint("after_sink_commit")
         except (Exception, KeyboardInterrupt) as exc:
             # Every failure before the sink commit, expected or not (a library's ValueError,

@@ -18,12 +18,13 @@ import pyarrow.compute as pc
 
 from dpone.assertions.engine import AssertionEngine
 from dpone.connectors.base import LoadSpec, Sink, SinkLoad, Source, SourceChunk
-from dpone.connectors.errors import SourceDecodeError, SourceTooManyColumns
+from dpone.connectors.errors import SinkSchemaError, SourceDecodeError, SourceTooManyColumns
 from dpone.connectors.progress import MeasuredSource
 from dpone.contracts.enforcer import ContractEnforcementService
 from dpone.contracts.errors import NAMED_ROWS, ContractError, ContractViolation
 from dpone.contracts.reasons import ReasonCode
 from dpone.contracts.result import EnforcementResult
+from dpone.contracts.spec import VARIANT_PREFIX
 from dpone.contracts.types import sink_schema
 from dpone.dlq.model import rejected_rows
 from dpone.dlq.refs import file_line_refs, file_refs, run_row_refs
@@ -79,6 +80,8 @@ class Staging:
         self._sink = sink
         self._spec = spec
         self._load: SinkLoad | None = None
+        #: the load's columns (:func:`widened` as chunks bring new ones)
+        self._schema = pa.schema([])
         #: the sink table before this run (None: absent); read by :meth:`open`
         self.existing: pa.Schema | None = None
         #: every column this run staged, in order
@@ -89,11 +92,29 @@ class Staging:
         return self.existing
 
     def write(self, batch: pa.RecordBatch) -> None:
+        """Stage a chunk's valid rows. A chunk without any still names its columns: one chunk
+        holding every row of the run would have created them (a JSONL key whose rows were
+        all rejected), so the load gets them too, once it has a row at all."""
         if self._load is None:
-            self._load = self._sink.begin(self._spec(batch.schema))
-        self._load.write(batch)
-        for f in batch.schema:
-            self.written.setdefault(f.name, f)
+            self._schema = widened(self._schema, batch.schema)
+            if not batch.num_rows:
+                return
+            self._load = self._sink.begin(self._spec(self._schema))
+        elif any(self._schema.get_field_index(n) < 0 for n in batch.schema.names):
+            # A chunk brings a column the load lacks (a variant column's first value): the
+            # load grows before the chunk is staged, so no chunk size changes the table.
+            self._schema = widened(self._schema, batch.schema)
+            widen = getattr(self._load, "widen", None)
+            if widen is None:
+                new = next(n for n in batch.schema.names if n not in self.written)
+                raise SinkSchemaError(
+                    f"column {new!r} is not in the load schema, and this sink cannot add "
+                    "columns to a load in progress"
+                )
+            widen(self._schema)
+        if batch.num_rows:
+            self._load.write(batch)
+        self.written = {f.name: f for f in self._schema}
 
     @property
     def begun(self) -> bool:
@@ -237,8 +258,7 @@ class Stream:
             keep = pc.invert(quarantine_mask)
             valid = valid.filter(keep)
             warned = None if warned is None else warned.filter(keep)
-        if valid.num_rows:
-            self.staging.write(valid)
+        self.staging.write(valid)
         tally.loaded += valid.num_rows
         # Rows, not values: a row warned by the contract and by an assertion counts once.
         tally.warned += 0 if warned is None else int(warned.true_count)
@@ -405,6 +425,22 @@ def bounded(chunks: Iterable[SourceChunk], max_columns: int) -> Iterator[SourceC
         yield chunk
 
 
+def widened(schema: pa.Schema, batch: pa.Schema) -> pa.Schema:
+    """``schema`` with the columns of ``batch`` it lacks, in the order one chunk holding
+    every row would have given them (the enforcer's: the other columns, then the variant
+    columns in the order of their columns), whichever chunk brought each first."""
+    fields = [*schema, *(f for f in batch if schema.get_field_index(f.name) < 0)]
+    plain = [f.name for f in fields if not f.name.startswith(VARIANT_PREFIX)]
+
+    def rank(f: pa.Field) -> tuple[int, int]:
+        if not f.name.startswith(VARIANT_PREFIX):
+            return 0, plain.index(f.name)
+        base = f.name[len(VARIANT_PREFIX) :]
+        return 1, plain.index(base) if base in plain else len(plain)
+
+    return pa.schema(sorted(fields, key=rank))
+
+
 def _chunks(
     source: Source, chunk_size: int, after: object | None
 ) -> ReadAhead[SourceChunk] | Inline[SourceChunk]:
@@ -430,4 +466,4 @@ def _usable_cores() -> int:
     return os.cpu_count() or 1
 
 
-__all__ = ["Staging", "Stream", "Streamed", "Tally"]
+__all__ = ["Staging", "Stream", "Streamed", "Tally", "widened"]

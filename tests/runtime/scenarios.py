@@ -7,6 +7,7 @@ state file's bytes and from the DLQ and evidence files on disk: the report is ne
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
@@ -35,6 +36,8 @@ class SinkScenarios:
     kind: ClassVar[str]
     #: the strategy of the coerce scenarios: a re-read must not load a row twice
     coerce_strategy: ClassVar[dict[str, Any]] = {"mode": "merge", "unique_key": ["id"]}
+    #: how the target names a variant column (dlt's naming drops the leading underscores)
+    variant_prefix: ClassVar[str] = "__dpone__nc__"
 
     # --- strict -------------------------------------------------------------------------------
 
@@ -458,6 +461,79 @@ class SinkScenarios:
         assert project.rows() == [loaded(i) for i in (1, 2, 3, 4, 5, 6, 7)]
         assert cursor_moment(project.state()) == datetime(2026, 1, 7, 10, tzinfo=UTC)
         project.check_artifacts()
+
+    # --- variant columns -----------------------------------------------------------------------
+
+    def variant_run(self, project: Project, *, chunk_size: int, mode: str) -> dict[str, Any]:
+        """``conflict_policy: variant_column`` over a CSV whose conflicting values come after
+        the first chunk: ``score`` (undeclared, an integer in its 2-row sample) at row 3,
+        ``active`` (declared boolean) at row 4; a run that creates the table."""
+        path = project.write_csv("a.csv", [])
+        rows = [
+            (*good(1), "5"),
+            (*good(2), "6"),
+            (*good(3), "many"),
+            (*good(4)[:4], "maybe", "8"),
+        ]
+        header = ",".join((*HEADER, "score"))
+        path.write_text("\n".join([header, *(",".join(r) for r in rows)]) + "\n", "utf-8")
+        project.write_manifest(
+            chunk_size=chunk_size, mode=mode, unique_key=["id"] * (mode == "merge")
+        )
+        doc = json.loads(project.manifest_path.read_text("utf-8"))
+        doc["sink"]["options"]["type_inference"] = {
+            "conflict_policy": "variant_column",
+            "sample_rows": 2,
+        }
+        project.manifest_path.write_text(json.dumps(doc), "utf-8")
+        return project.run()
+
+    def test_a_variant_column_first_needed_after_the_first_chunk_loads(
+        self, project: Project
+    ) -> None:
+        """The user's report: ``chunk_size: 1`` failed with DPONE_SINK_SCHEMA_MISMATCH
+        (column '__dpone__nc__...' is not in the load schema) where 10000 succeeded."""
+        report = self.variant_run(project, chunk_size=1, mode="append")
+
+        assert report["exit_code"] == 0, report.get("error")
+        assert report["data_outcome"] == "passed_with_warnings", report["data_outcome"]
+        active, score = (self.variant_prefix + c for c in ("active", "score"))
+        table = project.read_table()
+        assert table is not None
+        # The one-chunk order: the columns, then the variant columns in their columns' order
+        # (score's variant came first in the file).
+        names = table.column_names
+        assert names[names.index("score") + 1 :][:2] == [active, score], names
+        rows = sorted(table.to_pylist(), key=lambda r: r["id"])
+        got = [(r["id"], r["active"], r[active]) for r in rows]
+        assert got == [(1, True, None), (2, False, None), (3, True, None), (4, None, "maybe")], got
+        assert [(r["score"], r[score]) for r in rows] == [
+            (5, None),
+            (6, None),
+            (None, "many"),
+            (8, None),
+        ]
+        changes = [(c["change"], c["column"]) for c in report["schema_changes"]]
+        # (reports name an undeclared CSV column by its position, not its header)
+        assert [c for c, _ in changes] == ["table_created", *["variant_column_created"] * 2]
+        assert changes[1] == ("variant_column_created", "__dpone__nc__active")
+        project.check_artifacts()
+
+    def test_a_merge_widened_mid_load_keeps_the_last_row_per_key(self, project: Project) -> None:
+        report = self.variant_run(project, chunk_size=2, mode="merge")
+
+        assert report["exit_code"] == 0, report.get("error")
+        active, score = (self.variant_prefix + c for c in ("active", "score"))
+        table = project.read_table()
+        assert table is not None
+        rows = sorted(table.to_pylist(), key=lambda r: r["id"])
+        assert [(r["id"], r[active], r[score]) for r in rows] == [
+            (1, None, None),
+            (2, None, None),
+            (3, None, "many"),
+            (4, "maybe", None),
+        ]
+        self.assert_no_staging(project)
 
     # --- per sink -----------------------------------------------------------------------------
 

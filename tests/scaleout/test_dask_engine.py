@@ -11,6 +11,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import yaml
 
 from dpone import api
 from tests.support.postgres import pg_query
@@ -134,3 +135,31 @@ def test_header_only_files_make_the_local_runs_table(
         ("kind", "VARCHAR"),
         ("extra", "VARCHAR"),
     ]
+
+
+def test_a_variant_column_of_one_task_only_loads_as_local_does(
+    tmp_path: Path, local_cluster: dict[str, Any]
+) -> None:
+    """Each task stages the variant columns its own chunks needed: the load holds them all
+    (a task's files used to decide the load's columns: the others' did not fit)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.csv").write_text("id,amount,kind\n1,1.50,x\n2,2.50,y\n", encoding="utf-8")
+    (data / "b.csv").write_text("id,amount,kind\n3,lots,x\n4,4.50,y\n", encoding="utf-8")
+    source = {"type": "file", "format": "csv", "path": "data/*.csv"}
+    results = []
+    for name, engine, extra in (("var_local", "local", {}), ("var_dask", "dask", local_cluster)):
+        path = write_manifest(tmp_path, name, engine, source, **extra)
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        doc["sink"]["options"]["type_inference"] = {"conflict_policy": "variant_column"}
+        path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+        report = api.run(path).to_json()
+        assert report["exit_code"] == 0, report.get("error")
+        con = duckdb.connect(str(tmp_path / f".{name}" / f"{name}.duckdb"), read_only=True)
+        try:
+            results.append(con.sql("SELECT * FROM dpone.t ORDER BY id").fetchall())
+        finally:
+            con.close()
+    local, dask = results
+    assert dask == local
+    assert [row[-1] for row in local] == [None, None, "lots", None]

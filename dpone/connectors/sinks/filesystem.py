@@ -53,6 +53,7 @@ from dpone.connectors.sinks._common import (
     keys_committed_twice,
     os_error,
     positioned,
+    widen_parquet,
 )
 from dpone.connectors.sinks.fsmarkers import (
     LOADS,
@@ -346,6 +347,17 @@ class FilesystemLoad(LoadState):
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+
+    def _widen(self, spec: LoadSpec, added: list[pa.Field]) -> None:
+        """Every staged part rewritten to the wider schema: a load's parts share one."""
+        if self._noop:
+            return
+        try:
+            self._close_writer()
+            for part in self._parts:
+                widen_parquet(part, spec.schema)
+        except OSError as exc:
+            raise os_error(exc, "filesystem sink: adding columns to staged rows") from None
 
     def _commit(self) -> LoadMarker:
         sink, spec = self._sink, self.spec

@@ -27,6 +27,7 @@ be on storage every worker reaches (docs/scale-out.md).
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import re
@@ -55,7 +56,7 @@ from dpone.runtime.dlq_pipe import DlqPipe
 from dpone.runtime.report import RunProgress
 from dpone.runtime.scaleout.partitions import Partition, plan_partitions
 from dpone.runtime.scaleout.task import PartitionResult, StagedFile, TaskSpec, run_partition
-from dpone.runtime.stream import Staging, Stream, Streamed
+from dpone.runtime.stream import Staging, Stream, Streamed, widened
 from dpone.runtime.wiring import Components
 from dpone.state.model import PipelineState
 
@@ -112,7 +113,7 @@ class ScaleOutStaging(Staging):
     files: tuple[Path, ...] = ()
 
     def begin_staged(self, files: Sequence[Path], schema: pa.Schema) -> None:
-        """Begin the load of ``files`` (checked already), the first one's ``schema``."""
+        """Begin the load of ``files`` (checked already) with ``schema``, all of theirs."""
         self.files = tuple(files)
         self.begin_empty(schema)
 
@@ -208,7 +209,10 @@ class ScaleOutStream(Stream):
         staged = [f for r in results for f in r.staged]
         schemas = [_check_staged(folder / "staged", f) for f in staged]
         empty = [r.empty_schema for r in results if r.empty_schema is not None]
-        schema = schemas[0] if schemas else empty[0] if empty else sink_schema(plan.sink.contract)
+        # Tasks' files differ in the variant columns their chunks needed: the load holds them
+        # all, in the order one chunk would have given them.
+        fallback = empty[0] if empty else sink_schema(plan.sink.contract)
+        schema = functools.reduce(widened, schemas) if schemas else fallback
         self.staging.begin_staged([folder / "staged" / f.name for f in staged], schema)
         self.stage_seconds["staged_check"] = time.perf_counter() - clock
         log.info("scaleout.stages", **{k: round(v, 3) for k, v in self.stage_seconds.items()})
