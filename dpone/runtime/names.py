@@ -158,4 +158,29 @@ def _table_collision(
     )
 
 
-__all__ = ["SourceNames"]
+class ColumnOrder:
+    """A run's columns in the order the run first met them, whatever the chunk.
+
+    Keyed sources (JSONL, python, REST) give a chunk the union of its rows' keys in the order
+    they first appear *in that chunk*; one chunk holding every row would order them by their
+    first appearance in the run. The contract names a rejected row's first violation in
+    column order, so without this the DLQ reason of a row could change with ``chunk_size``.
+    A CSV header or a Parquet schema is already in one order: nothing is reordered then.
+    """
+
+    def __init__(self) -> None:
+        self._rank: dict[str, int] = {}
+
+    def chunk(self, chunk: SourceChunk) -> SourceChunk:
+        names = chunk.batch.schema.names
+        rank = self._rank
+        for name in names:
+            rank.setdefault(name, len(rank))
+        ranks = [rank[name] for name in names]
+        if ranks == sorted(ranks):
+            return chunk
+        order = sorted(range(len(names)), key=ranks.__getitem__)
+        return dataclasses.replace(chunk, batch=chunk.batch.select(order))
+
+
+__all__ = ["ColumnOrder", "SourceNames"]

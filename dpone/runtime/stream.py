@@ -33,6 +33,7 @@ from dpone.logs import get_logger
 from dpone.runtime.context import RunContext
 from dpone.runtime.cursor import CursorTracker
 from dpone.runtime.dlq_pipe import DlqPipe
+from dpone.runtime.names import ColumnOrder
 from dpone.runtime.prefetch import Inline, ReadAhead
 from dpone.runtime.report import RowCounts, RunProgress
 from dpone.runtime.sampling import primed
@@ -207,7 +208,8 @@ class Stream:
         with _chunks(source, plan.runtime.chunk_size, after) as chunks:
             # Named in this thread, before inference sees a name (the read-ahead's is not).
             bounded_chunks = bounded(chunks, plan.runtime.max_columns)
-            named = (self.ctx.names.chunk(chunk) for chunk in bounded_chunks)
+            order = ColumnOrder()
+            named = (order.chunk(self.ctx.names.chunk(chunk)) for chunk in bounded_chunks)
             for chunk in primed(named, enforcer):
                 self.chunk(chunk, tracker, enforcer, existing)
         self.engine.finalize()
