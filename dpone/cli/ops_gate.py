@@ -32,8 +32,7 @@ OUTCOMES = "passed, passed_with_quarantine, passed_with_warnings, failed_quality
     "max_ratio",
     default=None,
     metavar="R",
-    help="The largest accepted rows_quarantined / rows_read, 0 to 1 (1: no limit). "
-    "Default: 0.01.",
+    help="The largest accepted rows_quarantined / rows_read, 0 to 1 (1: no limit). Default: 0.01.",
 )
 @click.option(
     "--allow-empty",
