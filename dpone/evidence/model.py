@@ -126,6 +126,8 @@ class Evidence:
     #: ``engine: dask`` only (SPEC §12): per-partition counts, and why the source ran as one
     #: partition when it did
     scale_out: Mapping[str, Any] | None = None
+    #: the run report's hints (``dpone.run.v1`` ``hints``), when it has any
+    hints: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def execution_status(self) -> ExecutionStatus:
@@ -146,6 +148,8 @@ class Evidence:
         doc = self._doc()
         if self.scale_out is not None:
             doc["scale_out"] = dict(self.scale_out)
+        if self.hints:
+            doc["hints"] = [dict(h) for h in self.hints]
         return doc
 
     def _doc(self) -> dict[str, Any]:

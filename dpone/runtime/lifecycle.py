@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import traceback
 from dataclasses import replace
+from time import perf_counter
 from typing import Any
 
 from dpone.assertions.engine import AssertionEngine
@@ -111,7 +112,9 @@ class _Run:
             self._journal("running", evidence=doc, unplaced=streamed.unplaced)
             checkpoint("before_sink_commit")
             ctx.interrupts.check()
+            started = perf_counter()
             stream.staging.commit(streamed.cursor_to)
+            stream.seconds["commit"] += perf_counter() - started
             checkpoint("after_sink_commit")
         except (Exception, KeyboardInterrupt) as exc:
             # Every failure before the sink commit, expected or not (a library's ValueError,
@@ -191,8 +194,9 @@ class _Run:
         log.info("state.advanced", pipeline=ctx.plan.name, revision=moved.revision)
         return moved
 
-    def _timings(self) -> Timings:
-        return Timings(self.ctx.started_at, self.ctx.now(), self.ctx.elapsed())
+    def _timings(self, stream: Stream) -> Timings:
+        ctx = self.ctx
+        return Timings(ctx.started_at, ctx.now(), ctx.elapsed(), stream.stages())
 
     def _report(
         self,
@@ -217,7 +221,7 @@ class _Run:
             status=status,
             data_outcome=data_outcome,
             exit_code=exit_code,
-            timings=timings or self._timings(),
+            timings=timings or self._timings(stream),
             rows=stream.counts(),
             dlq=DlqSection(
                 directory=relative(ctx.paths.dlq_dir, plan.manifest_dir)
@@ -232,6 +236,7 @@ class _Run:
             schema_changes=schema_changes,
             recovered=self.recovered,
             error=error,
+            hints=stream.hints(loaded=0 if error is not None else None),
         )
 
     def _fail(self, stream: Stream, err: DponeError, state: PipelineState) -> RunReport:
@@ -247,7 +252,7 @@ class _Run:
             # it as aborted. This run still reports its own error, evidence and journal.
             log.error("dlq.abort_failed", run_id=ctx.run_id, code=abort_err.code)
         stream.tally.loaded = 0  # staged rows were dropped: none of them reached the sink
-        timings = self._timings()
+        timings = self._timings(stream)
         data_outcome: DataOutcome | None = None
         published = None
         try:

@@ -94,6 +94,7 @@ def evidence(
             ctx.labels.fields(staging.written),
         ),
         scale_out=getattr(stream, "scale_out", None),
+        hints=tuple(h.to_json() for h in stream.hints(loaded=loaded)),
         facets=lineage.facets(
             engine.verdicts(),
             rows_read=counts.read,

@@ -10,8 +10,9 @@ and the lifecycle decides what happens next.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from time import perf_counter
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -21,7 +22,7 @@ from dpone.connectors.base import LoadSpec, Sink, SinkLoad, Source, SourceChunk
 from dpone.connectors.errors import SourceDecodeError
 from dpone.connectors.progress import MeasuredSource
 from dpone.contracts.enforcer import ContractEnforcementService
-from dpone.contracts.errors import ContractError
+from dpone.contracts.errors import ContractError, ContractViolation
 from dpone.contracts.reasons import ReasonCode
 from dpone.contracts.result import EnforcementResult
 from dpone.contracts.types import sink_schema
@@ -31,8 +32,9 @@ from dpone.faults import checkpoint
 from dpone.runtime.context import RunContext
 from dpone.runtime.cursor import CursorTracker
 from dpone.runtime.dlq_pipe import DlqPipe
+from dpone.runtime.hints import HintTally
 from dpone.runtime.prefetch import Inline, ReadAhead
-from dpone.runtime.report import RowCounts, RunProgress
+from dpone.runtime.report import Hint, RowCounts, RunProgress, StageSeconds
 from dpone.runtime.sampling import primed
 from dpone.runtime.wiring import Components
 from dpone.state.model import PipelineState
@@ -134,6 +136,28 @@ class Stream:
         )
         #: the incremental window of :meth:`run` (a scale-out task returns what it saw)
         self.tracker: CursorTracker | None = None
+        #: seconds per stage of the main thread (see :class:`StageSeconds`)
+        self.seconds: dict[str, float] = dict.fromkeys(
+            ("read", "enforce", "dlq", "sink_write", "commit"), 0.0
+        )
+        self.hint_tally = HintTally(
+            safe_coercion=ctx.plan.sink.contract.safe_coercion,
+            csv_source=getattr(ctx.plan.source.spec, "format", None) == "csv",
+        )
+
+    def stages(self) -> StageSeconds:
+        return StageSeconds(**self.seconds, dlq_writer=self.pipe.writer_seconds)
+
+    def hints(self, *, loaded: int | None = None) -> tuple[Hint, ...]:
+        """What to change so that the rejected rows load (``loaded``: the rows the sink got,
+        when it is not the staged count: none after a failure)."""
+        counts = self.counts()
+        return self.hint_tally.hints(
+            self.ctx.labels,
+            read=counts.read,
+            loaded=counts.loaded if loaded is None else loaded,
+            quarantined=counts.quarantined,
+        )
 
     def counts(self) -> RowCounts:
         return self.tally.counts(self.pipe.records)
@@ -151,17 +175,24 @@ class Stream:
         tracker = self.tracker = CursorTracker.create(
             plan.sink.contract, plan.source.incremental, state
         )
+        seconds = self.seconds
+        start = perf_counter()
         existing = self.staging.open()
+        seconds["sink_write"] += perf_counter() - start
         after = state.cursor.value if (state.cursor and source.cursor_pushdown) else None
         with _chunks(source, plan.runtime.chunk_size, after) as chunks:
-            for chunk in primed(chunks, enforcer):
+            for chunk in primed(_timed(chunks, seconds), enforcer):
                 self.chunk(chunk, tracker, enforcer, existing)
         self.engine.finalize()
+        start = perf_counter()
         self.pipe.close()
+        seconds["dlq"] += perf_counter() - start
         checkpoint("after_dlq_close")
         if self.ctx.options.progress is not None:  # once more: every DLQ record is durable
             self.ctx.options.progress(self._progress())
+        start = perf_counter()
         self.staging.begin_empty(sink_schema(plan.sink.contract))
+        seconds["sink_write"] += perf_counter() - start
         return Streamed(tracker.committed_text(), tracker.unplaced_after_run())
 
     def chunk(
@@ -172,11 +203,14 @@ class Stream:
         existing: pa.Schema | None,
     ) -> None:
         """Enforce, assert, quarantine and stage one chunk."""
-        ctx, tally = self.ctx, self.tally
+        ctx, tally, seconds = self.ctx, self.tally, self.seconds
         if chunk.failures:
+            start = perf_counter()
             self._decode_failures(chunk, tracker)
+            seconds["dlq"] += perf_counter() - start
         if not chunk.num_rows:
             return
+        start = perf_counter()
         tally.read += chunk.num_rows
         tally.chunks += 1
         batch, positions, skipped = tracker.keep(chunk)
@@ -186,17 +220,24 @@ class Stream:
             result = enforcer.enforce(batch, existing_schema=existing)
             for (column, code), count in result.counts.items():
                 tally.violation(ctx.labels(column), str(code), count)
+            if result.rejects:
+                self.hint_tally.observe(batch, result, enforcer.plan(batch.schema, existing))
             result.raise_for_failure()
         except ContractError as exc:
-            raise ctx.labels.error(exc) from None
+            raise self._with_hints(ctx.labels.error(exc)) from None
         valid, quarantine_mask, rules = self.engine.observe(
             result.valid, source_columns=batch.schema.names
         )
+        enforced = perf_counter()
+        seconds["enforce"] += enforced - start
         self._quarantine(chunk, positions, batch, result, quarantine_mask, rules)
+        quarantined = perf_counter()
+        seconds["dlq"] += quarantined - enforced
         if quarantine_mask is not None:
             valid = valid.filter(pc.invert(quarantine_mask))
         if valid.num_rows:
             self.staging.write(valid)
+        seconds["sink_write"] += perf_counter() - quarantined
         tally.loaded += valid.num_rows
         tally.warned += result.warned_rows
         tracker.observe()
@@ -204,6 +245,13 @@ class Stream:
         ctx.interrupts.check()
         if ctx.options.progress is not None:
             ctx.options.progress(self._progress())
+
+    def _with_hints(self, err: ContractError) -> ContractError:
+        """A strict run's violation with the fixes the rejected values point to first."""
+        if isinstance(err, ContractViolation):
+            found = [h for h in self.hints(loaded=0) if h.fix and not h.warning]
+            err.fixes = (*(f"{h.message}: set {h.fix}" for h in found), *err.fixes)
+        return err
 
     def _decode_failures(self, chunk: SourceChunk, tracker: CursorTracker) -> None:
         """Lines the source could not decode: dead-lettered under quarantine (the run goes
@@ -320,6 +368,18 @@ def _chunks(
 
         return ReadAhead(make, depth=1)
     return Inline(source.chunks(chunk_size, after=after))
+
+
+def _timed(chunks: Iterable[SourceChunk], seconds: dict[str, float]) -> Iterator[SourceChunk]:
+    """``chunks`` unchanged; the time spent waiting for each one added to ``read``."""
+    it = iter(chunks)
+    while True:
+        start = perf_counter()
+        chunk = next(it, None)
+        seconds["read"] += perf_counter() - start
+        if chunk is None:
+            return
+        yield chunk
 
 
 def _usable_cores() -> int:
