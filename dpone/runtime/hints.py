@@ -49,13 +49,14 @@ class HintTally:
         self._safe_coercion = safe_coercion
         self._csv = csv_source
         self._columns: dict[str, _Column] = {}
-        self.rows = 0  # rows enforced
+        #: rows enforced (the stream counts every chunk's, :meth:`observe` sees those with
+        #: rejects only)
+        self.rows = 0
 
     def observe(
         self, batch: pa.RecordBatch, result: EnforcementResult, plan: EnforcementPlan
     ) -> None:
         """Count this chunk's rejected values by null marker and by safe-coercion repair."""
-        self.rows += batch.num_rows
         rejects = result.rejects
         mask = rejects.mask
         if mask is None:

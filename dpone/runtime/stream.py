@@ -220,6 +220,7 @@ class Stream:
             result = enforcer.enforce(batch, existing_schema=existing)
             for (column, code), count in result.counts.items():
                 tally.violation(ctx.labels(column), str(code), count)
+            self.hint_tally.rows += batch.num_rows
             if result.rejects:
                 self.hint_tally.observe(batch, result, enforcer.plan(batch.schema, existing))
             result.raise_for_failure()

@@ -208,6 +208,21 @@ def test_a_run_that_loads_nothing_says_so(tmp_path: Path) -> None:
     ]
 
 
+def test_a_column_is_all_rejected_only_when_every_chunk_rejected_it(tmp_path: Path) -> None:
+    csv = "id,qty\n1,x\n2,y\n3,3\n4,4\n"  # chunks of 2: the first rejects both its rows
+    columns = "        id: {type: integer}\n        qty: {type: integer}"
+    root = project(tmp_path, csv, columns, name="some")
+    manifest = root / "manifest.yaml"
+    text = manifest.read_text(encoding="utf-8")
+    manifest.write_text(text.replace("work_dir: .dpone", "work_dir: .dpone, chunk_size: 2"))
+
+    code, doc = run_json(root)
+
+    assert (code, doc["rows"]["chunks"], doc["rows"]["loaded"]) == (0, 2, 2)
+    assert hints_of(doc, "column_all_rejected") == []
+    assert hints_of(doc, "nothing_loaded") == []
+
+
 def test_timings_are_reported_per_stage(tmp_path: Path) -> None:
     root = project(tmp_path, AIRQUALITY, AIR_COLUMNS)
 
