@@ -105,6 +105,12 @@ class DlqSummary:
             for item in run.by_reason_column:
                 column = _cell(item.column) if item.column is not None else "-"
                 lines.append(f"| {item.code} | {column} | {item.count} |")
+            if not run.hints and run.record_count:
+                lines += [
+                    "",
+                    "No hints: the run's evidence bundle was not found or recorded none "
+                    "(`--evidence-dir` names where the bundles are).",
+                ]
             if run.hints:
                 lines += ["", "Hints:", ""]
             for hint in run.hints:
