@@ -58,6 +58,8 @@ class ErrorDetail:
     line: int | None = None
     column: int | None = None
     fixes: tuple[str, ...] = ()
+    #: the first failing rows of a run that failed on its data, by ``record_ref`` (no values)
+    record_refs: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -72,6 +74,8 @@ class ErrorDetail:
             value = getattr(self, key)
             if value is not None:
                 doc[key] = value
+        if self.record_refs:
+            doc["record_refs"] = list(self.record_refs)
         return doc
 
     def located(self) -> str:
@@ -105,6 +109,7 @@ class DponeError(Exception):
         line: int | None = None,
         column: int | None = None,
         details: Sequence[ErrorDetail] = (),
+        record_refs: Sequence[str] = (),
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -118,6 +123,7 @@ class DponeError(Exception):
         self.line = line
         self.column = column
         self.details: tuple[ErrorDetail, ...] = tuple(details)
+        self.record_refs = tuple(record_refs)
 
     @property
     def errors(self) -> tuple[ErrorDetail, ...]:
@@ -134,6 +140,7 @@ class DponeError(Exception):
                 line=self.line,
                 column=self.column,
                 fixes=self.fixes,
+                record_refs=self.record_refs,
             ),
         )
 
@@ -229,6 +236,18 @@ class RunFailed(DponeError):
             self.exit_code = report.exit_code
 
 
+class PathIsSymlink(DponeError):
+    """A symbolic link (or a non-folder) where dpone keeps a folder or file of its own.
+
+    Below the work dir and a sink folder, dpone opens what it owns without following links
+    (:func:`dpone.durable.open_below`), so a planted link can neither redirect a write nor
+    make dpone delete anything outside: it is refused, naming the place, never followed.
+    """
+
+    code = "DPONE_PATH_IS_SYMLINK"
+    stage = "preflight"
+
+
 class Interrupted(DponeError):
     code = "DPONE_INTERRUPTED"
     stage = "runtime"
@@ -261,9 +280,11 @@ MANIFEST_CODES: Mapping[str, str] = {
     "DPONE_MANIFEST_MERGE_WITHOUT_KEY": "strategy merge without unique_key",
     "DPONE_MANIFEST_PII_PRESERVE_IN_PRODUCTION": "pii_policy preserve in a production environment",
     "DPONE_MANIFEST_DECIMAL_SCALE": "a decimal's scale exceeds its precision",
+    "DPONE_MANIFEST_COLUMN_NAME": "contract column names or their source keys collide",
     "DPONE_MANIFEST_DLQ_LIMIT": "a DLQ limit is out of its allowed range",
     "DPONE_MANIFEST_DLQ_DISABLED": "the DLQ is disabled while rows may be quarantined",
     "DPONE_MANIFEST_COERCION": "coercion none with enforcement coerce",
+    "DPONE_MANIFEST_COERCE_APPEND": "enforcement coerce with strategy append",
     "DPONE_MANIFEST_NUL_BYTE": "a value holds a NUL byte",
     "DPONE_MANIFEST_PATH_OVERLAP": "dlq.directory shares a folder with the work dir's other stores",
     "DPONE_MANIFEST_SECRET_REFERENCE": "a malformed ${ENV_VAR} reference",
@@ -281,5 +302,7 @@ MANIFEST_CODES: Mapping[str, str] = {
     "DPONE_ASSERTION_QUARANTINE_BATCH": "quarantine on a batch-scoped assertion",
     "DPONE_ASSERTION_CONFIG": "an assertion's value does not fit its type",
     "DPONE_ASSERTION_PREDICATE_IMPORT": "a custom predicate does not import",
+    "DPONE_MANIFEST_PREDICATE_NOT_FOUND": "a custom predicate's module or name is not found",
+    "DPONE_MANIFEST_PREDICATE_SYNTAX": "a custom predicate's module does not parse",
     "DPONE_ASSERTION_PREDICATE_NOT_CALLABLE": "a custom predicate is not callable",
 }

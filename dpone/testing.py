@@ -44,7 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dpone.clock import iso_utc, utc_now
-from dpone.connectors._util import position_mask, rechunk
+from dpone.connectors._util import conform, position_mask, rechunk
 from dpone.connectors.base import LoadMarker, LoadSpec, Sink, Source, SourceChunk
 from dpone.connectors.errors import SinkUnavailable, SourceUnavailable
 from dpone.connectors.sinks._common import LoadState, keys_committed_twice
@@ -371,6 +371,9 @@ class _MemoryLoad(LoadState):
         if not self.batches:
             self._sink._maybe_fail("stage")
         self.batches.append(batch)
+
+    def _widen(self, spec: LoadSpec, added: list[pa.Field]) -> None:
+        self.batches = [conform(b, spec.schema) for b in self.batches]
 
     def _commit(self) -> LoadMarker:
         return self._sink._apply(self)

@@ -36,7 +36,10 @@ class AssertionType(Protocol):
 
         ``batch`` holds only the rows that would load, after the contract and the earlier
         assertions. A type that sets ``sees_source_columns = True`` (a ClassVar) is called as
-        ``observe(batch, source_columns=...)`` with the keys the source really gave.
+        ``observe(batch, source_columns=...)`` with the keys the source really gave; one that
+        sets ``sees_key_presence = True`` as ``observe(batch, source_columns=..., present=...)``,
+        ``present`` mapping a key some rows lack to a boolean mask (true: the row has it), or
+        None when every row has every key.
         """
         ...
 

@@ -81,19 +81,21 @@ class MaxRowsPerLoad(_RowCountLimit):
 
 
 class RequiredColumns:
-    """Row: each named key must be present in the source (presence, not non-null).
+    """Row: each named key must be present in the row (presence, not non-null).
 
     Presence is about what the source gave, not what the contract made of it: the contract
     fills an absent declared column with NULLs, so the engine passes the source's own column
-    names (``sees_source_columns``). An Arrow batch has one schema for all its rows, so a key
-    is present in every row of a chunk or in none; sources that unify keys per chunk (JSONL)
-    report a key absent from some lines as a column with NULLs there, which passes.
+    names (``sees_source_columns``) and, from sources with keys (JSONL, Python, REST, dlt),
+    a mask per key that some rows of the chunk lack (``sees_key_presence``). A key absent from
+    a row fails that row; a key carrying null passes. A CSV or Parquet column is in every row
+    of its file or in none.
     """
 
     name: ClassVar[str] = "required_columns"
     scope: ClassVar[Scope] = "row"
     value_kind: ClassVar[ValueKind] = "columns"
     sees_source_columns: ClassVar[bool] = True
+    sees_key_presence: ClassVar[bool] = True
 
     @classmethod
     def check_config(cls, params: Mapping[str, Any]) -> list[str]:
@@ -103,13 +105,25 @@ class RequiredColumns:
         self.columns = list(params["value"])
 
     def observe(
-        self, batch: pa.RecordBatch, source_columns: Collection[str] | None = None
+        self,
+        batch: pa.RecordBatch,
+        source_columns: Collection[str] | None = None,
+        present: Mapping[str, pa.BooleanArray] | None = None,
     ) -> pa.BooleanArray | None:
         import pyarrow as pa
+        import pyarrow.compute as pc
 
         keys = batch.schema.names if source_columns is None else source_columns
-        missing = any(c not in keys for c in self.columns)
-        return pa.repeat(pa.scalar(missing, pa.bool_()), batch.num_rows)
+        if any(c not in keys for c in self.columns):
+            return pa.repeat(pa.scalar(True, pa.bool_()), batch.num_rows)
+        masks = [present[c] for c in self.columns if present is not None and c in present]
+        if not masks:
+            return pa.repeat(pa.scalar(False, pa.bool_()), batch.num_rows)
+        has_all = masks[0]
+        for mask in masks[1:]:
+            has_all = pc.and_(has_all, mask)
+        missing: pa.BooleanArray = pc.invert(has_all)
+        return missing
 
     def finalize(self, rows: int) -> str | None:
         return None

@@ -41,16 +41,16 @@ class PredicateError(DponeError):
     exit_code = 2
 
 
-def _predicate_check(
-    name: str, predicate: Callable[..., Any], vectorized: bool
-) -> Callable[[pa.RecordBatch, frozenset[str]], pa.BooleanArray]:
+def _predicate_check(name: str, predicate: Callable[..., Any], vectorized: bool) -> RowCheck:
     """A custom predicate as a row check: True from the predicate means the row passes.
 
     Row predicates are per-row Python by design (the user asked for a function of a row);
     ``vectorized: true`` hands the whole batch over and expects a boolean mask.
     """
 
-    def check(batch: pa.RecordBatch, source_columns: frozenset[str]) -> pa.BooleanArray:
+    def check(
+        batch: pa.RecordBatch, source_columns: frozenset[str], present: Present
+    ) -> pa.BooleanArray:
         try:
             if vectorized:
                 mask = predicate(batch)
@@ -73,12 +73,21 @@ def _predicate_check(
     return check
 
 
-def _row_check(instance: Any) -> Callable[[pa.RecordBatch, frozenset[str]], Any]:
+Present = Mapping[str, pa.BooleanArray] | None
+RowCheck = Callable[[pa.RecordBatch, frozenset[str], Present], pa.BooleanArray | None]
+
+
+def _row_check(instance: Any) -> RowCheck:
     """A type's ``observe``, given the source's real columns when it asks for them
-    (``sees_source_columns = True``: key presence is about the source, not the contract)."""
+    (``sees_source_columns = True``: key presence is about the source, not the contract), and
+    the per-row presence of keys some rows lack (``sees_key_presence = True``)."""
+    if getattr(instance, "sees_key_presence", False):
+        return lambda batch, keys, present: instance.observe(
+            batch, source_columns=keys, present=present
+        )
     if getattr(instance, "sees_source_columns", False):
-        return lambda batch, keys: instance.observe(batch, source_columns=keys)
-    return lambda batch, keys: instance.observe(batch)
+        return lambda batch, keys, present: instance.observe(batch, source_columns=keys)
+    return lambda batch, keys, present: instance.observe(batch)
 
 
 def load_predicate(spec: str, base_dir: Path) -> Callable[..., Any]:
@@ -103,7 +112,7 @@ def load_predicate(spec: str, base_dir: Path) -> Callable[..., Any]:
 class _Tally:
     spec: AssertionSpec
     scope: str
-    check: Callable[[pa.RecordBatch, frozenset[str]], pa.BooleanArray | None]
+    check: RowCheck
     finish: Callable[[int], str | None] | None = None
     failed: int = 0
     observed: int = 0
@@ -123,6 +132,8 @@ class AssertionEngine:
         types = types if types is not None else Registered()
         self.tallies: list[_Tally] = []
         self.rows_passed = 0
+        #: rows of the last :meth:`observe` batch a ``warn`` assertion failed (None: none)
+        self.warned: pa.BooleanArray | None = None
         for spec in specs:
             if spec.type == "custom":
                 predicate = load_predicate(str(spec.params["predicate"]), base_dir)
@@ -148,12 +159,17 @@ class AssertionEngine:
         batch: pa.RecordBatch,
         *,
         source_columns: Collection[str] | None = None,
+        present: Present = None,
         fail_fast: bool = True,
     ) -> tuple[pa.RecordBatch, pa.BooleanArray | None, list[str | None] | None]:
         """Row verdicts for one chunk of valid rows.
 
         ``source_columns`` are the keys the source really gave (the contract has filled in
         absent declared columns with NULLs by now); None: the batch's own columns.
+        ``present`` maps a key some rows lack to a mask aligned with the batch, true where the
+        row has the key (sources with keys: JSONL, Python, REST, dlt); None: every row has
+        every key of ``source_columns``. ``self.warned`` is then the rows a ``warn``
+        assertion failed.
         Each assertion sees only the rows no earlier assertion diverted to the DLQ (SPEC §4),
         so a later ``fail`` never aborts the run over a row already quarantined.
         Returns the batch, a mask of the rows to quarantine (None: none) and, aligned with
@@ -164,6 +180,7 @@ class AssertionEngine:
         n = batch.num_rows
         keys = frozenset(batch.schema.names if source_columns is None else source_columns)
         quarantine: pa.BooleanArray | None = None
+        self.warned = None
         rules = pa.nulls(n, pa.string())
         for tally in self.tallies:
             if tally.scope != "row":
@@ -172,7 +189,10 @@ class AssertionEngine:
             view = batch if alive is None else batch.filter(alive)
             if view.num_rows == 0:
                 break
-            failing = tally.check(view, keys)
+            seen = present
+            if present is not None and alive is not None:
+                seen = {name: mask.filter(alive) for name, mask in present.items()}
+            failing = tally.check(view, keys, seen)
             tally.observed += view.num_rows
             if failing is None:
                 continue
@@ -189,11 +209,12 @@ class AssertionEngine:
                         "fix the data, or set on_failure: quarantine / warn for this assertion",
                     ),
                 )
-            if policy == "warn":
-                self._log_warning(tally, count)
-                continue
             if alive is not None:  # back to the batch's positions
                 failing = pc.replace_with_mask(falses(n), alive, failing)
+            if policy == "warn":
+                self._log_warning(tally, count)
+                self.warned = failing if self.warned is None else pc.or_(self.warned, failing)
+                continue
             rules = pc.if_else(failing, pa.scalar(tally.spec.name), rules)
             quarantine = failing if quarantine is None else pc.or_(quarantine, failing)
         diverted = 0 if quarantine is None else int(quarantine.true_count)

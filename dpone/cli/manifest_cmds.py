@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -142,7 +143,15 @@ def render_plan(doc: dict[str, Any]) -> str:
         if spec.get("timezone"):
             extra = " with time zone"
         null = "" if spec["nullable"] else " not null"
-        lines.append(f"  - {name}: {spec['type']}{extra}{null}")
+        source = ""
+        if "source" in spec:
+            source = f"  ← source column {json.dumps(spec['source'], ensure_ascii=False)}"
+        lines.append(f"  - {name}: {spec['type']}{extra}{null}{source}")
+    # The naming rule of docs/sinks.md, which the run applies to the names the source brings.
+    lines.append(
+        'names        as the source writes them; "" → column_<position>; '
+        "names equal but for the case of A-Z refused"
+    )
     if "incremental" in source:
         inc = source["incremental"]
         initial = inc["initial_value"]

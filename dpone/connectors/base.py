@@ -9,7 +9,7 @@ with a :class:`LoadMarker` in one atomic step, so "committed" means exactly "mar
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,7 +52,9 @@ class SourceChunk:
     or the table / query / callable name. ``file_sha256`` (hex) is computed before the file is
     read, and is None when the source cannot be re-read (``rereadable`` False).
     ``failures`` are the lines of the file that did not decode since the previous chunk (the
-    batch may then be empty).
+    batch may then be empty). ``present`` maps a key that some rows of the batch lack to a
+    boolean mask (true: the row has the key), so a key absent from a row is told apart from
+    one carrying null (``connectors/presence.py``); empty when every row has every column.
     """
 
     batch: pa.RecordBatch
@@ -61,6 +63,7 @@ class SourceChunk:
     first_row: int
     rereadable: bool
     failures: tuple[DecodeFailure, ...] = ()
+    present: Mapping[str, pa.BooleanArray] = field(default_factory=dict)
 
     @property
     def num_rows(self) -> int:

@@ -55,6 +55,41 @@ class SourceResponseTooLarge(SourceError):
     code = "DPONE_SOURCE_RESPONSE_TOO_LARGE"
 
 
+class SourceColumnNameCollision(SourceError):
+    """Source column names a sink cannot hold apart (equal but for the letter case of A-Z, or
+    a contract ``source:`` rename onto a name the source has too)."""
+
+    code = "DPONE_SOURCE_COLUMN_NAME_COLLISION"
+
+
+class SourceHeaderLooksLikeData(SourceError):
+    """A CSV header whose names read as values: most likely a file without a header row.
+    Its message never quotes the names (they may be a row's values)."""
+
+    code = "DPONE_SOURCE_HEADER_LOOKS_LIKE_DATA"
+
+
+class SourceTooManyColumns(SourceError):
+    """More columns than ``runtime.max_columns`` (terminal: the limit, or the file, is the fix).
+
+    A cap, not a guess: every step of a run costs something per column, so a file of a
+    hundred thousand columns (a planted header, a broken export) must end at once, typed,
+    instead of holding the run for hours."""
+
+    code = "DPONE_SOURCE_TOO_MANY_COLUMNS"
+
+    @classmethod
+    def over(cls, where: str, limit: int, *, path: str | None = None) -> SourceTooManyColumns:
+        return cls(
+            f"{where} has more than {limit} columns (runtime.max_columns)",
+            path=path,
+            fixes=(
+                "check the file: a header this wide is usually a broken export",
+                "or raise runtime.max_columns in the manifest if the columns are real",
+            ),
+        )
+
+
 class SourceUnavailable(TransientError):
     """The source's server or file system failed underneath us; may work on retry."""
 
@@ -178,6 +213,9 @@ CONNECTOR_CODES: dict[str, str] = {
     "DPONE_SOURCE_FAILED": "the source cannot be read as configured",
     "DPONE_SOURCE_DECODE_FAILED": "the source's bytes are not rows of the declared format",
     "DPONE_SOURCE_ROW_TOO_LONG": "a source line is longer than max_row_bytes",
+    "DPONE_SOURCE_COLUMN_NAME_COLLISION": "source column names equal but for letter case",
+    "DPONE_SOURCE_HEADER_LOOKS_LIKE_DATA": "a CSV header's names read as a data row's values",
+    "DPONE_SOURCE_TOO_MANY_COLUMNS": "a source has more columns than runtime.max_columns",
     "DPONE_SOURCE_UNAVAILABLE": "the source's server or file system failed; may work on retry",
     "DPONE_SOURCE_CONFIG": "the source section cannot become a reader",
     "DPONE_SOURCE_NO_FILES": "the source path matched no file",

@@ -8,7 +8,8 @@ Per chunk, in order:
    columns (input order): ``empty_string_is_null``, conversion to the column's type
    (:func:`convert`), then the actions of its violations;
 3. the rows with a ``reject`` action become :class:`Rejects`, the others are filtered into
-   ``valid``; warnings, counts and the error (strict/coerce/freeze) are assembled.
+   ``valid``; warnings, counts and the error (strict/freeze) are assembled. Under ``coerce``,
+   ``quarantine`` and ``warn`` the rejects go back to the caller (DLQ or counted).
 
 Every decision about a row depends only on that row's values, the contract, the types fixed by
 inference and the sink schema. That is why enforcing a chunk equals enforcing its rows split
@@ -19,7 +20,8 @@ The service is pure: no IO, no logging, no value in any message.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -55,6 +57,8 @@ from dpone.contracts.types import (
 
 #: How many positions a warning diagnostic keeps (positions only, never values).
 DIAGNOSTIC_POSITIONS = 5
+#: Columns between two calls of :attr:`ContractEnforcementService.checkpoint`.
+CHECK_EVERY = 64
 
 _DATA_TYPE_ACTIONS: dict[EvolutionMode, Action] = {
     "evolve": Action.VARIANT,  # dlt: a type change becomes a variant column
@@ -131,8 +135,9 @@ class ContractEnforcementService:
     """Enforces one :class:`ContractSpec` on Arrow record batches (see the module docstring).
 
     Stateful only for type inference: the types of undeclared columns are fixed from the first
-    ``sample_rows`` rows seen (:meth:`prime` can fix them from several chunks up front) and then
-    stay fixed for the life of the service, i.e. the run.
+    ``sample_rows`` rows seen (:meth:`prime` can fix them from several chunks up front; a column
+    first met after them is inferred from no value) and then stay fixed for the life of the
+    service, i.e. the run.
     """
 
     def __init__(self, contract: ContractSpec) -> None:
@@ -144,9 +149,13 @@ class ContractEnforcementService:
         self.lenient = contract.safe_coercion
         self.warn = contract.enforcement == "warn"
         self._inferred: dict[str, ColumnSpec] = {}
+        self._seen = 0  # rows enforced so far: the sample is the run's first sample_rows
         # Columns whose last chunk had bad values skip the whole-column cast (speed only).
         self._dirty: set[str] = set()
         self._plans: dict[tuple[pa.Schema, pa.Schema | None], EnforcementPlan] = {}
+        #: Called every :data:`CHECK_EVERY` columns of a chunk (the run's interrupt check):
+        #: a chunk of thousands of columns takes seconds, too long to wait for a stop.
+        self.checkpoint: Callable[[], None] | None = None
         # Validate every declared type once, up front (raises ContractDefinitionError).
         for col in self.declared:
             arrow_type(col)
@@ -165,7 +174,8 @@ class ContractEnforcementService:
         )
 
     def prime(self, sample: pa.RecordBatch | pa.Table | Iterable[pa.RecordBatch]) -> None:
-        """Fix inferred types from the first ``sample_rows`` rows of ``sample`` (may span chunks).
+        """Fix inferred types from the run's first ``sample_rows`` rows: those of ``sample``
+        (may span chunks) that come before the rows enforced so far reach ``sample_rows``.
 
         Columns already fixed stay as they are. Without a call to ``prime``, the first
         ``enforce`` fixes the types from its own batch.
@@ -180,20 +190,28 @@ class ContractEnforcementService:
             batches = sample.to_batches()
         else:
             batches = sample
-        # The first sample_rows rows; chunks may differ in their columns (files, JSONL keys).
-        # An iterator is read no further than the sample.
+        # The first sample_rows rows *of the run*; chunks may differ in their columns (files,
+        # JSONL keys). A column first met after them had no value in them, as it would have
+        # had in one chunk holding every row: its sample is empty (string for text). An
+        # iterator is read no further than the sample.
         window: list[pa.RecordBatch] = []
-        left = ti.sample_rows
+        left = ti.sample_rows - self._seen
         for batch in batches:
-            window.append(batch.slice(0, left))
+            window.append(batch.slice(0, max(left, 0)))
             left -= window[-1].num_rows
             if left <= 0:
                 break
+        # Name sets built once: a lookup per column in each batch's name list was quadratic
+        # in the number of columns (100,000 columns never finished).
+        present = [frozenset(batch.schema.names) for batch in window]
         names = dict.fromkeys(n for batch in window for n in batch.schema.names)
-        for name in names:
+        for i, name in enumerate(names):
+            self._tick(i)
             if name in self._declared_names or name in self._inferred:
                 continue
-            arrays = [b.column(name) for b in window if name in b.schema.names]
+            arrays = [
+                b.column(name) for b, held in zip(window, present, strict=True) if name in held
+            ]
             same_type = len({a.type for a in arrays}) == 1
             # Typed chunks that disagree on a column's type: the first chunk's type decides.
             column = pa.concat_arrays(arrays) if same_type else arrays[0]
@@ -206,8 +224,10 @@ class ContractEnforcementService:
 
     # --- planning --------------------------------------------------------------------------------
 
-    def _mode_action(self) -> Action:
-        return Action.NULL if self.warn else Action.REJECT
+    def _mode_action(self, nullable: bool) -> Action:
+        # warn loads NULL where a value does not fit, except into a NOT NULL column: the table
+        # keeps its declared NOT NULL, so such a row is rejected (SPEC §3).
+        return Action.NULL if self.warn and nullable else Action.REJECT
 
     def _conflict_action(self, nullable: bool) -> Action:
         policy = self.contract.type_inference.conflict_policy
@@ -215,7 +235,7 @@ class ContractEnforcementService:
             return Action.VARIANT
         if policy == "quarantine":
             return Action.REJECT
-        return self._mode_action()
+        return self._mode_action(nullable)
 
     def _undeclared_spec(self, name: str, dtype: pa.DataType) -> ColumnSpec:
         if self.contract.type_inference.enabled and name in self._inferred:
@@ -231,7 +251,7 @@ class ContractEnforcementService:
         if cached is not None:
             return cached
         names = schema.names
-        duplicates = sorted({n for n in names if names.count(n) > 1})
+        duplicates = sorted(n for n, k in Counter(names).items() if k > 1)
         if duplicates:
             raise DuplicateColumn(f"the input has duplicate column names: {', '.join(duplicates)}")
         evolution = self.contract.evolution
@@ -244,7 +264,6 @@ class ContractEnforcementService:
         columns_mode: EvolutionMode = "evolve" if new_table else evolution.columns
         sink_names = set(existing_schema.names) if existing_schema is not None else set()
         index = {n: i for i, n in enumerate(names)}
-        mode_action = self._mode_action()
 
         plans: list[ColumnPlan] = []
         for col in self.declared:
@@ -254,8 +273,8 @@ class ContractEnforcementService:
                     spec=col,
                     source=index.get(col.name),
                     on_mismatch=self._conflict_action(col.nullable),
-                    on_null=None if col.nullable else mode_action,
-                    nullable=col.nullable or self.warn,
+                    on_null=None if col.nullable else Action.REJECT,
+                    nullable=col.nullable,
                 )
             )
         for i, name in enumerate(names):
@@ -314,6 +333,7 @@ class ContractEnforcementService:
             self.prime(batch)
         plan = self.plan(batch.schema, existing_schema)
         n = batch.num_rows
+        self._seen += n
         actual = {
             name: str(t) for name, t in zip(batch.schema.names, batch.schema.types, strict=True)
         }
@@ -329,7 +349,8 @@ class ContractEnforcementService:
         arrays: list[pa.Array] = []
         variants: list[tuple[str, pa.Array]] = []
         empty_is_null = ti.empty_string_is_null
-        for cp in plan.columns:
+        for i, cp in enumerate(plan.columns):
+            self._tick(i)
             raw = batch.column(cp.source) if cp.source is not None else None
             if raw is not None and empty_is_null and is_text(raw.type):
                 raw = empty_to_null(as_string(raw))
@@ -367,6 +388,10 @@ class ContractEnforcementService:
             arrays.append(values)
         return self._finish(chunk, plan, batch, arrays, variants, actual, table_only=False)
 
+    def _tick(self, i: int) -> None:
+        if self.checkpoint is not None and i % CHECK_EVERY == CHECK_EVERY - 1:
+            self.checkpoint()
+
     def _finish(
         self,
         chunk: _Chunk,
@@ -396,13 +421,26 @@ class ContractEnforcementService:
                 valid = valid.filter(keep)
                 if chunk.warned is not None:
                     chunk.warned = chunk.warned.filter(keep)
+                # A variant column exists for the rows that keep a value in it: when each
+                # such row is rejected for another column, the chunk has none (one chunk
+                # holding every row would not create the column for them either).
+                unused = {n for n, _ in variants if valid.column(n).null_count == valid.num_rows}
+                if unused:
+                    valid = valid.select([n for n in valid.schema.names if n not in unused])
+                    variants = [v for v in variants if v[0] not in unused]
         rejects = Rejects(chunk.reject, tuple(chunk.violations), plan.expected_types, actual)
         error: ContractError | None = None
+        # Only strict fails on a rejected row (coerce dead-letters a lossy row, SPEC §3).
+        violation = bool(len(rejects)) and self.enforcement == "strict"
+        if chunk.frozen and violation and _first(chunk.reject) < _first(chunk.frozen_rows):
+            # The run fails at its first failing row, wherever a chunk ends: a rejected row
+            # before the first frozen one fails it as a smaller chunk would have.
+            chunk.frozen.clear()
         if chunk.frozen:
             entity = next(e for e in ("tables", "columns", "data_type") if e in chunk.frozen)
             rows = int(chunk.frozen_rows.true_count) if chunk.frozen_rows is not None else n
             error = SchemaFrozen(entity, chunk.frozen[entity], rows)
-        elif len(rejects) and self.enforcement in ("strict", "coerce"):
+        elif violation:
             error = ContractViolation(self.enforcement, len(rejects), chunk.counts)
         return EnforcementResult(
             valid=valid,
@@ -416,6 +454,11 @@ class ContractEnforcementService:
             variant_columns=tuple(name for name, _ in variants),
             warned=None if table_only else chunk.warned,
         )
+
+
+def _first(mask: pa.BooleanArray | None) -> int:
+    """The first row ``mask`` holds (every row when None: a whole-chunk decision)."""
+    return 0 if mask is None else int(pc.index(mask, True).as_py())
 
 
 def _variant_text(raw: pa.Array, failed: pa.BooleanArray) -> pa.Array:

@@ -23,7 +23,7 @@ class ContractError(DponeError):
 
 
 class DuplicateColumn(ContractError):
-    """The input repeats a column name (its message names them: labelled for artifacts)."""
+    """The input repeats a column name exactly as written (its message names them)."""
 
     code = "DPONE_CONTRACT_DUPLICATE_COLUMN"
 
@@ -36,8 +36,17 @@ def _summary(counts: Mapping[tuple[str, ReasonCode], int], limit: int = 8) -> st
     return text
 
 
+#: How many failing rows a strict failure names (by record_ref, never by value).
+NAMED_ROWS = 10
+
+
 class ContractViolation(ContractError):
-    """``strict``/``coerce``: at least one row does not fit the contract; nothing may load."""
+    """``strict``: at least one row does not fit the contract; nothing may load.
+
+    ``record_refs`` name the first failing rows (at most :data:`NAMED_ROWS`), so the user finds
+    them without a rerun; the enforcer knows positions only, the run adds the refs
+    (:meth:`naming`).
+    """
 
     code = "DPONE_CONTRACT_VIOLATION"
 
@@ -46,18 +55,27 @@ class ContractViolation(ContractError):
         enforcement: str,
         rejected_rows: int,
         counts: Mapping[tuple[str, ReasonCode], int],
+        record_refs: Sequence[str] = (),
     ) -> None:
         self.enforcement = enforcement
         self.rejected_rows = rejected_rows
         self.counts = dict(counts)
+        named = ""
+        if record_refs:
+            named = f"; the first {len(record_refs)} failing row(s) are in record_refs"
         super().__init__(
             f"{rejected_rows} row(s) violate the contract under enforcement {enforcement!r}: "
-            f"{_summary(counts)}",
+            f"{_summary(counts)}{named}",
             fixes=(
                 "fix the source data or the contract",
                 "or use enforcement: quarantine to load the valid rows, the rest to the DLQ",
             ),
+            record_refs=tuple(record_refs)[:NAMED_ROWS],
         )
+
+    def naming(self, record_refs: Sequence[str]) -> ContractViolation:
+        """This violation, naming its first failing rows."""
+        return ContractViolation(self.enforcement, self.rejected_rows, self.counts, record_refs)
 
 
 class SchemaFrozen(ContractError):

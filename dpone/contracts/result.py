@@ -20,7 +20,7 @@ TABLE_SCOPE = "*"
 class Action(StrEnum):
     """What the engine did with a violation."""
 
-    REJECT = "reject"  # the row is rejected (DLQ under quarantine; fails strict/coerce)
+    REJECT = "reject"  # the row is rejected (fails strict; the DLQ or a count otherwise)
     NULL = "null"  # the value loads as NULL (warn, evolution discard_value)
     VARIANT = "variant_column"  # the text goes to __dpone__nc__<column>, the column gets NULL
     DROP_COLUMN = "drop_column"  # a column the sink may not gain is left out (discard_value)
@@ -261,7 +261,7 @@ class EnforcementResult:
     """The outcome of enforcing a contract on one chunk.
 
     ``valid`` holds the rows that may load, typed with the sink schema, in input order, and
-    ``valid_positions`` their positions in the input. Under ``strict``/``coerce`` a non-empty
+    ``valid_positions`` their positions in the input. Under ``strict`` a non-empty
     ``rejects`` means ``failed``: nothing of the run may load (``raise_for_failure``).
     """
 

@@ -38,7 +38,8 @@ VARIANT_PREFIX = "__dpone__nc__"
 
 @dataclass(frozen=True, slots=True)
 class ColumnSpec:
-    """One declared column. ``precision``/``scale`` only for decimal, ``timezone`` for timestamp."""
+    """One declared column. ``precision``/``scale`` only for decimal, ``timezone`` for timestamp.
+    ``source``: the source column's name as written, when it is not ``name`` (a rename)."""
 
     name: str
     type: LogicalType
@@ -46,6 +47,7 @@ class ColumnSpec:
     precision: int | None = None
     scale: int | None = None
     timezone: bool | None = None
+    source: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"type": self.type, "nullable": self.nullable}
@@ -55,6 +57,8 @@ class ColumnSpec:
             doc["scale"] = self.scale
         if self.timezone is not None:
             doc["timezone"] = self.timezone
+        if self.source is not None:
+            doc["source"] = self.source
         return doc
 
 

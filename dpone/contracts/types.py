@@ -105,7 +105,7 @@ def type_label(col: ColumnSpec) -> str:
 
 
 def sink_field(col: ColumnSpec, *, nullable: bool | None = None) -> pa.Field:
-    """The sink field of ``col``; ``nullable`` overrides the declared nullability (warn mode)."""
+    """The sink field of ``col``; ``nullable`` overrides the declared nullability."""
     return pa.field(
         col.name,
         arrow_type(col),
@@ -117,10 +117,10 @@ def sink_field(col: ColumnSpec, *, nullable: bool | None = None) -> pa.Field:
 def sink_schema(contract: ContractSpec) -> pa.Schema:
     """The Arrow schema of the declared columns as the sink stores them.
 
-    Under ``warn`` every column is nullable: a value that does not fit loads as NULL.
+    Every mode keeps the declared nullability: under ``warn`` a value that does not fit loads
+    as NULL only where the column allows it; elsewhere its row is rejected.
     """
-    warn = contract.enforcement == "warn"
-    return pa.schema([sink_field(c, nullable=True if warn else None) for c in contract.columns])
+    return pa.schema([sink_field(c) for c in contract.columns])
 
 
 def spec_from_arrow(

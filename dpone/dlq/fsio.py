@@ -95,7 +95,7 @@ def open_root(path: Path, *, create: bool, missing: type[DlqError] | None = None
     where = str(path)
     with os_errors("open the DLQ root", where, missing=missing):
         if create:
-            path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+            durable.make_dirs(path)  # every folder it creates 0750, not only the last
         return os.open(path, _DIR_FLAGS)
 
 

@@ -172,11 +172,18 @@ class DlqStore:
         clock: Clock | None = None,
         environment: str = "dev",
         require_signature: bool | None = None,
+        anchor: str | os.PathLike[str] | None = None,
     ) -> None:
         self.root = Path(root)
         # Whether an index this store acts on must carry a signature that verifies: by
         # default whenever a signing key is configured (``--allow-unsigned`` sets False).
         self.require_signature = require_signature
+        # The folders from ``anchor`` (the work dir, for the default <work_dir>/dlq) down to
+        # the root are dpone's own: reached without following links, like everything below
+        # the root. Without an anchor the root is the user's choice and may be a link.
+        top = Path(anchor) if anchor is not None else self.root
+        self._root_parts = durable.parts_below(top, self.root)
+        self._anchor = top if self._root_parts else self.root
         self.policy = policy if policy is not None else DlqPolicy(directory=str(self.root))
         if self.policy.pii_policy not in PII_POLICIES:
             raise DlqPolicyInvalid("dlq.pii_policy must be reference_only, masked or preserve")
@@ -215,8 +222,15 @@ class DlqStore:
     ) -> Iterator[int]:
         """A descriptor of folder ``root/parts...``, reached without following symlinks."""
         with ExitStack() as stack:
-            fd = fsio.open_root(self.root, create=create, missing=missing)
+            fd = fsio.open_root(self._anchor, create=create, missing=missing)
             stack.callback(os.close, fd)
+            for i, part in enumerate(self._root_parts):
+                where = "/".join(self._root_parts[: i + 1])
+                child, created = fsio.open_dir(fd, part, where, create=create, missing=missing)
+                stack.callback(os.close, child)
+                if created:
+                    fsio.fsync_fd(fd, where)
+                fd = child
             where = ""
             for part in parts:
                 parent_where = where or "."

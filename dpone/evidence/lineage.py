@@ -12,12 +12,13 @@ absolute path.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dpone import __version__
+from dpone import __version__, durable
 from dpone.assertions.spec import AssertionVerdict
 from dpone.ids import ulid_to_uuid
 
@@ -94,7 +95,10 @@ class LineageEmitter:
         transport: Transport
         if transport_cfg["type"] == "file":
             path = base_dir / transport_cfg["log_file_path"]
-            path.parent.mkdir(parents=True, exist_ok=True)
+            durable.make_dirs(path.parent)
+            # The client appends with the default mode (0666 minus the umask); created here
+            # first, the log gets dpone's own 0640 like every other file it writes.
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, durable.FILE_MODE))
             transport = FileTransport(FileConfig(log_file_path=str(path), append=True))
         else:
             transport = ConsoleTransport(ConsoleConfig())

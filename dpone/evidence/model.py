@@ -31,9 +31,11 @@ class Summary:
     rows_warned: int = 0
     rows_skipped: int = 0
     chunks: int = 0
+    #: bad rows kept out of the load with no DLQ record (``dlq.enabled: false``)
+    rows_dropped: int = 0
 
     def to_json(self) -> dict[str, int]:
-        return {
+        doc = {
             "rows_read": self.rows_read,
             "rows_loaded": self.rows_loaded,
             "rows_quarantined": self.rows_quarantined,
@@ -41,6 +43,9 @@ class Summary:
             "rows_skipped": self.rows_skipped,
             "chunks": self.chunks,
         }
+        if self.rows_dropped:  # only with dlq.enabled false, and then only when rows were rejected
+            doc["rows_dropped"] = self.rows_dropped
+        return doc
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +131,8 @@ class Evidence:
     #: ``engine: dask`` only (SPEC §12): per-partition counts, and why the source ran as one
     #: partition when it did
     scale_out: Mapping[str, Any] | None = None
+    #: a strict contract failure's first failing rows, by record_ref (never values)
+    failure_record_refs: tuple[str, ...] = ()
     #: the run report's hints (``dpone.run.v1`` ``hints``), when it has any
     hints: tuple[Mapping[str, Any], ...] = ()
 
@@ -138,7 +145,9 @@ class Evidence:
         """Independent of execution: a run that lost its sink can still hold clean data."""
         if self.quality_failure or any(a.verdict == "failed" for a in self.assertions):
             return "failed_quality_gate"
-        if self.summary.rows_quarantined or self.dlq.record_count:
+        # Rows kept out of the load (dead-lettered, or counted only without a DLQ): coerce's
+        # rejects read as quarantine's, the state being held is the evidence's `state`.
+        if self.summary.rows_quarantined or self.dlq.record_count or self.summary.rows_dropped:
             return "passed_with_quarantine"
         if self.summary.rows_warned or any(a.verdict == "warned" for a in self.assertions):
             return "passed_with_warnings"
@@ -148,6 +157,8 @@ class Evidence:
         doc = self._doc()
         if self.scale_out is not None:
             doc["scale_out"] = dict(self.scale_out)
+        if self.failure_record_refs:
+            doc["failure_record_refs"] = list(self.failure_record_refs)
         if self.hints:
             doc["hints"] = [dict(h) for h in self.hints]
         return doc

@@ -6,6 +6,7 @@ The bundle never holds absolute paths: ``dlq.index_ref`` is relative to the bund
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import orjson
 
 from dpone import signing
 from dpone.canonical import with_checksum
-from dpone.durable import create_only
+from dpone.durable import create_only, read_below
 from dpone.errors import DponeError
 from dpone.evidence.model import Evidence
 
@@ -34,24 +35,35 @@ def write_evidence(output_dir: Path, evidence: Evidence) -> Path:
     return publish_evidence_doc(output_dir, evidence.to_json())
 
 
-def publish_evidence_doc(output_dir: Path, doc: dict[str, Any], *, exist_ok: bool = False) -> Path:
+def publish_evidence_doc(
+    output_dir: Path,
+    doc: dict[str, Any],
+    *,
+    exist_ok: bool = False,
+    anchor: Path | None = None,
+) -> Path:
     """Publish an evidence document (checksummed here). ``exist_ok``: an identical bundle
-    already published is fine (recovery republishing what a dead run prepared)."""
+    already published is fine (recovery republishing what a dead run prepared).
+
+    ``anchor`` is the user's folder (the work dir, or ``output_dir`` itself when it is not
+    below the work dir): every folder below it is reached without following links."""
+    anchor = anchor if anchor is not None else output_dir
     folder = bundle_dir(output_dir, doc["pipeline"], doc["run_id"])
     sealed = signing.sign(with_checksum(doc))
     path = folder / EVIDENCE_FILE
     data = orjson.dumps(sealed, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
     try:
-        create_only(path, data)
+        create_only(path, data, anchor=anchor)
     except FileExistsError:
-        if not (exist_ok and path.read_bytes() == data):
+        held = read_below(anchor, path, len(data))
+        if not (exist_ok and held == data):
             raise EvidenceExists(
                 f"evidence for run {doc['run_id']} already exists; evidence is never overwritten",
                 fixes=("use a new --run-id",),
             ) from None
     md = path.with_suffix(".md")
-    if not md.exists():
-        create_only(md, render_markdown(sealed).encode())
+    with contextlib.suppress(FileExistsError):  # published by a run that died after it
+        create_only(md, render_markdown(sealed).encode(), anchor=anchor)
     return path
 
 

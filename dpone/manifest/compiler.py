@@ -18,7 +18,7 @@ from dpone.assertions.catalog import AssertionTypeInfo, Registered
 from dpone.assertions.spec import AssertionSpec
 from dpone.contracts.spec import ContractSpec, EvolutionSpec, TypeInferenceSpec
 from dpone.dlq.policy import DlqPolicy
-from dpone.errors import ManifestError
+from dpone.errors import ErrorDetail, ManifestError
 from dpone.manifest import dltblocks, passes
 from dpone.manifest.loader import LoadedManifest, join_pointer, load_manifest, parse_manifest
 from dpone.manifest.plan import (
@@ -30,6 +30,8 @@ from dpone.manifest.plan import (
     SourcePlan,
     StrategyPlan,
 )
+from dpone.manifest.predicates import check_predicates
+from dpone.manifest.salvage import salvaged
 from dpone.manifest.specs import (
     DltSourceSpec,
     SinkPlace,
@@ -38,7 +40,7 @@ from dpone.manifest.specs import (
     sink_spec,
     source_spec,
 )
-from dpone.manifest.validate import schema_errors
+from dpone.manifest.validate import invalid_pointers, schema_errors
 
 
 def fingerprint_of(document: Mapping[str, Any]) -> str:
@@ -84,23 +86,51 @@ def compile_loaded(
     assertion_types: Mapping[str, AssertionTypeInfo] | None = None,
     allow_any_import: bool = False,
 ) -> Plan:
-    errors = schema_errors(manifest)
-    if errors:
-        raise ManifestError.collect(errors, manifest.display_path)
-    ctx = passes.CompileContext(manifest, assertion_types or Registered(), allow_any_import)
+    # Every error at once (SPEC §2): after schema errors the passes still run on the parts
+    # of the document the errors leave readable (dpone.manifest.salvage).
+    stages: list[list[ErrorDetail]] = [schema_errors(manifest)]
     document: dict[str, Any] = manifest.document
-    for compile_pass in passes.PASSES:
-        result = compile_pass(document, ctx)
-        if isinstance(result, list):
-            raise ManifestError.collect(result, manifest.display_path)
-        document = result
-    plan = build_plan(document, manifest)
+    invalid: frozenset[str] = frozenset()
+    if stages[0]:
+        refused, unknown = invalid_pointers(manifest)
+        invalid = frozenset(refused)
+        salvage = salvaged(manifest.document, refused | unknown)
+        if salvage is None:  # the document itself is refused: nothing of it is readable
+            raise ManifestError.collect(stages[0], manifest.display_path)
+        document = salvage
+    ctx = passes.CompileContext(
+        manifest, assertion_types or Registered(), allow_any_import, invalid
+    )
+    try:
+        for compile_pass in passes.PASSES:
+            result = compile_pass(document, ctx)
+            if isinstance(result, list):
+                stages.append(result)
+                break
+            document = result
+    except (KeyError, TypeError, AttributeError, ValueError, IndexError):
+        if not invalid:
+            raise
+        # A salvaged document a transforming pass cannot read: its schema errors say why.
     # Not a pure pass: predicate modules are found and parsed (never imported) to prove
     # they resolve.
-    problems = passes.check_predicates(plan, ctx) + dltblocks.check_installed(document, ctx)
+    stages.append(passes.guarded(check_predicates, document, ctx))
+    stages.append(passes.guarded(dltblocks.check_installed, document, ctx))
+    problems = _once(stages)
     if problems:
         raise ManifestError.collect(problems, manifest.display_path)
-    return plan
+    return build_plan(document, manifest)
+
+
+def _once(stages: list[list[ErrorDetail]]) -> list[ErrorDetail]:
+    """The stages' errors in position order, a pointer that an earlier stage reported
+    already left out (a value the schema refused is not reported again by a later pass)."""
+    seen: set[str | None] = set()
+    found: list[ErrorDetail] = []
+    for errors in stages:
+        found += [e for e in errors if e.pointer not in seen]
+        seen.update(e.pointer for e in errors)
+    return sorted(found, key=lambda e: (e.line or 0, e.column or 0, e.code))
 
 
 def build_plan(doc: dict[str, Any], manifest: LoadedManifest) -> Plan:
@@ -128,6 +158,7 @@ def build_plan(doc: dict[str, Any], manifest: LoadedManifest) -> Plan:
         runtime=RuntimePlan(
             work_dir=resolve_under(base, runtime["work_dir"]),
             chunk_size=runtime["chunk_size"],
+            max_columns=runtime["max_columns"],
             engine=runtime["engine"],
             dask=DaskPlan(
                 address=runtime["dask"].get("address"),
@@ -135,7 +166,7 @@ def build_plan(doc: dict[str, Any], manifest: LoadedManifest) -> Plan:
                 memory_limit=runtime["dask"].get("memory_limit"),
             ),
         ),
-        source=SourcePlan(spec=_source_spec(doc["source"], base, contract)),
+        source=SourcePlan(spec=_source_spec(doc["source"], base, contract, runtime["max_columns"])),
         sink=SinkPlan(
             spec=sink_spec(
                 sink, SinkPlace(base, doc["name"], resolve_under(base, runtime["work_dir"]))
@@ -187,10 +218,13 @@ def _quality(doc: dict[str, Any]) -> QualityPlan:
     return QualityPlan(on_failure=default, assertions=tuple(specs))
 
 
-def _source_spec(section: dict[str, Any], base: Path, contract: ContractSpec) -> SourceSpec:
+def _source_spec(
+    section: dict[str, Any], base: Path, contract: ContractSpec, max_columns: int
+) -> SourceSpec:
     """The source's spec; a dlt source also gets the contract's cursor column (its type
-    turns the committed cursor into dlt's incremental start value)."""
-    spec = source_spec(section, base)
+    turns the committed cursor into dlt's incremental start value), a file source the
+    column cap (its reader stops at a header that wide, before parsing any row)."""
+    spec = source_spec(section, base, max_columns=max_columns)
     if isinstance(spec, DltSourceSpec) and spec.incremental is not None:
         spec = dataclasses.replace(spec, cursor=contract.column(spec.incremental.cursor_column))
     return spec

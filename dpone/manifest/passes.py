@@ -1,11 +1,14 @@
-"""The compiler's ordered, pure passes over a schema-valid manifest document.
+"""The compiler's ordered, pure passes over a manifest document: schema-valid, or what its
+schema errors leave readable (``dpone.manifest.salvage``; ``STATIC_INPUTS`` says which checks
+still run then).
 
 Size (over 500 lines): one short function per pass; they form one ordered list and read top to
 bottom.
 
 Each pass takes the document and the compile context and returns a richer document or a
 list of errors (sqlglot's optimizer RULES are the model). The runner in ``compiler.py``
-stops at the first pass that reports errors: later passes may rely on earlier ones.
+stops at the first pass that reports errors: later passes may rely on earlier ones (the
+static checks form one pass, every one of them reported at once).
 No pass touches files or the environment.
 """
 
@@ -21,9 +24,11 @@ from dpone.contracts.spec import ColumnSpec
 from dpone.dlq import policy as dlq_limits
 from dpone.errors import ErrorDetail
 from dpone.manifest import defaults, dltblocks, paths, storage
+from dpone.manifest.colnames import check_column_names
 from dpone.manifest.dltsink import check_dlt_sink
 from dpone.manifest.engine_checks import check_engine
 from dpone.manifest.loader import LoadedManifest, join_pointer
+from dpone.manifest.salvage import touches
 from dpone.manifest.secrets import inline_secret, malformed_reference
 from dpone.manifest.validate import MANIFEST_SCHEMA, locate
 from dpone.published import load_schema, validator
@@ -42,6 +47,9 @@ class CompileContext:
     manifest: LoadedManifest
     assertion_types: Mapping[str, AssertionTypeInfo]
     allow_any_import: bool = False
+    #: pointers of values the schema refused (or required keys missing): the passes run on
+    #: the rest of the document (``dpone.manifest.salvage``)
+    invalid: frozenset[str] = frozenset()
 
     def error(
         self,
@@ -112,7 +120,10 @@ def check_static(doc: Document, ctx: CompileContext) -> PassResult:
     """The checks of SPEC §2 that the schema cannot express; every one reported at once."""
     errors: list[ErrorDetail] = []
     for check in STATIC_CHECKS:
-        errors.extend(check(doc, ctx))
+        if not ctx.invalid:
+            errors.extend(check(doc, ctx))
+        elif not touches(ctx.invalid, STATIC_INPUTS[check]):
+            errors.extend(guarded(check, doc, ctx))
     errors.sort(key=lambda e: (e.line or 0, e.column or 0, e.code))
     return errors or doc
 
@@ -144,6 +155,23 @@ def check_strategy(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
                 fixes=("add `unique_key: [id]` (the columns that identify a row)",),
             )
         )
+    if strategy["mode"] == "append" and _enforcement(doc) == "coerce":
+        # coerce holds the state when it rejects rows, so the next run reads the same rows
+        # again: every source dpone reads gives them again, and append would load each row
+        # that loaded this time a second time (SPEC §3).
+        errors.append(
+            ctx.error(
+                "DPONE_MANIFEST_COERCE_APPEND",
+                "enforcement coerce re-reads every row after a run that rejected one (the "
+                "state is held), so strategy mode append would load rows twice",
+                f"{SINK}/strategy/mode",
+                fixes=(
+                    "use `mode: merge` with a `unique_key`: a re-read row replaces itself",
+                    "or use enforcement: quarantine: the state advances and the rejected rows "
+                    "wait in the DLQ",
+                ),
+            )
+        )
     columns = _contract_columns(doc)
     if columns:
         for i, column in enumerate(unique_key):
@@ -157,6 +185,10 @@ def check_strategy(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
                     )
                 )
     return errors
+
+
+def _enforcement(doc: Document) -> str:
+    return str(doc["sink"]["options"]["schema_contract"]["enforcement"])
 
 
 def check_contract(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
@@ -243,7 +275,8 @@ def _dead_letter_uses(doc: Document) -> list[tuple[str, str]]:
     if contract["enforcement"] == "quarantine":
         uses.append(("enforcement quarantine", "or choose another enforcement mode"))
     elif contract["enforcement"] == "warn":
-        # strict/coerce fail the run on any rejected row; warn loads NULL but these reject.
+        # warn loads NULL but these ask for the DLQ by name. (strict fails on a rejected row;
+        # coerce's rejects, and warn's NOT NULL ones, are counted when the DLQ is disabled.)
         if options["type_inference"]["conflict_policy"] == "quarantine":
             uses.append(("type_inference.conflict_policy quarantine", "or use fail"))
         if "discard_row" in contract["evolution"].values():
@@ -518,6 +551,7 @@ STATIC_CHECKS: tuple[Check, ...] = (
     check_strategy,
     check_dlt_sink,
     check_contract,
+    check_column_names,
     check_dlq,
     check_incremental,
     check_secrets,
@@ -525,6 +559,41 @@ STATIC_CHECKS: tuple[Check, ...] = (
     check_assertions,
     check_engine,
 )
+
+#: What each check reads (JSON pointers): it runs after schema errors only when none of them
+#: lies in or above these; () = any salvaged document (it walks every value it meets).
+STATIC_INPUTS: dict[Check, tuple[str, ...]] = {
+    check_source: ("/source",),
+    storage.check_storage: ("/source",),
+    paths.check_nul_bytes: (),
+    paths.check_dlq_directory: ("/runtime/work_dir", DLQ, "/sink/options/runtime_evidence"),
+    check_strategy: ("/sink/strategy", f"{CONTRACT}/columns"),
+    check_dlt_sink: ("/sink",),
+    check_contract: (CONTRACT,),
+    check_column_names: (f"{CONTRACT}/columns", "/source"),
+    check_dlq: ("/sink/options", ASSERTIONS, "/environment"),
+    check_incremental: ("/source/incremental", f"{CONTRACT}/columns"),
+    check_secrets: (),
+    dltblocks.check_dlt_source: ("/source",),
+    check_assertions: (ASSERTIONS, f"{CONTRACT}/columns"),
+    check_engine: (
+        "/source/partitions",
+        "/source/partition_column",
+        "/runtime/engine",
+        f"{ASSERTIONS}/unique_columns",
+    ),
+}
+
+
+def guarded(check: Check, doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
+    """``check`` over a salvaged document: one that trips over a part the salvage removed
+    (a required key of a section it does not name) reports nothing rather than crash; the
+    schema error about that part is reported already."""
+    try:
+        return check(doc, ctx)
+    except (KeyError, TypeError, AttributeError, ValueError, IndexError):
+        return []
+
 
 Pass = Callable[[Document, CompileContext], PassResult]
 
@@ -537,32 +606,6 @@ PASSES: tuple[Pass, ...] = (
 )
 
 
-def check_predicates(plan: Any, ctx: CompileContext) -> list[ErrorDetail]:
-    """Every custom predicate is found and defined, by reading its source: never imported.
-
-    Validating a manifest (a pull request in CI) must not run the code it names.
-    """
-    customs = [spec for spec in plan.quality.assertions if spec.type == "custom"]
-    if not customs:
-        return []  # without importing the locator (and importlib.metadata with it)
-    from dpone.assertions.locate import check_reference
-
-    errors = []
-    for spec in customs:
-        problem = check_reference(
-            str(spec.params["predicate"]),
-            plan.manifest_dir,
-            allow_any_import=ctx.allow_any_import,
-        )
-        if problem is not None:
-            errors.append(
-                ctx.error(
-                    problem.code, problem.message, f"{spec.pointer}/predicate", fixes=problem.fixes
-                )
-            )
-    return errors
-
-
 def column_specs(doc: Document) -> tuple[ColumnSpec, ...]:
     return tuple(
         ColumnSpec(
@@ -572,6 +615,7 @@ def column_specs(doc: Document) -> tuple[ColumnSpec, ...]:
             precision=spec.get("precision"),
             scale=spec.get("scale"),
             timezone=spec.get("timezone"),
+            source=spec.get("source"),
         )
         for name, spec in _contract_columns(doc).items()
     )

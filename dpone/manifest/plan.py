@@ -109,6 +109,8 @@ class RuntimePlan:
     chunk_size: int
     engine: Literal["local", "dask"]
     dask: DaskPlan
+    #: the most columns a source batch may have (``DPONE_SOURCE_TOO_MANY_COLUMNS``)
+    max_columns: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,8 +29,12 @@ Section = Mapping[str, Any]
 
 
 def resolve_under(base: Path, text: str) -> Path:
-    """A path as written in the manifest, resolved against the manifest's folder."""
-    return (base / Path(text).expanduser()).resolve(strict=False)
+    """A path as written in the manifest, joined to the manifest's folder and normalized
+    lexically: a link in it is not resolved here. The folder the manifest names (the work dir,
+    a sink folder) may be a link, followed when it is opened; a link *below* it, where dpone
+    keeps a folder of its own (``<work_dir>/dlq``), must stay visible to be refused
+    (:func:`dpone.durable.open_below`), not be resolved away at compile time."""
+    return Path(os.path.normpath(base / Path(text).expanduser()))
 
 
 def display_path(path: Path, base: Path) -> str:
@@ -134,6 +138,8 @@ class FileSourceSpec:
     jsonl: JsonlOptions
     storage: StorageOptions | None
     incremental: IncrementalPlan | None
+    #: ``runtime.max_columns``: the reader stops at a header (or JSON objects) wider than this
+    max_columns: int
 
     @property
     def secrets(self) -> tuple[SecretRef, ...]:
@@ -247,7 +253,14 @@ def _incremental(section: Section) -> IncrementalPlan | None:
     return IncrementalPlan(found["cursor_column"], found["initial_value"])
 
 
-def _file_source(section: Section, base: Path) -> FileSourceSpec:
+#: ``runtime.max_columns`` when a source section is built on its own (the schema's default;
+#: a test holds them equal). The compiler always passes the manifest's value.
+DEFAULT_MAX_COLUMNS = 10_000
+
+
+def _file_source(
+    section: Section, base: Path, max_columns: int = DEFAULT_MAX_COLUMNS
+) -> FileSourceSpec:
     options = section["options"]
     csv = options["csv"]
     return FileSourceSpec(
@@ -266,6 +279,7 @@ def _file_source(section: Section, base: Path) -> FileSourceSpec:
         jsonl=JsonlOptions(encoding=options["jsonl"]["encoding"]),
         storage=_storage(options.get("storage")),
         incremental=_incremental(section),
+        max_columns=max_columns,
     )
 
 
@@ -363,8 +377,13 @@ SOURCE_SPECS: dict[str, Callable[[Section, Path], SourceSpec]] = {
 }
 
 
-def source_spec(section: Section, base: Path) -> SourceSpec:
-    """The spec of a normalized ``source`` section; relative paths resolve under ``base``."""
+def source_spec(
+    section: Section, base: Path, *, max_columns: int = DEFAULT_MAX_COLUMNS
+) -> SourceSpec:
+    """The spec of a normalized ``source`` section; relative paths resolve under ``base``;
+    ``max_columns`` is ``runtime.max_columns`` (a file source's reader applies it)."""
+    if section["type"] == "file":
+        return _file_source(section, base, max_columns)
     return SOURCE_SPECS[section["type"]](section, base)
 
 

@@ -296,3 +296,31 @@ def schema_errors(manifest: LoadedManifest) -> list[ErrorDetail]:
                 found.append(d)
     found.sort(key=lambda d: (d.line or 0, d.column or 0, d.code))
     return found
+
+
+def invalid_pointers(manifest: LoadedManifest) -> tuple[set[str], set[str]]:
+    """Where the schema errors are, for the passes that still run after them
+    (:mod:`dpone.manifest.salvage`): ``(invalid, unknown)``.
+
+    ``invalid`` are values the schema refuses and keys it requires that are missing (their
+    would-be pointer); ``unknown`` are keys it does not know, which can simply be dropped.
+    """
+    invalid: set[str] = set()
+    unknown: set[str] = set()
+    for error in validator(MANIFEST_SCHEMA).iter_errors(manifest.document):
+        error = _leaf(error)
+        pointer = pointer_of(error.absolute_path)
+        keyword = str(error.validator)
+        if keyword in ("additionalProperties", "unevaluatedProperties"):
+            known = _known_properties(error.schema, error.instance)
+            unknown.update(
+                join_pointer(pointer, k) for k in _unexpected_keys(error) if k not in known
+            )
+        elif keyword == "required":
+            present = error.instance if isinstance(error.instance, dict) else {}
+            invalid.update(
+                join_pointer(pointer, k) for k in error.validator_value if k not in present
+            )
+        else:
+            invalid.add(pointer)
+    return invalid, unknown

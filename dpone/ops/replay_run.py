@@ -75,6 +75,7 @@ from dpone.ops.replay import (
 )
 from dpone.ops.replay_executor import ReplayResult, Resolution, execute
 from dpone.runtime import wiring
+from dpone.runtime.names import SourceNames
 
 log = get_logger("dpone.replay")
 
@@ -166,6 +167,8 @@ class FileRowResolver:
         self.identity = resolver_identity(manifest, source.identity)
         self._target = target
         self._unique_key = unique_key
+        # The rows come back named as the run named them (a ``source:`` rename, ``""``).
+        self._names = SourceNames.of(manifest)
 
     def resolve(self, records: Sequence[DlqRecord]) -> Resolution:
         """Check every file's SHA-256, then read, enforce, assert and fit every wanted row."""
@@ -175,6 +178,8 @@ class FileRowResolver:
         for path, (sha, _) in sorted(files.items()):
             self._check_file(path, sha)
         existing = self._target.existing_schema()
+        if existing is not None and self.manifest.sink.type != "dlt":
+            self._names.against(existing.names)
         enforcer = wiring.enforcer(self.manifest)
         engine = wiring.assertion_engine(self.manifest)
         judged = _Judged([], [], {})
@@ -278,7 +283,8 @@ class FileRowResolver:
         pieces: list[tuple[pa.RecordBatch, list[str]]] = []
         i = 0
         chunk_size = self.manifest.runtime.chunk_size
-        for chunk in self.source.read_file(partition, self.source.resolve(partition), chunk_size):
+        for read in self.source.read_file(partition, self.source.resolve(partition), chunk_size):
+            chunk = self._names.chunk(read)
             if chunk.file_sha256 != sha:
                 raise ReplaySourceChanged(f"{partition} changed while it was read", path=partition)
             end = chunk.first_row + chunk.num_rows

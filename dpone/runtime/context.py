@@ -2,7 +2,7 @@
 
 Both are frozen: the run's identity, paths and options never change while it runs, so every
 part of the run (the stream, the DLQ pipe, recovery, the outcome) may read them from any
-thread. The one mutable helper a context carries, :class:`~dpone.runtime.labels.ColumnLabels`,
+thread. The one mutable helper a context carries, :class:`~dpone.runtime.names.SourceNames`,
 is used by the run's main thread only.
 """
 
@@ -22,7 +22,7 @@ from dpone.errors import ConfigError, UsageError
 from dpone.ids import UlidSequence, is_identifier
 from dpone.manifest.plan import Plan
 from dpone.runtime.interrupts import InterruptWatch
-from dpone.runtime.labels import ColumnLabels
+from dpone.runtime.names import SourceNames
 from dpone.runtime.report import RowCounts
 from dpone.runtime.wiring import Paths
 
@@ -61,8 +61,8 @@ class RunContext:
     #: ``time.perf_counter()`` at the start, for the run's duration
     started: float
     paths: Paths
-    #: how artifacts name columns (undeclared ones by position unless pii_policy preserve)
-    labels: ColumnLabels
+    #: how the run names the source's columns (as written, under one rule)
+    names: SourceNames
     interrupts: InterruptWatch
     #: whether the run starts and stops ``interrupts`` itself
     owns_watch: bool
@@ -70,10 +70,14 @@ class RunContext:
     @classmethod
     def start(cls, plan: Plan, options: RunOptions) -> RunContext:
         # Run ids and pipeline names become folder names (evidence, DLQ, staging): checked
-        # whole, before anything is written anywhere.
-        if options.run_id is not None and not is_identifier(options.run_id):
+        # whole, before anything is written anywhere. A leading '-' is refused too: such an
+        # id, as a folder name, reads as an option to any shell tool an operator runs on it.
+        if options.run_id is not None and (
+            not is_identifier(options.run_id) or options.run_id.startswith("-")
+        ):
             raise UsageError(
-                "--run-id must be 1 to 128 characters of [A-Za-z0-9._-], not starting with '.'",
+                "--run-id must be 1 to 128 characters of [A-Za-z0-9._-], not starting with "
+                "'.' or '-'",
                 fixes=("use a run id such as nightly-2026-01-31, or leave it out for a ULID",),
             )
         if not _PIPELINE_NAME.fullmatch(plan.name):
@@ -93,9 +97,7 @@ class RunContext:
             started_at=iso_utc(clock()),
             started=started,
             paths=Paths.of(plan),
-            labels=ColumnLabels(
-                (c.name for c in plan.sink.contract.columns), plan.sink.dlq.pii_policy
-            ),
+            names=SourceNames.of(plan),
             interrupts=options.interrupts or InterruptWatch(),
             # An unstarted watch never reports a signal: with watch_signals off, check() is a
             # no-op.

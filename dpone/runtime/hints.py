@@ -13,7 +13,6 @@ value is kept, logged or written.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -85,10 +84,8 @@ class HintTally:
                 failed = convert(values, cp.spec, lenient=True, fast_path=False).failed
                 entry.repairable += len(values) - (0 if failed is None else failed.true_count)
 
-    def hints(
-        self, label: Callable[[str], str], *, read: int, loaded: int, quarantined: int
-    ) -> tuple[Hint, ...]:
-        """The hints of the run so far; ``label`` names a column as artifacts may show it."""
+    def hints(self, *, read: int, loaded: int, quarantined: int) -> tuple[Hint, ...]:
+        """The hints of the run so far."""
         found: list[Hint] = []
         if read and not loaded and quarantined:
             found.append(
@@ -99,9 +96,8 @@ class HintTally:
                     rows=read,
                 )
             )
-        for name, entry in sorted(self._columns.items()):
-            column = label(name)
-            if self.rows and entry.rows >= self.rows and name != "*":
+        for column, entry in sorted(self._columns.items()):
+            if self.rows and entry.rows >= self.rows and column != "*":
                 found.append(
                     Hint(
                         "column_all_rejected",

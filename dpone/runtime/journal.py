@@ -2,7 +2,11 @@
 
 - ``<name>.lock``: an exclusive ``flock`` for the whole run; a second run of the same
   pipeline is refused at once (``DPONE_PIPELINE_LOCKED``) instead of interleaving writes.
-  The kernel drops the lock when the holder dies, even by SIGKILL.
+  The kernel drops the lock when the holder dies, even by SIGKILL. The lock file is opened
+  ``O_NOFOLLOW`` in ``runs/`` (itself reached without following links, see
+  :func:`dpone.durable.open_below`), and after ``flock`` its name must still be the locked
+  file: a lock file unlinked or replaced under a holder would otherwise let a second run
+  lock a fresh file and run alongside (the DLQ writer lock checks the same way).
 - ``<name>.journal.json``: which run is in flight (run id, load id, DLQ run), written
   durably before anything else; the next run reads it to recover a run that died.
 
@@ -18,6 +22,7 @@ sign and publish whatever evidence an edited journal holds.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 from dataclasses import dataclass
@@ -26,23 +31,32 @@ from typing import Any, Literal
 
 import orjson
 
-from dpone import signing
+from dpone import durable, signing
 from dpone.canonical import verify_checksum, with_checksum
-from dpone.durable import replace_atomic
-from dpone.errors import DponeError
+from dpone.errors import DponeError, PathIsSymlink, Stage
 from dpone.ids import is_identifier
 from dpone.published import schema_errors
 
 JOURNAL_SCHEMA = "dpone.run-journal.v1"
 EVIDENCE_SCHEMA = "dpone.data_contract_evidence.v1"
 MAX_JOURNAL_BYTES = 64 * 1024 * 1024
+#: How often a lock whose file was swapped under us is retried before the run is refused.
+_LOCK_ATTEMPTS = 5
 
 JournalPhase = Literal["running", "finished", "failed", "recovered"]
 
 
 class PipelineLocked(DponeError):
     code = "DPONE_PIPELINE_LOCKED"
-    stage = "preflight"
+    stage: Stage = "preflight"
+
+
+class PipelineLockLost(PipelineLocked):
+    """The run's lock file was unlinked or replaced while the run held it: another run of the
+    pipeline may have locked a fresh file and be under way, so this one must not commit."""
+
+    code = "DPONE_PIPELINE_LOCK_LOST"
+    stage = "runtime"
 
 
 class JournalInvalid(DponeError):
@@ -78,24 +92,60 @@ class JournalEntry:
 
 
 class RunJournal:
-    def __init__(self, runs_dir: Path, pipeline: str) -> None:
+    def __init__(self, runs_dir: Path, pipeline: str, *, anchor: Path | None = None) -> None:
         self.runs_dir = runs_dir
         self.pipeline = pipeline
         self.path = runs_dir / f"{pipeline}.journal.json"
+        #: the user's folder above ``runs/`` (the work dir): followed; nothing below it is
+        self.anchor = anchor if anchor is not None else runs_dir.parent
         self._lock_fd: int | None = None
 
     def lock(self) -> None:
-        self.runs_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.runs_dir / f"{self.pipeline}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        name = f"{self.pipeline}.lock"
+        runs_fd = durable.open_below(self.anchor, self.runs_dir, create=True)
+        assert runs_fd is not None  # created
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise PipelineLocked(
-                f"another run of pipeline '{self.pipeline}' is in progress",
-                fixes=("wait for it to finish; runs of one pipeline never overlap",),
-            ) from None
-        self._lock_fd = fd
+            for _ in range(_LOCK_ATTEMPTS):
+                fd = self._open_lock(runs_fd, name)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    raise self._locked() from None
+                if _still_named(fd, runs_fd, name):
+                    self._lock_fd = fd
+                    return
+                # The name no longer leads to the file we locked (unlinked or replaced while
+                # we opened it): that lock guards nothing. Drop it and lock the current file.
+                os.close(fd)
+            raise self._locked()
+        finally:
+            os.close(runs_fd)
+
+    def _open_lock(self, runs_fd: int, name: str) -> int:
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+        try:
+            return os.open(name, flags, durable.FILE_MODE, dir_fd=runs_fd)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
+                raise durable.symlink_refused(f"runs/{name}") from None
+            raise
+
+    def _locked(self) -> PipelineLocked:
+        return PipelineLocked(
+            f"another run of pipeline '{self.pipeline}' is in progress",
+            fixes=("wait for it to finish; runs of one pipeline never overlap",),
+        )
+
+    def _still_locked(self) -> bool:
+        assert self._lock_fd is not None
+        runs_fd = durable.open_below(self.anchor, self.runs_dir, create=False)
+        if runs_fd is None:
+            return False
+        try:
+            return _still_named(self._lock_fd, runs_fd, f"{self.pipeline}.lock")
+        finally:
+            os.close(runs_fd)
 
     def unlock(self) -> None:
         if self._lock_fd is not None:
@@ -106,14 +156,13 @@ class RunJournal:
     def read(self) -> JournalEntry | None:
         """The journal's entry, checked; None when the pipeline never ran."""
         try:
-            if self.path.is_symlink():
-                raise self._invalid("is a symbolic link")
-            with self.path.open("rb") as handle:
-                raw = handle.read(MAX_JOURNAL_BYTES + 1)
-        except FileNotFoundError:
+            raw = durable.read_below(self.anchor, self.path, MAX_JOURNAL_BYTES)
+        except PathIsSymlink as exc:
+            if exc.path == "runs":
+                raise  # the folder, not the journal: refused as such
+            raise self._invalid("is a symbolic link or not a file") from None
+        if raw is None:
             return None
-        except IsADirectoryError:
-            raise self._invalid("is not a file") from None
         if len(raw) > MAX_JOURNAL_BYTES:
             raise self._invalid("is larger than any journal dpone writes")
         try:
@@ -171,5 +220,35 @@ class RunJournal:
         )
 
     def write(self, entry: JournalEntry) -> None:
+        """Replace the journal. While this object holds the lock, the lock file must still be
+        the locked one: every journal write checks it, the last just before the sink commit,
+        so a run whose lock was taken from under it stops before committing. Any later entry
+        (``failed``, or ``finished`` after a commit) is then not written at all: the journal
+        may be the other run's now, and a ``running`` one left behind is recovered (its
+        evidence republished identically) by the next run."""
+        if self._lock_fd is not None and not self._still_locked():
+            if entry.phase != "running":
+                return
+            raise PipelineLockLost(
+                f"the lock file runs/{self.pipeline}.lock was removed or replaced during this "
+                "run; another run of the pipeline may be under way, so this one stops before "
+                "its sink commit",
+                fixes=(
+                    "nothing outside dpone may remove files under the work dir's runs/ while a "
+                    "run is under way; find what did, then rerun",
+                ),
+            )
         doc = signing.sign(with_checksum(entry.to_json()))
-        replace_atomic(self.path, orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+        durable.replace_atomic(
+            self.path, orjson.dumps(doc, option=orjson.OPT_INDENT_2), anchor=self.anchor
+        )
+
+
+def _still_named(fd: int, dir_fd: int, name: str) -> bool:
+    """Whether ``name`` in ``dir_fd`` is still the file open as ``fd``."""
+    try:
+        named = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)

@@ -60,6 +60,7 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
         plan, env=options.env, clock=options.clock, source=options.source, sink=options.sink
     )
     engine = parts.assertion_engine()
+    parts.paths.check_owned()  # a link where dpone keeps a folder: refused before any write
     parts.journal.lock()
     # Logged once the run is this process's: a refused preflight or a locked pipeline logs
     # no run.start (and so no run without a run.finished or run.failed).
@@ -112,8 +113,11 @@ class _Run:
             self._journal("running", evidence=doc, unplaced=streamed.unplaced)
             checkpoint("before_sink_commit")
             ctx.interrupts.check()
+            # The marker carries the cursor the evidence moves the state to: the run's highest
+            # value, or the held cursor of a coerce run that rejected rows (recovery holds a
+            # dead run's marker against its evidence).
             started = perf_counter()
-            stream.staging.commit(streamed.cursor_to)
+            stream.staging.commit(doc["state"]["to"])
             stream.seconds["commit"] += perf_counter() - started
             checkpoint("after_sink_commit")
         except (Exception, KeyboardInterrupt) as exc:
@@ -128,7 +132,7 @@ class _Run:
         try:
             published = self._publish(doc)
             checkpoint("after_evidence")
-            moved = self._advance_state(state, streamed)
+            moved = self._advance_state(stream, state, streamed)
             checkpoint("after_state")
             self._journal("finished")
         except KeyboardInterrupt:  # a second signal: the stop could not wait
@@ -176,11 +180,19 @@ class _Run:
         log.info("evidence.written", run_id=self.ctx.run_id)
         return relative(path, self.ctx.plan.manifest_dir)
 
-    def _advance_state(self, state: PipelineState, streamed: Streamed) -> StateSection:
+    def _advance_state(
+        self, stream: Stream, state: PipelineState, streamed: Streamed
+    ) -> StateSection:
         ctx = self.ctx
         if ctx.plan.state_type == "disabled":
             return StateSection(False, None, None, None)
-        moved = outcome.state_move(ctx.plan, state, failure=None, cursor_to=streamed.cursor_to)
+        held = outcome.holds_state(stream)
+        moved = outcome.state_move(
+            ctx.plan, state, failure=None, cursor_to=streamed.cursor_to, held=held
+        )
+        if held:
+            log.info("state.held", pipeline=ctx.plan.name, rows_rejected=stream.tally.rejected)
+            return moved
         commit_state(
             ctx.plan,
             self.parts.states,
@@ -236,6 +248,7 @@ class _Run:
             schema_changes=schema_changes,
             recovered=self.recovered,
             error=error,
+            renamed_columns=ctx.names.renamed,
             hints=stream.hints(loaded=0 if error is not None else None),
         )
 

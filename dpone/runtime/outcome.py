@@ -26,13 +26,24 @@ def is_quality_failure(failure: DponeError | None) -> bool:
     return isinstance(failure, QUALITY_FAILURES)
 
 
+def holds_state(stream: Stream) -> bool:
+    """``coerce`` holds the state when the contract rejected rows: the next run reads them
+    again (SPEC §3; the compiler refuses ``append``, where that would load a row twice)."""
+    return stream.ctx.plan.sink.contract.enforcement == "coerce" and stream.tally.rejected > 0
+
+
 def state_move(
-    plan: Plan, state: PipelineState, *, failure: DponeError | None, cursor_to: str | None
+    plan: Plan,
+    state: PipelineState,
+    *,
+    failure: DponeError | None,
+    cursor_to: str | None,
+    held: bool = False,
 ) -> StateSection:
     """The state move the evidence records: to ``cursor_to`` once the run commits, none when
-    it failed."""
+    it failed or holds its state."""
     committed = state.cursor.value if state.cursor else None
-    if failure is not None:
+    if failure is not None or held:
         return StateSection(False, committed, committed, state.revision)
     return StateSection(plan.state_type == "file", committed, cursor_to, state.revision + 1)
 
@@ -59,6 +70,7 @@ def evidence(
         manifest_fingerprint=plan.fingerprint,
         enforcement=plan.sink.contract.enforcement,
         failure_code=failure.code if failure is not None else None,
+        failure_record_refs=failure.record_refs if failure is not None else (),
         quality_failure=is_quality_failure(failure),
         summary=Summary(
             rows_read=counts.read,
@@ -67,6 +79,7 @@ def evidence(
             rows_warned=counts.warned,
             rows_skipped=counts.skipped,
             chunks=counts.chunks,
+            rows_dropped=counts.dropped,
         ),
         violations=dict(stream.tally.violations),
         assertions=engine.verdicts(),
@@ -83,15 +96,17 @@ def evidence(
             "load_id": ctx.load_id if failure is None else None,
             "mode": plan.sink.strategy.mode,
         },
-        state=state_move(plan, state, failure=failure, cursor_to=cursor_to).to_json(),
+        state=state_move(
+            plan, state, failure=failure, cursor_to=cursor_to, held=holds_state(stream)
+        ).to_json(),
         started_at=ctx.started_at,
         finished_at=ctx.now(),
         schema_changes=()
         if failure is not None
         else schema_changes(
             ctx.target,
-            ctx.labels.schema(staging.existing),
-            ctx.labels.fields(staging.written),
+            staging.existing,
+            staging.written,
         ),
         scale_out=getattr(stream, "scale_out", None),
         hints=tuple(h.to_json() for h in stream.hints(loaded=loaded)),
@@ -105,4 +120,4 @@ def evidence(
     )
 
 
-__all__ = ["QUALITY_FAILURES", "evidence", "is_quality_failure", "state_move"]
+__all__ = ["QUALITY_FAILURES", "evidence", "holds_state", "is_quality_failure", "state_move"]

@@ -75,7 +75,10 @@ def _finish_committed(
 ) -> Recovery:
     plan, states = parts.plan, parts.states
     state = states.read(plan.name)
-    if state.last_load_id != entry.load_id and plan.state_type == "file":
+    # A coerce run that rejected rows holds the state (its evidence says so): finishing it
+    # must not advance what the run itself would not have.
+    held = entry.evidence is not None and not entry.evidence["state"]["advanced"]
+    if state.last_load_id != entry.load_id and plan.state_type == "file" and not held:
         commit_state(
             plan,
             states,

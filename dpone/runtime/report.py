@@ -7,12 +7,14 @@ each section's ``to_json`` is that section of the document, so the published sch
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal
 
 from dpone.errors import ErrorDetail
 
 if TYPE_CHECKING:  # the report stays importable without pyarrow (evidence.model needs it)
+    from dpone.contracts.names import Renamed
     from dpone.evidence.model import DataOutcome, SchemaChange
 
 RUN_SCHEMA_ID = "dpone.run.v1"
@@ -51,9 +53,11 @@ class RowCounts:
     warned: int = 0
     skipped: int = 0
     chunks: int = 0
+    #: bad rows kept out of the load with no DLQ record (``dlq.enabled: false``)
+    dropped: int = 0
 
     def to_json(self) -> dict[str, int]:
-        return {
+        doc = {
             "read": self.read,
             "loaded": self.loaded,
             "quarantined": self.quarantined,
@@ -61,6 +65,9 @@ class RowCounts:
             "skipped": self.skipped,
             "chunks": self.chunks,
         }
+        if self.dropped:  # only with dlq.enabled false, and then only when rows were rejected
+            doc["dropped"] = self.dropped
+        return doc
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +218,8 @@ class RunReport:
     schema_changes: tuple[SchemaChange, ...] = ()
     recovered: tuple[Recovery, ...] = ()
     error: ErrorDetail | None = None
+    #: source columns the run names otherwise than the source wrote them (docs/sinks.md)
+    renamed_columns: tuple[Renamed, ...] = ()
     hints: tuple[Hint, ...] = ()
 
     @property
@@ -250,6 +259,7 @@ class RunReport:
             "sink": self.sink.to_json(),
             "state": self.state.to_json(),
             "schema_changes": [c.to_json() for c in self.schema_changes],
+            "renamed_columns": [r.to_json() for r in self.renamed_columns],
             "recovered": [r.to_json() for r in self.recovered],
             "error": None if self.error is None else self.error.to_json(),
             "hints": [h.to_json() for h in self.hints],
@@ -296,7 +306,8 @@ def render_text(doc: dict[str, Any]) -> str:
         f"  run        {doc['run_id']}",
         f"  rows       read {rows['read']:,}  loaded {rows['loaded']:,}  "
         f"quarantined {rows['quarantined']:,}  warned {rows['warned']:,}  "
-        f"skipped {rows['skipped']:,}",
+        f"skipped {rows['skipped']:,}"
+        + (f"  dropped {rows['dropped']:,}" if rows.get("dropped") else ""),
         f"  time       {doc['duration_s']:.2f}s  ({doc['rows_per_s']:,.0f} rows/s)",
     ]
     if doc.get("timings"):
@@ -312,6 +323,9 @@ def render_text(doc: dict[str, Any]) -> str:
         lines.append(
             f"  dlq        {dlq['records']} record(s) in {dlq['directory']}  (run {dlq['run_id']})"
         )
+    for renamed in doc.get("renamed_columns", []):
+        written = json.dumps(renamed["source"], ensure_ascii=False)
+        lines.append(f"  column     {renamed['position']} {written} → {renamed['name']}")
     for change in doc.get("schema_changes", []):
         what = change["change"].replace("_", " ")
         column = f" {change['column']} {change['type']}" if change["column"] else ""
@@ -330,5 +344,6 @@ def render_text(doc: dict[str, Any]) -> str:
     if doc["error"]:
         err = doc["error"]
         lines.append(f"  error      {err['code']}: {err['message']}")
+        lines.extend(f"             row: {ref}" for ref in err.get("record_refs", []))
         lines.extend(f"             fix: {fix}" for fix in err.get("fixes", []))
     return "\n".join(lines)

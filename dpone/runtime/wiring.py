@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dpone import durable
 from dpone.assertions.engine import AssertionEngine
 from dpone.clock import Clock
 from dpone.connectors.base import Sink, Source
@@ -32,9 +33,17 @@ from dpone.manifest.secrets import SecretRef, require
 from dpone.runtime.journal import RunJournal
 from dpone.state.store import StateStore
 
+#: Folders of the work dir that only some runs create (a scale-out run, a dlt sink).
+OTHER_WORK_FOLDERS = ("scaleout", "dlt")
+
 
 @dataclass(frozen=True, slots=True)
 class Paths:
+    """Where a run keeps its files. The work dir is the user's (it may be a link, followed
+    once); every folder dpone keeps below it is opened without following links
+    (:func:`dpone.durable.open_below`). A DLQ or evidence folder the manifest puts outside
+    the work dir is its own anchor: the user chose it, so it may be a link too."""
+
     work_dir: Path
     runs_dir: Path
     state_dir: Path
@@ -52,6 +61,19 @@ class Paths:
             evidence_dir=plan.sink.evidence_dir,
         )
 
+    def anchor(self, folder: Path) -> Path:
+        """The folder links are followed up to: the work dir for a folder below it, else the
+        folder itself."""
+        return self.work_dir if durable.parts_below(self.work_dir, folder) else folder
+
+    def check_owned(self) -> None:
+        """Refuse, before anything is written, a link (or a file) where one of dpone's
+        folders belongs (:class:`~dpone.errors.PathIsSymlink`); missing folders are fine."""
+        folders = [self.runs_dir, self.state_dir, self.dlq_dir, self.evidence_dir]
+        folders += [self.work_dir / name for name in OTHER_WORK_FOLDERS]
+        for folder in folders:
+            durable.check_below(self.anchor(folder), folder)
+
 
 def relative(path: Path, base: Path) -> str:
     """For reports and evidence: never an absolute path when the manifest's folder will do."""
@@ -67,16 +89,20 @@ class EvidenceOutput:
 
     directory: Path
     pipeline: str
+    #: links are followed up to here, never below (see :meth:`Paths.anchor`)
+    anchor: Path | None = None
 
     def bundle(self, run_id: str) -> Path:
         return bundle_dir(self.directory, self.pipeline, run_id)
 
     def exists(self, run_id: str) -> bool:
-        return (self.bundle(run_id) / EVIDENCE_FILE).exists()
+        bundle = self.bundle(run_id)
+        durable.check_below(self.anchor or self.directory, bundle)
+        return os.path.lexists(bundle / EVIDENCE_FILE)
 
     def publish(self, doc: dict[str, Any], *, exist_ok: bool = False) -> Path:
         """Publish ``doc``; ``exist_ok``: the identical bundle already published is fine."""
-        return publish_evidence_doc(self.directory, doc, exist_ok=exist_ok)
+        return publish_evidence_doc(self.directory, doc, exist_ok=exist_ok, anchor=self.anchor)
 
 
 def connectors(
@@ -107,18 +133,21 @@ def connectors(
 
 
 def dlq_store(plan: Plan, clock: Clock, directory: Path | None = None) -> DlqStore:
-    """The plan's DLQ store (``directory``: another root than ``dlq.directory``)."""
+    """The plan's DLQ store (``directory``: another root than ``dlq.directory``, the user's
+    own choice and so followed if it is a link)."""
+    root = directory if directory is not None else Path(plan.sink.dlq.directory)
     return DlqStore(
-        directory if directory is not None else Path(plan.sink.dlq.directory),
+        root,
         plan.sink.dlq,
         clock=clock,
         environment=plan.environment,
+        anchor=Paths.of(plan).anchor(root) if directory is None else None,
     )
 
 
 def journal(plan: Plan) -> RunJournal:
     """The pipeline's lock and run journal (runs and replays of a pipeline never overlap)."""
-    return RunJournal(Paths.of(plan).runs_dir, plan.name)
+    return RunJournal(Paths.of(plan).runs_dir, plan.name, anchor=plan.runtime.work_dir)
 
 
 def enforcer(plan: Plan) -> ContractEnforcementService:
@@ -170,9 +199,11 @@ def wire(
         source=source,
         sink=sink,
         dlq=store,
-        states=StateStore(paths.state_dir),
+        states=StateStore(paths.state_dir, anchor=paths.anchor(paths.state_dir)),
         journal=journal(plan),
-        evidence=EvidenceOutput(paths.evidence_dir, plan.name),
+        evidence=EvidenceOutput(
+            paths.evidence_dir, plan.name, anchor=paths.anchor(paths.evidence_dir)
+        ),
     )
 
 

@@ -8,14 +8,15 @@ writes the next revision; an exception inside it writes nothing.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import orjson
 
-from dpone import signing
+from dpone import durable, signing
 from dpone.canonical import verify_checksum, with_checksum
-from dpone.durable import replace_atomic
 from dpone.errors import DponeError
 from dpone.published import schema_errors
 from dpone.state.model import PipelineState
@@ -67,19 +68,19 @@ class StateTransaction:
 
 
 class StateStore:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, anchor: Path | None = None) -> None:
         self.directory = directory
+        #: the user's folder above ``state/`` (the work dir): followed; nothing below it is
+        #: (a ``state/`` that is a link is refused, see :func:`dpone.durable.open_below`)
+        self.anchor = anchor if anchor is not None else directory.parent
 
     def path(self, pipeline: str) -> Path:
         return self.directory / f"{pipeline}.json"
 
     def read(self, pipeline: str) -> PipelineState:
         """The committed state, or revision 0 if the pipeline never committed."""
-        path = self.path(pipeline)
-        try:
-            with path.open("rb") as handle:
-                raw = handle.read(MAX_STATE_BYTES + 1)
-        except FileNotFoundError:
+        raw = durable.read_below(self.anchor, self.path(pipeline), MAX_STATE_BYTES)
+        if raw is None:
             return PipelineState(pipeline=pipeline)
         if len(raw) > MAX_STATE_BYTES:
             raise StateError(
@@ -116,10 +117,11 @@ class StateStore:
         self, state: PipelineState, *, before_publish: Callable[[], None] | None = None
     ) -> None:
         doc = signing.sign(with_checksum(state.to_json()))
-        replace_atomic(
+        durable.replace_atomic(
             self.path(state.pipeline),
             orjson.dumps(doc, option=orjson.OPT_INDENT_2),
             before_publish=before_publish,
+            anchor=self.anchor,
         )
 
     @contextlib.contextmanager
@@ -144,6 +146,12 @@ class StateStore:
         Commits run under the pipeline lock, so any such file belongs to a dead process, and
         nothing reads it."""
         name = self.path(pipeline).name
-        for pattern in (f".{name}.tmp-*", f".{name}.*.tmp"):
-            for temp in self.directory.glob(pattern):
-                temp.unlink(missing_ok=True)
+        fd = durable.open_below(self.anchor, self.directory, create=False)
+        if fd is None:
+            return
+        try:
+            for entry in os.listdir(fd):
+                if any(fnmatch.fnmatchcase(entry, p) for p in (f".{name}.tmp-*", f".{name}.*.tmp")):
+                    durable.unlink_quietly(fd, entry)
+        finally:
+            os.close(fd)

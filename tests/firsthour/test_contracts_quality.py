@@ -148,8 +148,10 @@ def test_coercion_none_contradicts_coerce(project: Project) -> None:
     project.write(manifest(contract), "id\n1\n")
     run = project.validate()
     assert run.exit_code == 2
-    assert codes(run) == ["DPONE_MANIFEST_COERCION"]
-    assert run.doc["manifests"][0]["errors"][0]["line"] == line_of(project.manifest, "coercion:")
+    # The default strategy (append) is refused with coerce too; every error is reported.
+    assert sorted(codes(run)) == ["DPONE_MANIFEST_COERCE_APPEND", "DPONE_MANIFEST_COERCION"]
+    [error] = [e for e in run.doc["manifests"][0]["errors"] if e["code"].endswith("COERCION")]
+    assert error["line"] == line_of(project.manifest, "coercion:")
 
 
 # --- 5. required_columns is about the source's real columns ----------------------------------
@@ -257,7 +259,7 @@ def test_disabling_the_dlq_while_rows_may_be_quarantined_is_refused(
     assert dpone("run", str(project.manifest)).exit_code == 2
 
 
-@pytest.mark.parametrize("mode", ["strict", "coerce", "warn"])
+@pytest.mark.parametrize("mode", ["strict", "warn"])  # coerce: tests/runtime/scenarios.py
 def test_a_disabled_dlq_leaves_no_dlq_folder(project: Project, mode: str) -> None:
     contract = f"enforcement: {mode}\ncolumns: {{id: {{type: integer}}}}\n"
     project.write(manifest(contract, dlq="dlq: {enabled: false}\n"), "id\n1\n2\n")
@@ -407,16 +409,15 @@ def test_schema_changes_name_the_table_created_then_the_columns_added(project: P
     second = project.run()
     assert second.exit_code == 0, second.stdout
     changes = {(c["change"], c["column"], c["type"]) for c in second.doc["schema_changes"]}
-    # Undeclared columns are named by the data, so under the default pii_policy
-    # (reference_only) artifacts show them by source position (docs/security.md).
+    # Column names are schema: artifacts show the header's names as written (docs/sinks.md).
     assert changes == {
-        ("column_added", "column_3", "string"),
-        ("variant_column_created", "__dpone__nc__column_2", "string"),
+        ("column_added", "note", "string"),
+        ("variant_column_created", "__dpone__nc__n", "string"),
     }
     evidence = json.loads((project.root / second.doc["evidence"]).read_text())
     assert evidence["schema_changes"] == second.doc["schema_changes"]
     markdown = (project.root / second.doc["evidence"]).with_suffix(".md").read_text()
-    assert "| variant_column_created | main.t | __dpone__nc__column_2 | string |" in markdown
+    assert "| variant_column_created | main.t | __dpone__nc__n | string |" in markdown
     assert schema_errors(evidence, "dpone.data_contract_evidence.v1") == []
     assert schema_errors(second.doc, "dpone.run.v1") == []
     assert project.rows("SELECT id, n, note, __dpone__nc__n FROM main.t ORDER BY id") == [
@@ -426,7 +427,7 @@ def test_schema_changes_name_the_table_created_then_the_columns_added(project: P
     (project.root / "data.csv").write_text("id,n,note,extra\n3,4,x,y\n")
     text = dpone("run", str(project.manifest))
     assert text.exit_code == 0
-    assert "schema     main.t column_4 string: column added" in text.stdout
+    assert "schema     main.t extra string: column added" in text.stdout
 
 
 # --- type inference reads sample_rows rows across chunks -------------------------------------

@@ -279,3 +279,56 @@ def test_extension_keys_are_accepted_and_ignored() -> None:
         "    x-note: {anything: [1, 2]}\n"
     )
     assert compile_text(annotated).fingerprint == compile_text(BASE).fingerprint
+
+
+def test_a_source_rename_compiles_into_the_plan() -> None:
+    text = BASE.replace(
+        "        id: {type: integer, nullable: false}\n",
+        '        id: {type: integer, nullable: false, source: ""}\n',
+    )
+    plan = compile_text(text)
+    assert plan.sink.contract.columns[0].source == ""
+    assert plan.document["sink"]["options"]["schema_contract"]["columns"]["id"]["source"] == ""
+    # A manifest without source: keeps its fingerprint's document unchanged.
+    assert (
+        "source"
+        not in compile_text(BASE).document["sink"]["options"]["schema_contract"]["columns"]["id"]
+    )
+
+
+@pytest.mark.parametrize(
+    "columns",
+    [
+        "        Amount: {type: string}\n",  # amount and Amount: one name to DuckDB
+        "        a: {type: string, source: x}\n        b: {type: string, source: x}\n",
+        "        a: {type: string, source: amount}\n",  # amount is declared by its own name
+    ],
+)
+def test_column_name_collisions_are_compile_errors(columns: str) -> None:
+    got = errors_of(BASE + columns)
+    assert [c for c, _, _ in got] == ["DPONE_MANIFEST_COLUMN_NAME"]
+
+
+def test_a_swap_of_two_source_columns_compiles() -> None:
+    text = BASE + ("        a: {type: string, source: b}\n        b: {type: string, source: a}\n")
+    assert [c.source for c in compile_text(text).sink.contract.columns][-2:] == ["b", "a"]
+
+
+def test_a_renamed_cursor_is_refused_where_the_source_filters_on_it() -> None:
+    text = BASE.replace(
+        "  type: file\n  format: csv\n  path: data/*.csv\n",
+        '  type: postgres\n  connection: "${PG}"\n  table: orders\n'
+        "  incremental: {cursor_column: updated_at}\n",
+    ).replace(
+        "updated_at: {type: timestamp, timezone: true}",
+        "updated_at: {type: timestamp, timezone: true, source: changed}",
+    )
+    assert [c for c, _, _ in errors_of(text)] == ["DPONE_MANIFEST_COLUMN_NAME"]
+    # A file source filters rows itself, by the contract's name: the rename is fine there.
+    file_text = BASE.replace(
+        "updated_at: {type: timestamp, timezone: true}",
+        "updated_at: {type: timestamp, timezone: true, source: changed}",
+    ).replace(
+        "  path: data/*.csv\n", "  path: data/*.csv\n  incremental: {cursor_column: updated_at}\n"
+    )
+    compile_text(file_text)

@@ -139,6 +139,7 @@ sink:
   type: filesystem
   path: lake
   table: orders
+  strategy: {mode: replace}
   options:
     schema_contract: {enforcement: coerce, evolution: {tables: freeze}}
 """,
@@ -265,6 +266,7 @@ TYPED: dict[str, tuple[Accessor, Typed]] = {
     "/environment": (lambda p, _: p.environment, _same),
     "/runtime/work_dir": (lambda p, _: p.runtime.work_dir, _as_path),
     "/runtime/chunk_size": (lambda p, _: p.runtime.chunk_size, _same),
+    "/runtime/max_columns": (lambda p, _: p.runtime.max_columns, _same),
     "/runtime/engine": (lambda p, _: p.runtime.engine, _same),
     "/source/partitions": (lambda p, _: p.source.spec.partitions, _same),
     "/source/allowed_origins": (lambda p, _: p.source.spec.allowed_origins, _as_tuple),
@@ -509,12 +511,14 @@ NOT_SCHEMA_DEFAULTS = {
     (ColumnSpec, "precision"),
     (ColumnSpec, "scale"),
     (ColumnSpec, "timezone"),
+    (ColumnSpec, "source"),
     (ContractSpec, "evolution"),
     (ContractSpec, "type_inference"),
     (LoadSpec, "unique_key"),
     (LoadSpec, "cursor_to"),
     (LoadSpec, "keys"),
     (SourceChunk, "failures"),
+    (SourceChunk, "present"),
 }
 
 

@@ -165,7 +165,9 @@ def test_references_only_where_credentials_go(tmp_path: Path) -> None:
         '    endpoint: {path: orders, params: {key: "${KEY}"}, headers: {x-key: v}}\n' + SINK
     )
     found = [(e["code"], e["line"], e["pointer"]) for e in errors(path)]
+    # Both at once: the schema error on a header name does not hide the stray reference.
     assert found == [
+        ("DPONE_MANIFEST_SECRET_REFERENCE", 5, "/source/client/base_url"),
         ("DPONE_MANIFEST_PATTERN", 8, "/source/resource/endpoint/headers/x-key"),
     ]
     path.write_text(path.read_text().replace("x-key", "X-Key"))

@@ -7,10 +7,11 @@ state file's bytes and from the DLQ and evidence files on disk: the report is ne
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from tests.support.project import CANARY, Project, good, loaded, ts
+from tests.support.project import CANARY, HEADER, Project, good, loaded, ts
 
 # Bad rows of the quarantine and warn scenarios; the canary sits in every one of them.
 LOSSY_AMOUNT = ("4", CANARY, "12.345", ts(4), "true")  # scale 3 into decimal(10, 2)
@@ -33,6 +34,10 @@ class SinkScenarios:
     """Bound to a sink by subclasses: ``kind`` is ``duckdb``, ``postgres`` or ``filesystem``."""
 
     kind: ClassVar[str]
+    #: the strategy of the coerce scenarios: a re-read must not load a row twice
+    coerce_strategy: ClassVar[dict[str, Any]] = {"mode": "merge", "unique_key": ["id"]}
+    #: how the target names a variant column (dlt's naming drops the leading underscores)
+    variant_prefix: ClassVar[str] = "__dpone__nc__"
 
     # --- strict -------------------------------------------------------------------------------
 
@@ -115,7 +120,7 @@ class SinkScenarios:
                 good(9),
             ],
         )
-        project.write_manifest(enforcement="coerce")
+        project.write_manifest(enforcement="coerce", **self.coerce_strategy)
 
         report = project.run()
 
@@ -126,22 +131,90 @@ class SinkScenarios:
             (8, "h", "100.00", "2026-01-08T10:00:00+00:00", False),
             loaded(9),
         ]
+        assert report["state"]["advanced"] is True
         project.check_artifacts()
 
-    def test_coerce_fails_on_a_lossy_value(self, project: Project) -> None:
-        project.write_csv("a.csv", [good(1), (" 2 ", CANARY, "12.345", ts(2), "yes")])
-        project.write_manifest(enforcement="coerce")
+    def test_coerce_dead_letters_a_lossy_row_and_holds_the_state(self, project: Project) -> None:
+        lossy = (" 2 ", CANARY, "12.345", ts(2), "yes")  # scale 3 into decimal(10, 2)
+        project.write_csv("a.csv", [good(1), lossy, good(3)])
+        project.write_manifest(enforcement="coerce", **self.coerce_strategy)
 
         report = project.run()
 
-        assert report["exit_code"] == 1
-        assert report["error"]["code"] == "DPONE_CONTRACT_VIOLATION"
+        # Like quarantine: the valid rows load, the lossy one is a durable DLQ record, exit 0.
+        assert report["exit_code"] == 0
+        assert report["status"] == "succeeded"
+        assert report["data_outcome"] == "passed_with_quarantine"
+        assert report["rows"]["loaded"] == 2
+        assert report["rows"]["quarantined"] == 1
+        assert project.rows() == [loaded(1), loaded(3)]
+        (record,) = project.dlq_records(report["run_id"])
+        assert record["record_ref"] == project.file_ref("a.csv", 2)
+        assert record["reason"]["code"] == "schema.type_mismatch"
+        assert record["reason"]["column"] == "amount"
+        # The state is held: the next run reads the rejected row again.
+        assert report["state"]["advanced"] is False
+        assert project.state_bytes() is None
+        evidence = project.evidence(report["run_id"])
+        assert evidence["state"]["advanced"] is False
+        assert evidence["data_outcome"] == "passed_with_quarantine"
+        assert evidence["dlq"]["record_count"] == 1
+        assert violations(evidence) == {("amount", "schema.type_mismatch"): 1}
+
+        # The re-read under merge (replace where the sink cannot merge) loads no row twice.
+        again = project.run()
+        assert again["exit_code"] == 0
+        assert again["rows"]["loaded"] == 2
+        assert project.rows() == [loaded(1), loaded(3)]
+        assert project.state_bytes() is None
+
+        # Fixed at the source: every row loads once, the state advances.
+        project.write_csv("a.csv", [good(1), (" 2 ", "n2", "10.00", ts(2), "no"), good(3)])
+        fixed = project.run()
+        assert fixed["exit_code"] == 0
+        assert fixed["data_outcome"] == "passed"
+        assert fixed["state"]["advanced"] is True
+        assert project.rows() == [loaded(1), loaded(2), loaded(3)]
+        assert project.state()["last_run_id"] == fixed["run_id"]
+        project.check_artifacts()
+
+    def test_coerce_without_a_dlq_counts_the_rejected_rows(self, project: Project) -> None:
+        project.write_csv("a.csv", [good(1), ("2", CANARY, "12.345", ts(2), "2")])
+        project.write_manifest(enforcement="coerce", dlq={"enabled": False}, **self.coerce_strategy)
+
+        report = project.run()
+
+        assert report["exit_code"] == 0
+        assert report["data_outcome"] == "passed_with_quarantine"
+        assert report["rows"]["loaded"] == 1
+        assert report["rows"]["dropped"] == 1
+        assert report["rows"]["quarantined"] == 0
+        assert report["state"]["advanced"] is False
+        assert project.rows() == [loaded(1)]
+        assert not project.dlq_root.exists()
+        evidence = project.evidence(report["run_id"])
+        assert evidence["summary"]["rows_dropped"] == 1
+        assert violations(evidence) == {
+            ("amount", "schema.type_mismatch"): 1,
+            ("active", "schema.type_mismatch"): 1,
+        }
+        project.check_artifacts()
+
+    def test_coerce_with_append_is_a_validate_error(self, project: Project) -> None:
+        project.write_csv("a.csv", [good(1)])
+        project.write_manifest(enforcement="coerce", mode="append")
+
+        result = project.cli()
+
+        assert result.exit_code == 2
+        error = result.doc
+        assert error["code"] == "DPONE_MANIFEST_COERCE_APPEND"
+        assert error["pointer"] == "/sink/strategy/mode"
+        assert error["line"] >= 1
+        assert any("merge" in fix and "unique_key" in fix for fix in error["fixes"])
+        assert any("quarantine" in fix for fix in error["fixes"])
         assert project.rows() is None
         assert project.state_bytes() is None
-        assert project.dlq().run_ids() == []
-        evidence = project.evidence(report["run_id"])
-        assert violations(evidence) == {("amount", "schema.type_mismatch"): 1}
-        project.check_artifacts()
 
     # --- quarantine ---------------------------------------------------------------------------
 
@@ -219,9 +292,10 @@ class SinkScenarios:
             "a.csv",
             [
                 good(1),
-                ("2", CANARY, CANARY, ts(2), "maybe"),
-                ("3", "n3", "12.345", ts(3), "true"),
-                (None, "n4", "4.00", ts(4), "false"),
+                ("2", CANARY, "2.00", ts(2), "maybe"),  # active is nullable: NULL, a warning
+                ("3", "n3", "12.345", ts(3), "true"),  # amount is NOT NULL: the row is rejected
+                (None, "n4", "4.00", ts(4), "false"),  # id is NOT NULL: the row is rejected
+                good(5),
             ],
         )
         project.write_manifest(enforcement="warn")
@@ -229,28 +303,83 @@ class SinkScenarios:
         report = project.run()
 
         assert report["exit_code"] == 0
-        assert report["data_outcome"] == "passed_with_warnings"
-        assert report["rows"]["loaded"] == 4
-        assert report["rows"]["warned"] == 3  # rows, not values: row 2 has two bad values
+        assert report["data_outcome"] == "passed_with_quarantine"
+        assert report["rows"]["loaded"] == 3
+        assert report["rows"]["warned"] == 1
+        assert report["rows"]["quarantined"] == 2
         assert project.rows() == [
             loaded(1),
-            (2, CANARY, None, "2026-01-02T10:00:00+00:00", None),
-            (3, "n3", None, "2026-01-03T10:00:00+00:00", True),
-            (None, "n4", "4.00", "2026-01-04T10:00:00+00:00", False),
+            (2, CANARY, "2.00", "2026-01-02T10:00:00+00:00", None),
+            loaded(5),
         ]
+        # The table keeps the contract's NOT NULL (a dlt table has its own columns too).
         nullable = project.nullable()
-        assert nullable["amount"] is True
-        assert nullable["id"] is True
-        assert project.dlq().run_ids() == []
+        assert {name: nullable[name] for name in HEADER} == {
+            "id": False,
+            "name": True,
+            "amount": False,
+            "updated_at": False,
+            "active": True,
+        }
+        records = project.dlq_records(report["run_id"])
+        assert [(r["record_ref"], r["reason"]["code"], r["reason"]["column"]) for r in records] == [
+            (project.file_ref("a.csv", 3), "schema.type_mismatch", "amount"),
+            (project.file_ref("a.csv", 4), "schema.required_null", "id"),
+        ]
         evidence = project.evidence(report["run_id"])
-        assert evidence["summary"]["rows_warned"] == 3
+        assert evidence["summary"]["rows_warned"] == 1
+        assert evidence["summary"]["rows_quarantined"] == 2
         assert violations(evidence) == {
-            ("amount", "schema.type_mismatch"): 2,
+            ("amount", "schema.type_mismatch"): 1,
             ("active", "schema.type_mismatch"): 1,
             ("id", "schema.required_null"): 1,
         }
         assert project.state()["revision"] == 1
         # The canary is a valid name here, so it is in the sink, but in none of dpone's files.
+        project.check_artifacts()
+
+    def test_warned_counts_rows_warned_by_assertions(self, project: Project) -> None:
+        project.write_csv(
+            "a.csv", [good(1), good(2, name="n1"), ("3", "n3", "3.00", ts(3), "maybe"), good(4)]
+        )
+        project.write_manifest(
+            enforcement="warn",
+            assertions={"unique_columns": {"value": ["name"], "on_failure": "warn"}},
+        )
+
+        report = project.run()
+
+        # Row 2 repeats a name (an assertion's warning), row 3 has a value nulled (the
+        # contract's): two rows warned.
+        assert report["exit_code"] == 0
+        assert report["data_outcome"] == "passed_with_warnings"
+        assert report["rows"]["loaded"] == 4
+        assert report["rows"]["warned"] == 2
+        evidence = project.evidence(report["run_id"])
+        assert evidence["summary"]["rows_warned"] == 2
+        project.check_artifacts()
+
+    # --- strict failures name rows ------------------------------------------------------------
+
+    def test_strict_failure_names_the_first_ten_failing_rows(self, project: Project) -> None:
+        bad = [(str(i), CANARY, CANARY, ts(i), "true") for i in range(2, 14)]  # 12 bad rows
+        project.write_csv("a.csv", [good(1), *bad, good(14)])
+        project.write_manifest(enforcement="strict")
+
+        report = project.run()
+
+        assert report["exit_code"] == 1
+        error = report["error"]
+        assert error["code"] == "DPONE_CONTRACT_VIOLATION"
+        expected = [project.file_ref("a.csv", row) for row in range(2, 12)]
+        assert error["record_refs"] == expected
+        assert "12 row(s)" in error["message"]
+        evidence = project.evidence(report["run_id"])
+        assert evidence["failure_record_refs"] == expected
+        assert project.rows() is None
+        text = project.cli("--format", "text").stdout
+        assert f"row: {expected[0]}" in text
+        assert CANARY not in text
         project.check_artifacts()
 
     # --- strategies ---------------------------------------------------------------------------
@@ -332,6 +461,79 @@ class SinkScenarios:
         assert project.rows() == [loaded(i) for i in (1, 2, 3, 4, 5, 6, 7)]
         assert cursor_moment(project.state()) == datetime(2026, 1, 7, 10, tzinfo=UTC)
         project.check_artifacts()
+
+    # --- variant columns -----------------------------------------------------------------------
+
+    def variant_run(self, project: Project, *, chunk_size: int, mode: str) -> dict[str, Any]:
+        """``conflict_policy: variant_column`` over a CSV whose conflicting values come after
+        the first chunk: ``score`` (undeclared, an integer in its 2-row sample) at row 3,
+        ``active`` (declared boolean) at row 4; a run that creates the table."""
+        path = project.write_csv("a.csv", [])
+        rows = [
+            (*good(1), "5"),
+            (*good(2), "6"),
+            (*good(3), "many"),
+            (*good(4)[:4], "maybe", "8"),
+        ]
+        header = ",".join((*HEADER, "score"))
+        path.write_text("\n".join([header, *(",".join(r) for r in rows)]) + "\n", "utf-8")
+        project.write_manifest(
+            chunk_size=chunk_size, mode=mode, unique_key=["id"] * (mode == "merge")
+        )
+        doc = json.loads(project.manifest_path.read_text("utf-8"))
+        doc["sink"]["options"]["type_inference"] = {
+            "conflict_policy": "variant_column",
+            "sample_rows": 2,
+        }
+        project.manifest_path.write_text(json.dumps(doc), "utf-8")
+        return project.run()
+
+    def test_a_variant_column_first_needed_after_the_first_chunk_loads(
+        self, project: Project
+    ) -> None:
+        """The user's report: ``chunk_size: 1`` failed with DPONE_SINK_SCHEMA_MISMATCH
+        (column '__dpone__nc__...' is not in the load schema) where 10000 succeeded."""
+        report = self.variant_run(project, chunk_size=1, mode="append")
+
+        assert report["exit_code"] == 0, report.get("error")
+        assert report["data_outcome"] == "passed_with_warnings", report["data_outcome"]
+        active, score = (self.variant_prefix + c for c in ("active", "score"))
+        table = project.read_table()
+        assert table is not None
+        # The one-chunk order: the columns, then the variant columns in their columns' order
+        # (score's variant came first in the file).
+        names = table.column_names
+        assert names[names.index("score") + 1 :][:2] == [active, score], names
+        rows = sorted(table.to_pylist(), key=lambda r: r["id"])
+        got = [(r["id"], r["active"], r[active]) for r in rows]
+        assert got == [(1, True, None), (2, False, None), (3, True, None), (4, None, "maybe")], got
+        assert [(r["score"], r[score]) for r in rows] == [
+            (5, None),
+            (6, None),
+            (None, "many"),
+            (8, None),
+        ]
+        changes = [(c["change"], c["column"]) for c in report["schema_changes"]]
+        # (reports name an undeclared CSV column by its position, not its header)
+        assert [c for c, _ in changes] == ["table_created", *["variant_column_created"] * 2]
+        assert changes[1] == ("variant_column_created", "__dpone__nc__active")
+        project.check_artifacts()
+
+    def test_a_merge_widened_mid_load_keeps_the_last_row_per_key(self, project: Project) -> None:
+        report = self.variant_run(project, chunk_size=2, mode="merge")
+
+        assert report["exit_code"] == 0, report.get("error")
+        active, score = (self.variant_prefix + c for c in ("active", "score"))
+        table = project.read_table()
+        assert table is not None
+        rows = sorted(table.to_pylist(), key=lambda r: r["id"])
+        assert [(r["id"], r[active], r[score]) for r in rows] == [
+            (1, None, None),
+            (2, None, None),
+            (3, None, "many"),
+            (4, "maybe", None),
+        ]
+        self.assert_no_staging(project)
 
     # --- per sink -----------------------------------------------------------------------------
 

@@ -147,6 +147,28 @@ def test_a_run_killed_after_its_sink_commit_is_finished_by_the_next(
     project.check_artifacts()
 
 
+def test_a_coerce_run_killed_after_its_sink_commit_stays_held(project: Project) -> None:
+    project.write_manifest(enforcement="coerce", mode="merge", unique_key=["id"], incremental=True)
+    project.write_csv("a.csv", [good(1), LOSSY_AMOUNT, good(2)])
+
+    killed_at(project, "after_sink_commit", "killed-run")
+    assert project.rows() == [loaded(1), loaded(2)]
+
+    report = project.run()
+
+    # Finishing the dead run publishes its evidence but does not advance the state it held:
+    # this run reads every row again (merge: none twice) and holds the state too.
+    (recovered,) = report["recovered"]
+    assert (recovered["run_id"], recovered["action"]) == ("killed-run", "finished")
+    assert project.evidence("killed-run")["state"]["advanced"] is False
+    assert report["state"]["from"] is None
+    assert report["rows"]["loaded"] == 2
+    assert report["state"]["advanced"] is False
+    assert project.state_bytes() is None
+    assert project.rows() == [loaded(1), loaded(2)]
+    project.check_artifacts()
+
+
 def test_a_second_concurrent_run_is_refused(project: Project) -> None:
     project.write_csv("a.csv", [good(1)])
     project.write_manifest(enforcement="strict")

@@ -10,6 +10,7 @@ import pytest
 from dpone.assertions.engine import AssertionFailed, PredicateError
 from dpone.connectors.errors import SinkError, SourceDecodeError
 from dpone.contracts.errors import ContractViolation, DuplicateColumn, SchemaFrozen
+from dpone.contracts.names import Renamed
 from dpone.contracts.reasons import ReasonCode
 from dpone.dlq.errors import DlqDiskFull
 from dpone.errors import DponeError, ErrorDetail, Interrupted
@@ -58,6 +59,7 @@ def _report(**changes: object) -> RunReport:
             ),
         ),
         "error": None,
+        "renamed_columns": (Renamed(1, "", "column_1", "empty"),),
     }
     fields.update(changes)
     return RunReport(**fields)  # type: ignore[arg-type]
@@ -127,6 +129,7 @@ def test_a_succeeded_report_is_the_documented_json() -> None:
                 "staging_dropped": ["01JBXYZ0000000000000000001"],
             }
         ],
+        "renamed_columns": [{"position": 1, "source": "", "name": "column_1"}],
         "error": None,
         "hints": [],
     }
@@ -150,12 +153,14 @@ def test_a_succeeded_report_is_the_documented_json() -> None:
         "sink",
         "state",
         "schema_changes",
+        "renamed_columns",
         "recovered",
         "error",
         "hints",
     ]
     assert schema_errors(doc, "dpone.run.v1") == []
     assert json.loads(json.dumps(doc)) == doc
+    assert '  column     1 "" → column_1' in render_text(doc).splitlines()
 
 
 def test_a_failed_report_carries_its_error_as_dpone_error_v1() -> None:

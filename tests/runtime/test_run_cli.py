@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from dpone.published import schema_errors
-from tests.support.project import CANARY, Project, good, loaded
+from tests.support.project import CANARY, Project, good, loaded, ts
 
 from .scenarios import LOSSY_AMOUNT, THREE_BAD
 
@@ -45,7 +45,12 @@ def edit_manifest(project: Project, **top: Any) -> None:
     ],
 )
 def test_a_successful_run_exits_0(project: Project, enforcement: str, outcome: str) -> None:
-    rows = [good(1)] if enforcement == "strict" else [good(1), LOSSY_AMOUNT, THREE_BAD]
+    rows = {
+        "strict": [good(1)],
+        "quarantine": [good(1), LOSSY_AMOUNT, THREE_BAD],
+        # a value that does not fit a nullable column: NULL and a warning
+        "warn": [good(1), ("2", "n2", "2.00", ts(2), "maybe")],
+    }[enforcement]
     project.write_csv("a.csv", rows)
     project.write_manifest(enforcement=enforcement)
 

@@ -18,13 +18,20 @@ class TestDuckDbRuns(SinkScenarios):
 
 
 def test_warned_rows_are_rows_not_values_beyond_five_per_column(project: Project) -> None:
-    bad = [(str(i), f"n{i}", "x", ts(i), "maybe") for i in range(7, 13)]  # two bad values each
+    # A bad value in a nullable column loads as NULL: six rows beyond the five positions a
+    # diagnostic keeps.
+    bad = [(str(i), f"n{i}", "10.00", ts(i), "maybe") for i in range(7, 13)]
     project.write_csv("a.csv", [good(i) for i in range(1, 7)] + bad)
-    project.write_manifest(enforcement="warn")
+    project.write_manifest(
+        enforcement="warn",
+        assertions={"custom": [{"predicate": "rules:not_seven", "on_failure": "warn"}]},
+    )
+    (project.root / "rules.py").write_text("def not_seven(row):\n    return row['id'] != 7\n")
 
     report = project.run()
 
     assert report["rows"]["loaded"] == 12
+    # Row 7 is warned by the contract and by the predicate: one row.
     assert report["rows"]["warned"] == 6
 
 

@@ -296,24 +296,20 @@ def test_a_pipeline_name_with_a_trailing_newline_is_refused(tmp_path: Path) -> N
 
 @pytest.mark.parametrize("pii_policy", ["reference_only", "masked"])
 @pytest.mark.parametrize("evolution", ["freeze", "discard_row", "evolve"])
-def test_column_names_from_a_headerless_file_stay_out_of_artifacts(
+def test_a_headerless_file_is_refused_without_its_first_row_in_any_artifact(
     tmp_path: Path, pii_policy: str, evolution: str
 ) -> None:
     project = make_project(tmp_path, csv="id\n1\n", evolution=evolution, pii_policy=pii_policy)
     assert_succeeds(run(project))
-    # A file without its header row: its first row's values become the column names.
+    # A file without its header row: its first row's values would become the column names.
     (project / "data" / "a.csv").write_text(f"{CANARY},7\n5,{CANARY}x\n")
 
     result = run(project)
 
-    if evolution == "freeze":
-        assert result.exit_code == 1
-        error = error_of(result)
-        assert error["code"] == "DPONE_SCHEMA_FROZEN"
-        assert "column_1" in error["message"]
-    else:
-        doc = assert_succeeds(result)
-        assert doc["rows"]["quarantined"] == (1 if evolution == "discard_row" else 0)
+    assert result.exit_code == 1
+    error = error_of(result)
+    assert error["code"] == "DPONE_SOURCE_HEADER_LOOKS_LIKE_DATA"
+    assert any("header: false" in fix for fix in error["fixes"])
     assert CANARY not in result.stdout + result.stderr
     # Every file dpone wrote outside the sink (which holds the rows by design).
     for path in project.rglob("*"):
@@ -321,17 +317,20 @@ def test_column_names_from_a_headerless_file_stay_out_of_artifacts(
             if path.is_relative_to(project / "data"):
                 continue
             assert CANARY.encode() not in path.read_bytes(), path.relative_to(project)
-    if evolution == "freeze":  # the fix: put the header row back
-        (project / "data" / "a.csv").write_text("id\n5\n")
-        assert_succeeds(run(project))
-
-
-def test_preserve_keeps_the_real_column_names(tmp_path: Path) -> None:
-    project = make_project(tmp_path, csv="id\n1\n", evolution="discard_row", pii_policy="preserve")
+    (project / "data" / "a.csv").write_text("id\n5\n")  # the fix: put the header row back
     assert_succeeds(run(project))
-    (project / "data" / "a.csv").write_text("id,note\n5,x\n")
+
+
+@pytest.mark.parametrize("pii_policy", ["reference_only", "masked", "preserve"])
+def test_every_pii_policy_keeps_the_real_column_names(tmp_path: Path, pii_policy: str) -> None:
+    # Column names are schema, not row values: shown as written under every policy.
+    project = make_project(tmp_path, csv="id\n1\n", evolution="discard_row", pii_policy=pii_policy)
+    assert_succeeds(run(project))
+    (project / "data" / "a.csv").write_text("id,Note É\n5,x\n")
     assert_succeeds(run(project))
     (segment,) = (project / ".dpone" / "dlq" / "runs").glob("*/segments/*.jsonl")
     record = json.loads(segment.read_text().splitlines()[0])
-    assert record["reason"]["column"] == "note"
-    assert record["payload"]["value"] == {"id": "5", "note": "x"}
+    assert record["reason"]["column"] == "Note É"
+    assert record["diagnostics"]["column"] == "Note É"
+    if pii_policy == "preserve":
+        assert record["payload"]["value"] == {"id": "5", "Note É": "x"}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -145,12 +146,14 @@ class Project:
         assertions: dict[str, Any] | None = None,
         chunk_size: int = 1000,
         dlq: dict[str, Any] | None = None,
+        source: dict[str, Any] | None = None,
     ) -> Path:
+        """The manifest; ``source`` replaces the CSV files of :meth:`write_csv`."""
         self.dlq_directory = (dlq or {}).get("directory")
         strategy: dict[str, Any] = {"mode": mode}
         if unique_key:
             strategy["unique_key"] = list(unique_key)
-        source: dict[str, Any] = {
+        source = source or {
             "type": "file",
             "format": "csv",
             "path": "data/*.csv",
@@ -399,7 +402,8 @@ class Project:
     def dlq_records(self, run_id: str) -> list[dict[str, Any]]:
         """The run's records as written in its segments, sorted by their row (record_ref)."""
         docs = dlqfiles.records_on_disk(self.dlq_root, run_id)
-        return sorted(docs, key=lambda d: int(d["record_ref"].rsplit("=", 1)[1]))
+        # file refs end in `row=<n>`, run refs in `/rows/<n>`
+        return sorted(docs, key=lambda d: int(re.split(r"[=/]", d["record_ref"])[-1]))
 
     def evidence_path(self, run_id: str) -> Path:
         return self.work_dir / "evidence" / self.name / run_id / "data_contract_evidence.json"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import errno
+import os
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Sequence
@@ -19,6 +21,7 @@ from dpone.connectors.errors import (
     SinkError,
     SinkMarkerInvalid,
     SinkReadOnly,
+    SinkSchemaError,
     SinkUnavailable,
 )
 from dpone.dlq.index import PIPELINE_PATTERN
@@ -67,6 +70,33 @@ class LoadState(ABC):
             self.abort()
             raise
         self.rows += batch.num_rows
+
+    def widen(self, schema: pa.Schema) -> None:
+        """Stage the next batches with ``schema``: the load's columns, same names and types,
+        plus new nullable ones, in the order the target should have them.
+
+        A variant column (``__dpone__nc__<column>``) exists only once a chunk has a value
+        for it, which may be any chunk: the rows staged before it hold NULL there, exactly as
+        if the run had read them in one chunk. A failure aborts the load.
+        """
+        self._require_open()
+        old = self.spec.schema
+        for f in old:
+            i = schema.get_field_index(f.name)
+            if i < 0 or not schema.field(i).type.equals(f.type):
+                raise SinkSchemaError(f"widening the load drops or retypes column {f.name!r}")
+        added = [f for f in schema if old.get_field_index(f.name) < 0]
+        if any(not f.nullable for f in added):
+            raise SinkSchemaError("a column added to a load in progress must be nullable")
+        if not added and schema.names == old.names:
+            return
+        spec = dataclasses.replace(self.spec, schema=schema)
+        try:
+            self._widen(spec, added)
+        except BaseException:
+            self.abort()
+            raise
+        self.spec = spec
 
     def commit(self, *, cursor_to: str | None = None) -> LoadMarker:
         if self.marker is not None:
@@ -143,6 +173,28 @@ class LoadState(ABC):
     @abstractmethod
     def _close(self) -> None:
         """Release the connection or handles."""
+
+    def _widen(self, spec: LoadSpec, added: list[pa.Field]) -> None:
+        """Make the staging hold ``spec.schema`` (``added`` are its new columns); the rows
+        staged so far get NULL in them. ``self.spec`` is still the old spec here."""
+        raise SinkSchemaError(
+            f"this sink cannot add column {added[0].name!r} to a load in progress"
+        )
+
+
+def widen_parquet(path: Path, schema: pa.Schema) -> None:
+    """Rewrite a staged Parquet file to ``schema`` (a superset of its own), new columns NULL.
+
+    Runs once per column a load gains mid-way (a variant column's first value): rare, and
+    bounded by the rows staged so far; the file is replaced atomically.
+    """
+    import pyarrow.parquet as pq
+
+    tmp = path.with_name(path.name + ".widen")
+    with pq.ParquetFile(path) as source, pq.ParquetWriter(str(tmp), schema) as writer:
+        for batch in source.iter_batches():
+            writer.write_batch(conform(batch, schema))
+    os.replace(tmp, path)
 
 
 #: The columns of the SQL sinks' marker tables, in the order of :func:`marker_row`, quoted.

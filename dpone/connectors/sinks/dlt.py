@@ -54,7 +54,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dpone.canonical import verify_checksum, with_checksum
-from dpone.connectors._util import Clock, iso_utc, utc_now
+from dpone.connectors._util import Clock, conform, iso_utc, utc_now
 from dpone.connectors.base import LoadMarker, LoadSpec
 from dpone.connectors.dltlib import import_dlt, quiet_dlt
 from dpone.connectors.errors import (
@@ -581,10 +581,28 @@ class DltLoad(LoadState):
         except OSError as exc:
             raise os_error(exc, "dlt sink: creating the staging folder") from None
 
-    def _staged_schema(self) -> pa.Schema:
-        if self.spec.mode == "merge":
-            return self.spec.schema.append(pa.field(_SEQ, pa.int64(), nullable=False))
-        return self.spec.schema
+    def _staged_schema(self, spec: LoadSpec | None = None) -> pa.Schema:
+        spec = spec or self.spec
+        if spec.mode == "merge":
+            return spec.schema.append(pa.field(_SEQ, pa.int64(), nullable=False))
+        return spec.schema
+
+    def _widen(self, spec: LoadSpec, added: list[pa.Field]) -> None:
+        """The rows staged so far copied into a new file of the wider schema, whose writer
+        stays open for the next batches (dlt reads one file, with the load's schema)."""
+        try:
+            self._close_writer()
+            if not self._file.exists():
+                return
+            old, schema = self._file, self._staged_schema(spec)
+            self._file = self._dir / f"rows-{len(spec.schema)}.parquet"
+            self._writer = pq.ParquetWriter(self._file, schema)
+            with pq.ParquetFile(old) as staged:
+                for batch in staged.iter_batches():
+                    self._writer.write_batch(conform(batch, schema))
+            old.unlink()
+        except OSError as exc:
+            raise os_error(exc, "dlt sink: adding columns to staged rows") from None
 
     def _stage(self, batch: pa.RecordBatch) -> None:
         if self.spec.mode == "merge":

@@ -331,6 +331,8 @@ class DuckDbLoad(LoadState):
         self._waiting_rows = 0
         #: Parquet files the commit reads itself (:meth:`commit_staged_parquet`)
         self._parquet: tuple[Path, ...] = ()
+        #: the staging table's columns in its order (a widened load appends to it)
+        self._stage_names: list[str] = list(spec.schema.names)
 
     def _stage(self, batch: pa.RecordBatch) -> None:
         """Stage ``batch`` in whole row groups: each INSERT holds a multiple of DuckDB's row
@@ -376,10 +378,31 @@ class DuckDbLoad(LoadState):
         try:
             with interruptible("DuckDB sink: staging rows"):
                 self._con.register(_BATCH, pa.Table.from_batches([batch]))
-                self._con.execute(f"INSERT INTO {stage} SELECT * FROM {quote_ident(_BATCH)}")
+                # By name: a widened staging table's column order is not the batch's.
+                cols = ", ".join(quote_ident(n) for n in batch.schema.names)
+                self._con.execute(
+                    f"INSERT INTO {stage} ({cols}) SELECT {cols} FROM {quote_ident(_BATCH)}"
+                )
                 self._con.unregister(_BATCH)
         except duckdb.Error as exc:
             raise duck_error(exc, f"inserting rows into the staging table {stage}") from None
+
+    def _widen(self, spec: LoadSpec, added: list[pa.Field]) -> None:
+        """The new columns appended to the staging table (the commit orders the target's
+        columns as ``spec.schema`` does)."""
+        self._flush()  # the rows waiting were conformed to the old schema
+        stage = self._sink._q(self._stage_table)
+        try:
+            with interruptible("DuckDB sink: adding columns to the staging table"):
+                self._con.register(_EMPTY, pa.schema(added).empty_table())
+                types = self._con.execute(f"DESCRIBE SELECT * FROM {quote_ident(_EMPTY)}")
+                described = [(str(r[0]), str(r[1])) for r in types.fetchall()]
+                self._con.unregister(_EMPTY)
+                for name, dtype in described:
+                    self._con.execute(f"ALTER TABLE {stage} ADD COLUMN {quote_ident(name)} {dtype}")
+                    self._stage_names.append(name)
+        except duckdb.Error as exc:
+            raise duck_error(exc, f"adding columns to the staging table {stage}") from None
 
     def _commit(self) -> LoadMarker:
         self._flush()
@@ -400,7 +423,11 @@ class DuckDbLoad(LoadState):
                     drop_stage(con, sink, self._stage_table)
                     return marker_from_row(found[0])
                 target, stage = q(sink.table), q(self._stage_table)
-                adopted = spec.mode != "merge" and not sink._exists(con, sink.table)
+                adopted = (
+                    spec.mode != "merge"
+                    and self._stage_names == spec.schema.names
+                    and not sink._exists(con, sink.table)
+                )
                 if adopted:
                     # A first load into a table that does not exist yet: the staging table becomes
                     # the target, inside this transaction, instead of copying every row again.
@@ -522,7 +549,8 @@ class DuckDbLoad(LoadState):
         """Create the target from the staged column types, or add the columns it lacks."""
         sink, step = self._sink, self._step
         target = sink._q(sink.table)
-        staged = [c for c in sink._columns(con, self._stage_table) if c[0] != _SEQ]
+        by_name = {c[0]: c for c in sink._columns(con, self._stage_table)}
+        staged = [by_name[name] for name in self.spec.schema.names]  # the load's order
         nullable = {f.name: f.nullable for f in self.spec.schema}
         if not sink._exists(con, sink.table):
             columns = ", ".join(

@@ -19,6 +19,12 @@ the files :meth:`FilesystemSink.committed_files` lists, or the table folder once
 
 A load that carries idempotency keys (a replay batch) lists them under ``keys`` in its
 marker, so they are committed by the same ``link`` as its files.
+
+The sink folder is the user's (it may be a link, followed). The folders the sink keeps below
+it (``_dpone_staging/``, its load folders, ``_dpone_loads/``, ``<dataset>/<table>/``) are
+reached without following links (:func:`dpone.durable.open_below`): a link there is refused
+(``DPONE_PATH_IS_SYMLINK``), and staging is removed through a folder descriptor, so nothing
+is ever deleted or written through one.
 """
 
 from __future__ import annotations
@@ -27,7 +33,6 @@ import base64
 import contextlib
 import json
 import os
-import shutil
 import uuid
 from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
@@ -48,6 +53,7 @@ from dpone.connectors.sinks._common import (
     keys_committed_twice,
     os_error,
     positioned,
+    widen_parquet,
 )
 from dpone.connectors.sinks.fsmarkers import (
     LOADS,
@@ -102,9 +108,16 @@ class FilesystemSink:
     def _rel(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
 
+    def _owned(self, path: Path) -> None:
+        """Refuse a link (or a file) where the sink keeps a folder of its own."""
+        durable.check_below(self.root, path)
+
     def _marker_docs(self) -> list[dict[str, Any]]:
         """Every marker document in this root, in commit order."""
         folder = self.root / LOADS
+        # Each time, before a marker is acted on: a link planted during a run is refused too.
+        for owned in (folder, self.root / STAGING, self.table_dir):
+            self._owned(owned)
         if not folder.is_dir():
             return []
         docs = [self._read_marker(path) for path in folder.glob("*.json")]
@@ -201,7 +214,7 @@ class FilesystemSink:
         return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(mine[-1]["arrow_schema"])))
 
     def begin(self, load: LoadSpec) -> FilesystemLoad:
-        self.recover_all()
+        self.recover_all()  # refuses links where the sink keeps its folders (_marker_docs)
         return FilesystemLoad(self, load)
 
     def recover(self, load_id: str) -> str:
@@ -210,7 +223,8 @@ class FilesystemSink:
         Returns ``completed``, ``rolled_back`` or ``nothing``.
         """
         staging = self.staging_dir(load_id)
-        if not staging.is_dir():
+        self._owned(staging.parent)
+        if staging.is_symlink() or not staging.is_dir():
             return "nothing"
         doc = self._marker_doc(load_id)
         if doc is not None:
@@ -240,6 +254,7 @@ class FilesystemSink:
         self.recover_all()
         removed: list[str] = []
         folder = self.root / STAGING
+        self._owned(folder)
         for staging in sorted(folder.iterdir()) if folder.is_dir() else ():
             if staging.name == keep_load_id:
                 continue
@@ -266,7 +281,7 @@ class FilesystemSink:
             for staged_rel, final_rel in doc["adds"]:
                 src, dst = self.root / staged_rel, self.root / final_rel
                 if src.is_file():
-                    dst.parent.mkdir(parents=True, exist_ok=True)
+                    durable.make_below(self.root, dst.parent)  # no link on the way
                     os.replace(src, dst)
                     touched.add(dst.parent)
                 elif not dst.is_file():
@@ -276,6 +291,7 @@ class FilesystemSink:
                     )
             for rel in doc["removes"]:
                 path = self.root / rel
+                self._owned(path.parent)
                 path.unlink(missing_ok=True)
                 touched.add(path.parent)
             for folder in touched:
@@ -301,12 +317,13 @@ class FilesystemLoad(LoadState):
             return
         try:
             _rmtree(self._staging)
-            self._staging.mkdir(parents=True)
+            durable.make_below(sink.root, self._staging)
             _write_json(
                 self._staging / TOKEN_FILE,
                 signing.sign(
                     with_checksum(token_doc(spec.load_id, spec.pipeline, sink.target, self._token))
                 ),
+                anchor=sink.root,
             )
         except OSError as exc:
             raise os_error(exc, "filesystem sink: creating staging") from None
@@ -318,7 +335,7 @@ class FilesystemLoad(LoadState):
             if self._writer is None or self._rows_in_part >= self._sink.max_rows_per_file:
                 self._close_writer()
                 part = self._staging / f"part-{len(self._parts):05d}.parquet"
-                self._writer = pq.ParquetWriter(str(part), self.spec.schema)
+                self._writer = _parquet_writer(part, self.spec.schema)
                 self._parts.append(part)
                 self._rows_in_part = 0
             self._writer.write_batch(batch)
@@ -330,6 +347,17 @@ class FilesystemLoad(LoadState):
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+
+    def _widen(self, spec: LoadSpec, added: list[pa.Field]) -> None:
+        """Every staged part rewritten to the wider schema: a load's parts share one."""
+        if self._noop:
+            return
+        try:
+            self._close_writer()
+            for part in self._parts:
+                widen_parquet(part, spec.schema)
+        except OSError as exc:
+            raise os_error(exc, "filesystem sink: adding columns to staged rows") from None
 
     def _commit(self) -> LoadMarker:
         sink, spec = self._sink, self.spec
@@ -364,7 +392,7 @@ class FilesystemLoad(LoadState):
                     raise keys_committed_twice(spec.load_id)
                 doc["keys"] = list(spec.keys)
             doc = signing.sign(with_checksum(doc))
-            created = _create_json(sink.marker_path(spec.load_id), doc)
+            created = _create_json(sink.marker_path(spec.load_id), doc, anchor=sink.root)
         except OSError as exc:
             raise os_error(exc, "filesystem sink: committing the load") from None
         if not created:  # a concurrent commit of the same load id won
@@ -379,6 +407,7 @@ class FilesystemLoad(LoadState):
         staged = list(self._parts)
         removes: list[str] = []
         rewrites: list[Path] = []
+        sink._owned(sink.table_dir)
         live = sorted(p for p in sink.table_dir.glob("*.parquet") if p.is_file())
         if spec.mode == "replace":
             removes = [sink._rel(p) for p in live]
@@ -441,7 +470,7 @@ def _dedup(
     keep = winners.column("_dpone_idx_max").combine_chunks()
     out = folder / "merged-00000.parquet"
     offset = 0
-    with pq.ParquetWriter(str(out), schema) as writer:
+    with _parquet_writer(out, schema) as writer:
         for batch in _iter_file(staged):
             idx = pa.array(range(offset, offset + batch.num_rows), pa.int64())
             offset += batch.num_rows
@@ -473,7 +502,7 @@ def _rewrite_without(
     if existing.join(probe, keys=list(keys), join_type="left semi").num_rows == 0:
         return None
     kept = 0
-    with pq.ParquetWriter(str(out), file_schema) as writer:
+    with _parquet_writer(out, file_schema) as writer:
         for batch in _iter_file([path]):
             rest = pa.Table.from_batches([batch]).join(
                 probe, keys=list(keys), join_type="left anti"
@@ -531,23 +560,29 @@ def _json_bytes(doc: dict[str, Any]) -> bytes:
     return json.dumps(doc, sort_keys=True, indent=1).encode()
 
 
-def _write_json(path: Path, doc: dict[str, Any]) -> None:
-    durable.replace_atomic(path, _json_bytes(doc))
+def _write_json(path: Path, doc: dict[str, Any], *, anchor: Path) -> None:
+    durable.replace_atomic(path, _json_bytes(doc), anchor=anchor)
 
 
-def _create_json(path: Path, doc: dict[str, Any]) -> bool:
+def _create_json(path: Path, doc: dict[str, Any], *, anchor: Path) -> bool:
     """Create ``path`` atomically and only if absent; False when it already existed."""
     try:
-        durable.create_only(path, _json_bytes(doc))
+        durable.create_only(path, _json_bytes(doc), anchor=anchor)
     except FileExistsError:
         return False
     return True
 
 
+def _parquet_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
+    """A writer of a new staging file, created first with dpone's file mode (0640) and never
+    through a link (Arrow's own open would give 0644 and follow one)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, durable.FILE_MODE)
+    os.close(fd)
+    return pq.ParquetWriter(str(path), schema)
+
+
 def _rmtree(path: Path) -> None:
-    if path.is_symlink():  # never follow a link out of the sink folder; drop the link itself
-        path.unlink()
-        durable.fsync_dir(path.parent, missing_ok=True)
-    elif path.is_dir():
-        shutil.rmtree(path)
-        durable.fsync_dir(path.parent, missing_ok=True)
+    """Remove a staging folder of the sink (``<root>/_dpone_staging/<load_id>``) through the
+    descriptor of ``_dpone_staging`` opened without following links: a link in its place is
+    refused, a link at the load folder's name is dropped itself, never followed."""
+    durable.remove_tree_below(path.parent.parent, path)

@@ -242,6 +242,8 @@ class PostgresLoad(LoadState):
         self._stage_table = stage
         self._owned = owned
         self._step = Step(f"committing the load into {sink._q(sink.table)}")
+        #: the staging table's columns in its order (a widened load appends to it)
+        self._stage_names = [*spec.schema.names, *([_SEQ] if spec.mode == "merge" else [])]
 
     def _stage(self, batch: pa.RecordBatch) -> None:
         arrays = [_pg.staging_array(column) for column in batch.columns]
@@ -249,6 +251,10 @@ class PostgresLoad(LoadState):
         if self.spec.mode == "merge":
             arrays.append(pa.array(range(self.rows, self.rows + batch.num_rows), pa.int64()))
             names.append(_SEQ)
+        if names != self._stage_names:  # widened: the ingest goes in the table's order
+            where = {name: i for i, name in enumerate(names)}
+            arrays = [arrays[where[name]] for name in self._stage_names]
+            names = list(self._stage_names)
         staged = pa.RecordBatch.from_arrays(arrays, names=names)
         try:
             with self._conn.cursor() as cur:
@@ -257,6 +263,26 @@ class PostgresLoad(LoadState):
             raise _pg.sink_error(
                 exc, f"inserting rows into the staging table {temporary(self._stage_table)}"
             ) from None
+
+    def _widen(self, spec: LoadSpec, added: list[pa.Field]) -> None:
+        """The new columns appended to the staging table (the commit creates or extends the
+        target in ``spec.schema``'s order)."""
+        long = [f.name for f in added if too_long(f.name)]
+        if long:
+            raise SinkSchemaError(
+                f"column {quote_ident(long[0])} is longer than {MAX_IDENTIFIER_BYTES} bytes in "
+                "UTF-8; PostgreSQL would truncate it",
+                fixes=("rename the column in the source (or the query) to a shorter name",),
+            )
+        stage = temporary(self._stage_table)
+        try:
+            with self._conn.cursor() as cur:
+                for field in added:
+                    column = f"{quote_ident(field.name)} {_pg.pg_type(field.type, staging=True)}"
+                    cur.execute(f"ALTER TABLE {stage} ADD COLUMN {column}")
+                    self._stage_names.append(field.name)
+        except _pg.DRIVER_ERRORS as exc:
+            raise _pg.sink_error(exc, f"adding columns to the staging table {stage}") from None
 
     def _commit(self) -> LoadMarker:
         try:

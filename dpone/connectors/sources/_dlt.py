@@ -115,10 +115,12 @@ def stream_chunks(
 ) -> Iterator[SourceChunk]:
     """Re-chunked batches as not re-readable chunks, rows numbered across the resource."""
     from dpone.connectors._util import rechunk
+    from dpone.connectors.presence import split_presence
 
     row = 1
     for batch in rechunk(batches, chunk_size):
-        yield SourceChunk(batch, partition, None, row, False)
+        batch, present = split_presence(batch)
+        yield SourceChunk(batch, partition, None, row, False, present=present)
         row += batch.num_rows
 
 

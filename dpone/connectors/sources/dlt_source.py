@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from dpone.connectors.base import SourceChunk
 from dpone.connectors.errors import SourceConfigError, SourceError
+from dpone.connectors.presence import absent_keys, with_presence
 from dpone.connectors.sources import _dlt
 from dpone.connectors.sources.python import item_batches, resolve_callable
 from dpone.contracts.spec import ColumnSpec
@@ -120,9 +121,7 @@ def _typed_or_text(rows: list[Mapping[str, Any]], label: str) -> pa.RecordBatch:
     together (a number and a word) is kept as text, so the contract judges each value and a
     bad one reaches the DLQ, instead of failing the chunk as a Python source does."""
     del label
-    names: dict[str, None] = {}
-    for row in rows:
-        names.update(dict.fromkeys(row))
+    names, absent = absent_keys(rows)
     arrays = {}
     for name in names:
         values = [row.get(name) for row in rows]
@@ -130,7 +129,9 @@ def _typed_or_text(rows: list[Mapping[str, Any]], label: str) -> pa.RecordBatch:
             arrays[name] = pa.array(values)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
             arrays[name] = pa.array([_text(v) for v in values], pa.string())
-    return pa.RecordBatch.from_pydict(arrays)
+    batch = pa.RecordBatch.from_pydict(arrays)
+    # A key some items lack is told apart from one carrying null (required_columns).
+    return with_presence(batch, absent) if absent else batch
 
 
 def _text(value: Any) -> str | None:

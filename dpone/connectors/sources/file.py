@@ -15,9 +15,11 @@ looked at line by line; clean blocks go through Arrow whole.
 from __future__ import annotations
 
 import codecs
+import csv
 import io
 import json
 import os
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -33,9 +35,11 @@ from dpone.connectors.errors import (
     SourceConfigError,
     SourceDecodeError,
     SourceRowTooLong,
+    SourceTooManyColumns,
     SourceUnavailable,
 )
 from dpone.connectors.fs import SourceFile, open_inputs
+from dpone.connectors.presence import absent_keys, rows_batch, split_presence, with_presence
 from dpone.connectors.progress import ReadProgress
 from dpone.manifest.specs import CsvOptions, FileFormat, FileSourceSpec
 
@@ -97,6 +101,7 @@ class FileSource:
         self.read_all_as_text = read_all_as_text
         self.block_size = block_size
         self.jsonl_encoding = _codec(spec.jsonl.encoding)
+        self.max_columns = spec.max_columns
         self.identity = f"file:{spec.format}:{self.pattern}"
         self.progress = ReadProgress()
         self.inputs = open_inputs(
@@ -140,21 +145,37 @@ class FileSource:
                 f"{partition}: cannot read the file ({type(exc).__name__})"
             ) from None
         failures: list[DecodeFailure] = []
+        header: list[str] = []
         row = 1
-        for batch in rechunk(self._batches(partition, path, chunk_size, failures), chunk_size):
-            yield SourceChunk(batch, partition, digest, row, True, _in_order(failures))
+        batches = self._batches(partition, path, chunk_size, failures, header)
+        for batch in rechunk(batches, chunk_size):
+            batch, present = split_presence(batch)
+            yield SourceChunk(batch, partition, digest, row, True, _in_order(failures), present)
             failures.clear()
             row += batch.num_rows
         path.verify(digest)
+        if row == 1 and header and not failures:
+            # A CSV file of a header and no row: its columns, as text (what inference makes
+            # of an empty sample), so a run of such files still makes their table.
+            columns = pa.schema([pa.field(name, pa.string()) for name in header])
+            yield SourceChunk(
+                pa.RecordBatch.from_pylist([], schema=columns), partition, digest, 1, True
+            )
         if failures:
             empty = pa.RecordBatch.from_pydict({})
             yield SourceChunk(empty, partition, digest, row, True, _in_order(failures))
         self.progress.end_file()
 
     def _batches(
-        self, partition: str, path: SourceFile, chunk_size: int, failures: list[DecodeFailure]
+        self,
+        partition: str,
+        path: SourceFile,
+        chunk_size: int,
+        failures: list[DecodeFailure],
+        header: list[str],
     ) -> Iterator[pa.RecordBatch]:
-        """Decoded batches of one file; lines that do not decode go to ``failures``."""
+        """Decoded batches of one file; lines that do not decode go to ``failures``, a CSV
+        header's names to ``header``."""
         try:
             if self.format == "csv":
                 reader = _CsvReader(
@@ -163,6 +184,7 @@ class FileSource:
                     partition,
                     failures,
                     parse_bytes=PARSE_READS * self.block_size,
+                    max_columns=self.max_columns,
                 )
                 blocks: Iterator[_Block]
                 if self.csv.newlines_in_values:
@@ -189,6 +211,8 @@ class FileSource:
                     )
                 for block in self.progress.blocks(blocks):
                     yield from reader.parse(block)
+                if self.csv.header and reader.names is not None:
+                    header.extend(reader.names)
             elif self.format == "jsonl":
                 yield from _jsonl_batches(
                     self.progress.blocks(
@@ -199,6 +223,7 @@ class FileSource:
                     chunk_size,
                     self.read_all_as_text,
                     failures,
+                    max_columns=self.max_columns,
                 )
             else:
                 yield from _parquet_batches(path, partition, chunk_size)
@@ -531,8 +556,10 @@ class _CsvReader:
         partition: str,
         failures: list[DecodeFailure],
         parse_bytes: int,
+        max_columns: int = 10_000,
     ) -> None:
         self.opts = opts
+        self.max_columns = max_columns
         self.parse_bytes = parse_bytes
         self.as_text = as_text
         self.partition = partition
@@ -586,6 +613,7 @@ class _CsvReader:
         block = _Block(data, line, newlines)
         end = data.find(b"\n")
         first = data if end < 0 else data[: end + 1]
+        self._refuse_wide(bytes(first), line)
         try:
             if self.opts.header:
                 # Column names are text: Arrow would hand back bytes that are not UTF-8 as an
@@ -612,6 +640,27 @@ class _CsvReader:
                 return _Block(b"", block.line + 1, 0)
             return _Block(block.data[end + 1 :], block.line + 1, max(newlines - 1, -1))
         return block
+
+    def _refuse_wide(self, first: bytes, line: int) -> None:
+        """A first line of more than ``max_columns`` fields is refused before Arrow parses
+        it (100,000 columns took Arrow seconds, and every later step more). Counting the
+        delimiters bounds the fields from above; only a line over the cap is split exactly
+        (a quoted value may hold a delimiter)."""
+        opts = self.opts
+        if first.count(opts.delimiter.encode()) < self.max_columns:
+            return
+        text = first.decode("utf-8", "replace").rstrip("\r\n")
+        try:
+            if opts.quote_char is None:
+                reader = csv.reader([text], delimiter=opts.delimiter, quoting=csv.QUOTE_NONE)
+            else:
+                reader = csv.reader([text], delimiter=opts.delimiter, quotechar=opts.quote_char)
+            count = len(next(reader))
+        except csv.Error:
+            count = self.max_columns + 1  # not even one CSV row: the bound stands
+        if count > self.max_columns:
+            where = f"{self.partition}: line {line}"
+            raise SourceTooManyColumns.over(where, self.max_columns, path=self.partition)
 
     def _parse(
         self,
@@ -768,11 +817,18 @@ class _RawNumber(str):
 
 
 def _jsonl_batches(
-    blocks: Iterator[_Block], chunk_size: int, as_text: bool, failures: list[DecodeFailure]
+    blocks: Iterator[_Block],
+    chunk_size: int,
+    as_text: bool,
+    failures: list[DecodeFailure],
+    *,
+    max_columns: int = 10_000,
 ) -> Iterator[pa.RecordBatch]:
     """Batches of up to ``chunk_size`` JSON objects; a line that is not one (invalid text or
-    JSON, another JSON value, nesting deeper than the parser goes) becomes a DecodeFailure."""
+    JSON, another JSON value, nesting deeper than the parser goes) becomes a DecodeFailure.
+    More than ``max_columns`` keys in the objects of a batch is :class:`SourceTooManyColumns`."""
     objects: list[dict[str, Any]] = []
+    keys: set[str] = set()
     for block in blocks:
         for i, raw in enumerate(block.raw.split(b"\n")):
             body = raw.removesuffix(b"\r")
@@ -784,9 +840,14 @@ def _jsonl_batches(
                 failures.append(DecodeFailure(block.line + i, what, text))
                 continue
             objects.append(obj)
+            keys.update(obj)  # the batch's columns: the union of its objects' keys
+            if len(keys) > max_columns:
+                where = f"the JSON objects up to line {block.line + i}"
+                raise SourceTooManyColumns.over(where, max_columns)
             if len(objects) == chunk_size:
                 yield _jsonl_batch(objects, as_text)
                 objects = []
+                keys = set()
     if objects:
         yield _jsonl_batch(objects, as_text)
 
@@ -805,6 +866,8 @@ def _json_object(body: bytes, as_text: bool) -> tuple[dict[str, Any] | None, str
             obj = json.loads(text)
         if not isinstance(obj, dict):
             return None, "the line is not a JSON object"
+        if _SURROGATE_ESCAPE.search(body) and not _valid_unicode(obj):
+            return None, "the line holds a JSON string that is not valid Unicode (a lone surrogate)"
         if as_text:
             # Nested values become JSON text here, where a too-deep one is still this line's.
             obj = {key: _as_text(value) for key, value in obj.items()}
@@ -815,10 +878,26 @@ def _json_object(body: bytes, as_text: bool) -> tuple[dict[str, Any] | None, str
     return obj, ""
 
 
+#: ``\uD800``..``\uDFFF``: the only way a JSON line that is valid UTF-8 yields a string that
+#: is not (a lone surrogate, which no encoder and no sink accepts). Pairs match too; the
+#: check below tells them apart, on such lines only.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _valid_unicode(obj: dict[str, Any]) -> bool:
+    try:
+        json.dumps(obj, ensure_ascii=False, default=str).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _jsonl_batch(objects: list[dict[str, Any]], as_text: bool) -> pa.RecordBatch:
+    """Lines as a batch; a key absent from some lines gets a presence column (see
+    ``connectors/presence.py``)."""
     if not as_text:
         try:
-            return pa.RecordBatch.from_pylist(objects)
+            return rows_batch(objects)
         except (pa.ArrowInvalid, pa.ArrowTypeError):
             raise SourceDecodeError(
                 "JSON values change type between rows (read them as text to let the contract "
@@ -834,9 +913,11 @@ def _jsonl_batch(objects: list[dict[str, Any]], as_text: bool) -> pa.RecordBatch
         for column in columns.values():
             if len(column) <= offset:
                 column.append(None)
-    return pa.RecordBatch.from_pydict(
+    batch = pa.RecordBatch.from_pydict(
         {name: pa.array(values, pa.string()) for name, values in columns.items()}
     )
+    _, absent = absent_keys(objects)
+    return with_presence(batch, absent) if absent else batch
 
 
 def _as_text(value: Any) -> str | None:

@@ -17,6 +17,7 @@ import pyarrow as pa
 from dpone.connectors._util import rechunk
 from dpone.connectors.base import SourceChunk
 from dpone.connectors.errors import SourceConfigError, SourceDecodeError, SourceError
+from dpone.connectors.presence import rows_batch, split_presence
 from dpone.manifest.specs import PythonSourceSpec
 from dpone.usercode import UserCodeError, load_callable
 
@@ -60,7 +61,8 @@ class PythonSource:
         row = 1
         batches = self._batches(func, chunk_size)
         for batch in rechunk(batches, chunk_size):
-            yield SourceChunk(batch, self.callable_spec, None, row, False)
+            batch, present = split_presence(batch)
+            yield SourceChunk(batch, self.callable_spec, None, row, False, present=present)
             row += batch.num_rows
 
     def _batches(self, func: Callable[..., Any], chunk_size: int) -> Iterator[pa.RecordBatch]:
@@ -111,8 +113,9 @@ def item_batches(
 
 
 def _from_rows(rows: list[Mapping[str, Any]], label: str) -> pa.RecordBatch:
+    """Every key of every dict a column; a key some dicts lack gets a presence column."""
     try:
-        return pa.RecordBatch.from_pylist(rows)
+        return rows_batch(rows)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
         raise SourceDecodeError(
             f"{label} yielded dicts whose values Arrow cannot type together"

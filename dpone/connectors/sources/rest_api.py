@@ -31,6 +31,7 @@ import pyarrow as pa
 
 from dpone.connectors.base import SourceChunk
 from dpone.connectors.errors import SourceConfigError, SourceDecodeError, SourceError
+from dpone.connectors.presence import absent_keys, with_presence
 from dpone.connectors.sources import _dlt, _http
 from dpone.connectors.sources.file import _as_text
 from dpone.errors import DponeError
@@ -153,12 +154,12 @@ def _text_batches(items: Iterable[Any], chunk_size: int, label: str) -> Iterator
 def _text_batch(items: list[Mapping[str, Any]]) -> pa.RecordBatch:
     """Columns in order of first appearance, a missing key NULL; built column by column, so
     a column of one JSON kind (the usual case) converts in one Arrow call."""
-    names: dict[str, None] = {}
-    for item in items:
-        names.update(dict.fromkeys(item))
-    return pa.RecordBatch.from_pydict(
-        {str(name): _text_column([item.get(name) for item in items]) for name in names}
+    names, absent = absent_keys(items)
+    batch = pa.RecordBatch.from_pydict(
+        {name: _text_column([item.get(name) for item in items]) for name in names}
     )
+    # A key some items lack is told apart from one carrying null (required_columns).
+    return with_presence(batch, absent) if absent else batch
 
 
 def _text_column(values: list[Any]) -> pa.Array:

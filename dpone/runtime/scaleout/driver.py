@@ -26,10 +26,11 @@ be on storage every worker reaches (docs/scale-out.md).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import os
 import re
-import shutil
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -39,6 +40,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dpone import durable
 from dpone.assertions.engine import AssertionEngine
 from dpone.connectors.fs import standard_variables
 from dpone.contracts.types import sink_schema
@@ -54,7 +56,7 @@ from dpone.runtime.dlq_pipe import DlqPipe
 from dpone.runtime.report import RunProgress
 from dpone.runtime.scaleout.partitions import Partition, plan_partitions
 from dpone.runtime.scaleout.task import PartitionResult, StagedFile, TaskSpec, run_partition
-from dpone.runtime.stream import Staging, Stream, Streamed
+from dpone.runtime.stream import Staging, Stream, Streamed, widened
 from dpone.runtime.wiring import Components
 from dpone.state.model import PipelineState
 
@@ -111,7 +113,7 @@ class ScaleOutStaging(Staging):
     files: tuple[Path, ...] = ()
 
     def begin_staged(self, files: Sequence[Path], schema: pa.Schema) -> None:
-        """Begin the load of ``files`` (checked already), the first one's ``schema``."""
+        """Begin the load of ``files`` (checked already) with ``schema``, all of theirs."""
         self.files = tuple(files)
         self.begin_empty(schema)
 
@@ -128,7 +130,10 @@ class ScaleOutStaging(Staging):
 
     def _remove(self) -> None:
         if self.folder is not None:
-            shutil.rmtree(self.folder, ignore_errors=True)
+            # Reached from the work dir without following a link: a scaleout/ swapped for
+            # one during the run must not make this delete a folder elsewhere.
+            with contextlib.suppress(OSError, DponeError):
+                durable.remove_tree_below(self.folder.parent.parent, self.folder)
 
 
 class ScaleOutStream(Stream):
@@ -172,7 +177,7 @@ class ScaleOutStream(Stream):
         if partitioning.single_reason is not None:
             log.warning("scaleout.single_partition", reason=partitioning.single_reason)
         folder = ctx.paths.work_dir / SCALEOUT_DIR / ctx.run_id
-        (folder / "staged").mkdir(parents=True, exist_ok=True)
+        durable.make_below(ctx.paths.work_dir, folder / "staged")
         self.staging.folder = folder
         self.pipe.open_run()
         spec = TaskSpec(
@@ -203,7 +208,11 @@ class ScaleOutStream(Stream):
         clock = time.perf_counter()
         staged = [f for r in results for f in r.staged]
         schemas = [_check_staged(folder / "staged", f) for f in staged]
-        schema = schemas[0] if schemas else sink_schema(plan.sink.contract)
+        empty = [r.empty_schema for r in results if r.empty_schema is not None]
+        # Tasks' files differ in the variant columns their chunks needed: the load holds them
+        # all, in the order one chunk would have given them.
+        fallback = empty[0] if empty else sink_schema(plan.sink.contract)
+        schema = functools.reduce(widened, schemas) if schemas else fallback
         self.staging.begin_staged([folder / "staged" / f.name for f in staged], schema)
         self.stage_seconds["staged_check"] = time.perf_counter() - clock
         log.info("scaleout.stages", **{k: round(v, 3) for k, v in self.stage_seconds.items()})
@@ -281,14 +290,17 @@ class ScaleOutStream(Stream):
         tracker = CursorTracker.create(plan.sink.contract, plan.source.incremental, self.state)
         self.pipe.records = 0
         tally.read = tally.loaded = tally.warned = tally.skipped = tally.chunks = 0
+        tally.rejected = tally.dropped = 0
         tally.violations.clear()
         for r in results:
-            ctx.labels.see(r.columns)
+            ctx.names.see(r.renamed)
             tally.read += r.read
             tally.loaded += r.loaded
             tally.warned += r.warned
             tally.skipped += r.skipped
             tally.chunks += r.chunks
+            tally.rejected += r.rejected
+            tally.dropped += r.dropped
             for (column, reason), count in r.violations.items():
                 tally.violation(column, reason, count)
             engine.rows_passed += r.rows_passed

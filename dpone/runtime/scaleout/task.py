@@ -43,6 +43,7 @@ from dpone.connectors.base import LoadMarker, LoadSpec, Sink, Source, SourceChun
 from dpone.connectors.errors import SourceDecodeError, SourceUnavailable
 from dpone.connectors.fs import SourceFile
 from dpone.connectors.sources.file import FileSource
+from dpone.contracts.names import Renamed
 from dpone.dlq.partition import PartitionSegments, PartitionWriter
 from dpone.dlq.store import DlqStore
 from dpone.dlq.writer import RunResult, RunWriter
@@ -53,7 +54,7 @@ from dpone.runtime import wiring
 from dpone.runtime.context import RunContext, RunOptions
 from dpone.runtime.dlq_pipe import DlqPipe
 from dpone.runtime.interrupts import InterruptWatch
-from dpone.runtime.labels import ColumnLabels
+from dpone.runtime.names import SourceNames
 from dpone.runtime.scaleout.partitions import KeyRange, Partition
 from dpone.runtime.stream import Stream
 from dpone.state.model import PipelineState
@@ -126,9 +127,15 @@ class PartitionResult:
     skipped: int = 0
     chunks: int = 0
     quarantined: int = 0
+    rejected: int = 0
+    dropped: int = 0
     violations: dict[tuple[str, str], int] = field(default_factory=dict)
     #: the source's column names, in the order first seen
     columns: tuple[str, ...] = ()
+    #: the source columns the task's run renamed (``dpone/runtime/names.py``)
+    renamed: tuple[Renamed, ...] = ()
+    #: the table a partition of no row but named columns (a header-only CSV file) makes
+    empty_schema: pa.Schema | None = None
     rows_passed: int = 0
     #: per row assertion (in the plan's order): failed rows, observed rows, warnings logged
     assertions: tuple[tuple[int, int, int], ...] = ()
@@ -243,7 +250,8 @@ class StagedParquet:
         data = buf.getvalue()
         path = self._spec.staged_dir / name
         try:
-            create_only(path, data)
+            # Anchored at the work dir (the folder is <work_dir>/scaleout/<run>): no link below.
+            create_only(path, data, anchor=Path(self._spec.folder).parent.parent)
         except FileExistsError:
             # An earlier attempt of this task published it: the same input gives the same
             # bytes, so anything else is not this run's file.
@@ -367,8 +375,14 @@ def _run(spec: TaskSpec, part: Partition) -> PartitionResult:
         skipped=tally.skipped,
         chunks=tally.chunks,
         quarantined=stream.pipe.records,
+        rejected=tally.rejected,
+        dropped=tally.dropped,
         violations=dict(tally.violations),
         columns=tuple(source.columns),
+        renamed=ctx.names.renamed,
+        empty_schema=None
+        if stream.empty is None
+        else pa.schema(list(stream.staging.written.values())),
         rows_passed=engine.rows_passed,
         assertions=tuple((t.failed, t.observed, t.logged) for t in engine.tallies),
         cursor_highest=tracker.highest,
@@ -391,7 +405,7 @@ def _context(spec: TaskSpec) -> RunContext:
         started_at=spec.started_at,
         started=time.perf_counter(),
         paths=wiring.Paths.of(plan),
-        labels=ColumnLabels((c.name for c in plan.sink.contract.columns), plan.sink.dlq.pii_policy),
+        names=SourceNames.of(plan),
         interrupts=InterruptWatch(),
         owns_watch=False,
     )
