@@ -296,6 +296,7 @@ MANIFEST_CODES: Mapping[str, str] = {
     "DPONE_MANIFEST_ENGINE_UNSUPPORTED": "a manifest feature engine dask does not support",
     "DPONE_MANIFEST_UNIQUE_KEY_COLUMN": "a unique_key column the contract does not declare",
     "DPONE_MANIFEST_INCREMENTAL_COLUMN": "an incremental cursor the contract types as unorderable",
+    "DPONE_MANIFEST_INCREMENTAL_LAG": "an incremental lag on a cursor type without arithmetic",
     "DPONE_DLT_NOT_INSTALLED": "the source type needs the dlt package, which is not installed",
     "DPONE_ASSERTION_UNKNOWN_TYPE": "an assertion type that is not registered",
     "DPONE_ASSERTION_UNKNOWN_COLUMN": "an assertion names a column absent from the contract",

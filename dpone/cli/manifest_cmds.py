@@ -99,6 +99,17 @@ def _engine(runtime: dict[str, Any]) -> str:
     return f"dask  local cluster, workers {workers}"
 
 
+def _window(inc: dict[str, Any]) -> str:
+    """The incremental window in words: where the first run starts, the lag, the end."""
+    initial = inc["initial_value"]
+    window = "initial " + ("none: reads everything" if initial is None else str(initial))
+    if inc.get("lag"):
+        window += f"; reads >= cursor - lag {inc['lag']}"
+    if inc.get("end_value") is not None:
+        window += f"; end {inc['end_value']} (exclusive)"
+    return window
+
+
 def render_plan(doc: dict[str, Any]) -> str:
     m = doc["manifest"]
     source, sink = m["source"], m["sink"]
@@ -154,9 +165,7 @@ def render_plan(doc: dict[str, Any]) -> str:
     )
     if "incremental" in source:
         inc = source["incremental"]
-        initial = inc["initial_value"]
-        start = "none: reads everything" if initial is None else initial
-        lines.append(f"incremental  {inc['cursor_column']} (initial {start})")
+        lines.append(f"incremental  {inc['cursor_column']} ({_window(inc)})")
     lines.append(
         f"dlq          {dlq['directory']}  (pii {dlq['pii_policy']}, "
         f"retention {dlq['retention_days']} days, enabled {str(dlq['enabled']).lower()})"

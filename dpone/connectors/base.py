@@ -87,11 +87,12 @@ class Source(Protocol):
     def chunks(self, chunk_size: int, after: object | None = None) -> Iterator[SourceChunk]:
         """Yield rows in chunks of exactly ``chunk_size`` rows (fewer only at a partition's end).
 
-        ``after`` is the committed incremental cursor (a typed Python value or ISO-8601 text).
-        Database sources (``cursor_pushdown`` True) push it down as
-        ``WHERE cursor_column > after ORDER BY cursor_column`` (``> initial_value`` when
-        ``after`` is None and the manifest gives one). File and Python sources ignore it: the
-        lifecycle filters after enforcement, on the typed column. Every call starts afresh.
+        ``after`` is the run's lower bound (the committed cursor minus ``lag``, or
+        ``initial_value``; a typed Python value or ISO-8601 text). Database sources
+        (``cursor_pushdown`` True) push it down as ``WHERE cursor_column >= after [AND
+        cursor_column < end_value] ORDER BY cursor_column``. File and Python sources ignore
+        it: the lifecycle filters after enforcement, on the typed column, and de-duplicates
+        the boundary rows for every source. Every call starts afresh.
         """
         ...
 

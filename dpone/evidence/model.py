@@ -30,6 +30,7 @@ class Summary:
     rows_quarantined: int = 0
     rows_warned: int = 0
     rows_skipped: int = 0
+    rows_late_skipped: int = 0
     chunks: int = 0
     #: bad rows kept out of the load with no DLQ record (``dlq.enabled: false``)
     rows_dropped: int = 0
@@ -41,6 +42,7 @@ class Summary:
             "rows_quarantined": self.rows_quarantined,
             "rows_warned": self.rows_warned,
             "rows_skipped": self.rows_skipped,
+            "rows_late_skipped": self.rows_late_skipped,
             "chunks": self.chunks,
         }
         if self.rows_dropped:  # only with dlq.enabled false, and then only when rows were rejected

@@ -78,10 +78,10 @@ def render_markdown(doc: dict[str, Any]) -> str:
         f"- manifest: `{doc['manifest_fingerprint']}`",
         f"- started {doc['started_at']}, finished {doc['finished_at']}",
         "",
-        "| rows read | loaded | quarantined | warned | skipped |",
-        "| ---: | ---: | ---: | ---: | ---: |",
+        "| rows read | loaded | quarantined | warned | skipped | late skipped |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: |",
         f"| {s['rows_read']} | {s['rows_loaded']} | {s['rows_quarantined']} | "
-        f"{s['rows_warned']} | {s['rows_skipped']} |",
+        f"{s['rows_warned']} | {s['rows_skipped']} | {s.get('rows_late_skipped', 0)} |",
     ]
     if doc["violations"]:
         lines += ["", "## Violations", "", "| column | reason | count |", "| --- | --- | ---: |"]

@@ -40,6 +40,8 @@ PassResult = Document | list[ErrorDetail]
 EVOLUTION_KEYS = ("tables", "columns", "data_type")
 RESERVED_ASSERTION_KEYS = ("on_failure", "custom")
 UNORDERABLE_CURSOR_TYPES = ("boolean", "json", "binary")
+#: Cursor types ``lag`` can be subtracted from (seconds, days, units).
+LAG_CURSOR_TYPES = ("timestamp", "date", "integer", "bigint", "float", "decimal")
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,6 +319,17 @@ def check_incremental(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
                 f"cursor column '{name}' has type {columns[name]['type']}, which has no order",
                 pointer,
                 fixes=("use a timestamp, date, integer, decimal or string cursor",),
+            )
+        ]
+    if incremental.get("lag") and columns[name]["type"] not in LAG_CURSOR_TYPES:
+        return [
+            ctx.error(
+                "DPONE_MANIFEST_INCREMENTAL_LAG",
+                f"lag needs a cursor with arithmetic; '{name}' has type {columns[name]['type']}",
+                "/source/incremental/lag",
+                fixes=(
+                    "remove lag, or use a timestamp (lag in seconds), date (days) or number cursor",
+                ),
             )
         ]
     return []

@@ -48,10 +48,13 @@ def display_path(path: Path, base: Path) -> str:
 
 @dataclass(frozen=True, slots=True)
 class IncrementalPlan:
-    """``source.incremental``: rows with ``cursor_column`` beyond the committed cursor."""
+    """``source.incremental``: rows with ``cursor_column`` at or above the committed cursor
+    (minus ``lag``, in the cursor's unit), below ``end_value`` when it is set (SPEC §6)."""
 
     cursor_column: str
     initial_value: str | int | float | None
+    lag: int | float
+    end_value: str | int | float | None
 
 
 # --- sources ----------------------------------------------------------------------------------
@@ -250,7 +253,12 @@ def _incremental(section: Section) -> IncrementalPlan | None:
     found = section.get("incremental")
     if found is None:
         return None
-    return IncrementalPlan(found["cursor_column"], found["initial_value"])
+    return IncrementalPlan(
+        found["cursor_column"],
+        found["initial_value"],
+        lag=found["lag"],
+        end_value=found["end_value"],
+    )
 
 
 #: ``runtime.max_columns`` when a source section is built on its own (the schema's default;

@@ -19,8 +19,10 @@ from dpone.clock import iso_utc
 from dpone.connectors.base import DecodeFailure, SourceChunk
 from dpone.contracts.enforcer import ContractEnforcementService
 from dpone.contracts.spec import ColumnSpec, ContractSpec, EvolutionSpec, TypeInferenceSpec
+from dpone.contracts.types import arrow_type
 from dpone.errors import DponeError
-from dpone.state.model import PipelineState
+from dpone.runtime.window import Window
+from dpone.state.model import Boundary, PipelineState
 
 
 def to_text(value: Any) -> str | int | None:
@@ -71,20 +73,6 @@ def max_value(column: pa.Array | pa.ChunkedArray) -> Any:
     return pc.max(column).as_py()
 
 
-def after_mask(
-    column: pa.Array, committed: str | int | None, initial: str | int | float | None
-) -> pa.BooleanArray | None:
-    """Rows to keep: above the committed cursor, or above the initial value on a first run
-    (both bounds are exclusive, as in database sources' pushdown). A NULL cursor is kept: it
-    cannot be placed in a window. None: keep everything."""
-    bound_text = committed if committed is not None else initial
-    if bound_text is None:
-        return None
-    keep = pc.greater(column, to_scalar(bound_text, column.type))
-    result: pa.BooleanArray = pc.fill_null(keep, True)
-    return result
-
-
 #: Rows whose cursor cannot be placed that the state remembers, at most (≈ 8 bytes each).
 MAX_UNPLACED_ROWS = 50_000
 #: The suffix of a state key that lists a file's undecodable lines (not its rows).
@@ -98,7 +86,9 @@ class UnplacedLimit(DponeError):
 
 @dataclass(slots=True)
 class CursorTracker:
-    """Skips rows of earlier windows and tracks the highest cursor value this run processed.
+    """Skips rows outside this run's window (``runtime/window.py``: ``>=`` the committed cursor
+    minus ``lag``, ``<`` ``end_value``, boundary rows a committed run took de-duplicated) and
+    tracks the highest cursor value this run processed.
 
     The cursor column is parsed on its own (the contract's type, warn mode, so a bad value
     is NULL rather than an error) before the whole row is enforced, so rows of an earlier
@@ -115,18 +105,22 @@ class CursorTracker:
     column: str | None
     spec: ColumnSpec | None
     committed: str | int | None
-    initial: str | int | float | None
+    window: Window | None
     parser: ContractEnforcementService | None
     previous: Mapping[str, list[int]] = field(default_factory=dict)
     highest: Any = None
+    #: rows below the window no committed run read (``late_skipped``)
+    late: int = 0
     read_keys: dict[str, str] = field(default_factory=dict)
     seen: dict[str, set[int]] = field(default_factory=dict)
     _typed: pa.Array | None = None
 
     @classmethod
     def create(
-        cls, contract: ContractSpec, incremental: Any, state: PipelineState
+        cls, contract: ContractSpec, incremental: Any, state: PipelineState, *, merge: bool = False
     ) -> CursorTracker:
+        """``merge``: the sink merges on a unique key, so an outgrown boundary may be loaded
+        again rather than fail the run."""
         if incremental is None:
             return cls(None, None, None, None, None)
         declared = contract.column(incremental.cursor_column)
@@ -148,14 +142,19 @@ class CursorTracker:
             )
         )
         committed = state.cursor.value if state.cursor else None
+        window = Window.create(incremental, arrow_type(spec), state, fallback=merge)
         return cls(
             incremental.cursor_column,
             spec,
             committed,
-            incremental.initial_value,
+            window,
             parser,
             previous=state.unplaced,
         )
+
+    def pushdown(self) -> str | int | None:
+        """The lower bound a database source pushes down (``cursor >= value``)."""
+        return None if self.window is None else self.window.pushdown()
 
     def keep(self, chunk: SourceChunk) -> tuple[pa.RecordBatch, pa.Int64Array | None, int]:
         """The chunk's rows of this window, their positions in the chunk (None: all of them),
@@ -165,8 +164,11 @@ class CursorTracker:
         if self.parser is None or self.column not in batch.schema.names:
             return batch, None, 0
         typed = self.parser.enforce(batch.select([self.column])).valid.column(0)
-        keep = after_mask(typed, self.committed, self.initial)
-        keep = self._unplaced(chunk, typed, keep)
+        assert self.window is not None
+        self.window.see_file(chunk)
+        split = self.window.split(chunk, typed)
+        self.late += split.late
+        keep = self._unplaced(chunk, typed, split.keep)
         self._typed = typed
         if keep is None:
             return batch, None, 0
@@ -174,7 +176,7 @@ class CursorTracker:
         if kept == batch.num_rows:
             return batch, None, 0
         self._typed = typed.filter(keep)
-        return batch.filter(keep), pc.indices_nonzero(keep), batch.num_rows - kept
+        return batch.filter(keep), pc.indices_nonzero(keep), batch.num_rows - kept - split.late
 
     def _unplaced(
         self, chunk: SourceChunk, typed: pa.Array, keep: pa.BooleanArray | None
@@ -218,8 +220,23 @@ class CursorTracker:
             self.highest = top
 
     def committed_text(self) -> str | None:
-        value = to_text(self.highest) if self.highest is not None else self.committed
+        """The cursor once this run commits: its highest row, never below the committed one
+        (rows late within the lag load without moving the cursor back)."""
+        top = self._top()
+        value = to_text(top) if top is not None else self.committed
         return None if value is None else str(value)
+
+    def _top(self) -> Any:
+        stored = None if self.window is None else self.window.stored
+        if self.highest is None or (stored is not None and stored > self.highest):
+            return stored
+        return self.highest
+
+    def boundary_after_run(self) -> Boundary | None:
+        """The state's boundary once this run commits (None: not incremental)."""
+        if self.window is None:
+            return None
+        return self.window.boundary_after_run(self._top())
 
     def unplaced_after_run(self) -> dict[str, list[int]]:
         """The state's memory of unplaced rows once this run commits."""

@@ -77,6 +77,8 @@ class JournalEntry:
     """The evidence the run will publish once its sink commits (written before the commit)."""
     unplaced: dict[str, list[int]] | None = None
     """The state's unplaced rows once the run commits (see ``runtime/cursor.py``)."""
+    boundary: dict[str, Any] | None = None
+    """The state's boundary window once the run commits (``runtime/window.py``), as JSON."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -88,6 +90,7 @@ class JournalEntry:
             "started_at": self.started_at,
             "evidence": self.evidence,
             "unplaced": self.unplaced,
+            "boundary": self.boundary,
         }
 
 
@@ -179,6 +182,7 @@ class RunJournal:
             started_at=doc["started_at"],
             evidence=doc.get("evidence"),
             unplaced=doc.get("unplaced"),
+            boundary=doc.get("boundary"),
         )
 
     def _check(self, doc: Any) -> None:

@@ -110,7 +110,12 @@ class _Run:
             doc = evidence.to_json()
             # What this run will publish is durable before the sink commits, so a process
             # killed right after the commit is finished, identically, by the next run.
-            self._journal("running", evidence=doc, unplaced=streamed.unplaced)
+            self._journal(
+                "running",
+                evidence=doc,
+                unplaced=streamed.unplaced,
+                boundary=streamed.boundary.to_json() if streamed.boundary else None,
+            )
             checkpoint("before_sink_commit")
             ctx.interrupts.check()
             # The marker carries the cursor the evidence moves the state to: the run's highest
@@ -201,6 +206,7 @@ class _Run:
             load_id=ctx.load_id,
             cursor_to=moved.cursor_to,
             unplaced=streamed.unplaced,
+            boundary=streamed.boundary,
             clock=ctx.clock,
         )
         log.info("state.advanced", pipeline=ctx.plan.name, revision=moved.revision)

@@ -78,6 +78,7 @@ def evidence(
             rows_quarantined=counts.quarantined,
             rows_warned=counts.warned,
             rows_skipped=counts.skipped,
+            rows_late_skipped=counts.late_skipped,
             chunks=counts.chunks,
             rows_dropped=counts.dropped,
         ),

@@ -22,7 +22,7 @@ from dpone.runtime.crosscheck import check_committed, check_rolled_back
 from dpone.runtime.journal import JournalEntry
 from dpone.runtime.report import Recovery
 from dpone.runtime.wiring import Components
-from dpone.state.model import Cursor
+from dpone.state.model import Boundary, Cursor
 from dpone.state.store import StateStore
 
 log = get_logger("dpone.run")
@@ -87,6 +87,7 @@ def _finish_committed(
             load_id=entry.load_id,
             cursor_to=marker.cursor_to,
             unplaced=entry.unplaced,
+            boundary=Boundary.from_json(entry.boundary) if entry.boundary else None,
             clock=clock,
         )
     note = "its evidence was already published"
@@ -112,6 +113,7 @@ def commit_state(
     cursor_to: str | int | None,
     unplaced: dict[str, list[int]] | None,
     clock: Clock,
+    boundary: Boundary | None = None,
 ) -> None:
     """Advance the pipeline's state to a committed load (a live run's, or a dead one's)."""
     inc = plan.source.incremental
@@ -128,6 +130,7 @@ def commit_state(
                 manifest_fingerprint=plan.fingerprint,
                 updated_at=iso_utc(clock()),
                 unplaced=unplaced,
+                boundary=boundary,
             )
         )
         txn.before_publish = lambda: checkpoint("during_state_replace")

@@ -52,6 +52,8 @@ class RowCounts:
     quarantined: int = 0
     warned: int = 0
     skipped: int = 0
+    #: rows older than the incremental window that no committed run read: not loaded
+    late_skipped: int = 0
     chunks: int = 0
     #: bad rows kept out of the load with no DLQ record (``dlq.enabled: false``)
     dropped: int = 0
@@ -63,6 +65,7 @@ class RowCounts:
             "quarantined": self.quarantined,
             "warned": self.warned,
             "skipped": self.skipped,
+            "late_skipped": self.late_skipped,
             "chunks": self.chunks,
         }
         if self.dropped:  # only with dlq.enabled false, and then only when rows were rejected
@@ -307,7 +310,8 @@ def render_text(doc: dict[str, Any]) -> str:
         f"  rows       read {rows['read']:,}  loaded {rows['loaded']:,}  "
         f"quarantined {rows['quarantined']:,}  warned {rows['warned']:,}  "
         f"skipped {rows['skipped']:,}"
-        + (f"  dropped {rows['dropped']:,}" if rows.get("dropped") else ""),
+        + (f"  dropped {rows['dropped']:,}" if rows.get("dropped") else "")
+        + (f"  late_skipped {late:,}" if (late := rows.get("late_skipped", 0)) else ""),
         f"  time       {doc['duration_s']:.2f}s  ({doc['rows_per_s']:,.0f} rows/s)",
     ]
     if doc.get("timings"):

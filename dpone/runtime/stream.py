@@ -30,6 +30,7 @@ from dpone.contracts.types import sink_schema
 from dpone.dlq.model import rejected_rows
 from dpone.dlq.refs import file_line_refs, file_refs, run_row_refs
 from dpone.faults import checkpoint
+from dpone.logs import get_logger
 from dpone.runtime.context import RunContext
 from dpone.runtime.cursor import CursorTracker
 from dpone.runtime.dlq_pipe import DlqPipe
@@ -39,7 +40,9 @@ from dpone.runtime.report import Hint, RowCounts, RunProgress, StageSeconds
 from dpone.runtime.sampling import primed
 from dpone.runtime.stages import stage_seconds, timed
 from dpone.runtime.wiring import Components
-from dpone.state.model import PipelineState
+from dpone.state.model import Boundary, PipelineState
+
+log = get_logger("dpone.run")
 
 
 @dataclass(slots=True)
@@ -50,6 +53,7 @@ class Tally:
     loaded: int = 0
     warned: int = 0
     skipped: int = 0
+    late_skipped: int = 0
     chunks: int = 0
     #: rows the contract rejected (dead-lettered or dropped): a coerce run holds its state
     rejected: int = 0
@@ -71,6 +75,7 @@ class Tally:
             quarantined=quarantined,
             warned=self.warned,
             skipped=self.skipped,
+            late_skipped=self.late_skipped,
             chunks=self.chunks,
             dropped=self.dropped,
         )
@@ -141,10 +146,12 @@ class Staging:
 
 @dataclass(frozen=True, slots=True)
 class Streamed:
-    """What the stream leaves for the commit: the cursor and the unplaced-row memory."""
+    """What the stream leaves for the commit: the cursor, the unplaced-row memory and the
+    boundary window (None: not incremental)."""
 
     cursor_to: str | None
     unplaced: dict[str, list[int]]
+    boundary: Boundary | None = None
 
 
 class Stream:
@@ -208,7 +215,10 @@ class Stream:
         # between its columns too, not only between chunks.
         enforcer.checkpoint = self.ctx.interrupts.check
         tracker = self.tracker = CursorTracker.create(
-            plan.sink.contract, plan.source.incremental, state
+            plan.sink.contract,
+            plan.source.incremental,
+            state,
+            merge=plan.sink.strategy.mode == "merge",
         )
         seconds = self.seconds
         start = perf_counter()
@@ -218,7 +228,7 @@ class Stream:
             # dlt's schema holds names as its naming convention spelled them (Amount ->
             # amount), which the convention maps the source's onto again.
             self.ctx.names.against(existing.names)
-        after = state.cursor.value if (state.cursor and source.cursor_pushdown) else None
+        after = tracker.pushdown() if source.cursor_pushdown else None
         with _chunks(source, plan.runtime.chunk_size, after) as chunks:
             # Named in this thread, before inference sees a name (the read-ahead's is not).
             bounded_chunks = bounded(timed(chunks, seconds), plan.runtime.max_columns)
@@ -236,7 +246,7 @@ class Stream:
         if not self.staging.begun:
             self.staging.begin_empty(self._empty_schema(enforcer, existing))
         seconds["sink_write"] += perf_counter() - start
-        return Streamed(tracker.committed_text(), tracker.unplaced_after_run())
+        return streamed(self.ctx, tracker, self.tally.late_skipped)
 
     def _empty_schema(
         self, enforcer: ContractEnforcementService, existing: pa.Schema | None
@@ -273,8 +283,10 @@ class Stream:
         start = perf_counter()
         tally.read += chunk.num_rows
         tally.chunks += 1
+        late = tracker.late
         batch, positions, skipped = tracker.keep(chunk)
         tally.skipped += skipped
+        tally.late_skipped += tracker.late - late
         result = enforcer.enforce(batch, existing_schema=existing)
         for (column, code), count in result.counts.items():
             tally.violation(column, str(code), count)
@@ -482,6 +494,22 @@ def widened(schema: pa.Schema, batch: pa.Schema) -> pa.Schema:
         return 1, plain.index(base) if base in plain else len(plain)
 
     return pa.schema(sorted(fields, key=rank))
+
+
+def streamed(ctx: RunContext, tracker: CursorTracker, late: int) -> Streamed:
+    """What a stream leaves for the commit; rows too late for the window are logged (their
+    count only): they are not loaded, and never silently."""
+    if late:
+        log.warning(
+            "incremental.late_rows",
+            pipeline=ctx.plan.name,
+            run_id=ctx.run_id,
+            late_skipped=late,
+            detail="rows older than the window (committed cursor minus lag) were not loaded",
+        )
+    return Streamed(
+        tracker.committed_text(), tracker.unplaced_after_run(), tracker.boundary_after_run()
+    )
 
 
 def _chunks(

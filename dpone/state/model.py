@@ -30,6 +30,40 @@ class Cursor:
 
 
 @dataclass(frozen=True, slots=True)
+class Boundary:
+    """What the committed runs read at the cursor's boundary (``runtime/window.py``).
+
+    ``start`` is the lowest cursor the digests cover: every row a committed run loaded or
+    quarantined with a cursor in ``[start, cursor.value]`` has its digest in ``digests``
+    (cursor text -> base64 of its rows' 16-byte digests), unless ``complete`` is false (more
+    rows than the cap, a merge pipeline's fallback). ``files`` are the file versions the last
+    committed run read (file -> SHA-256): their rows older than the window are old, not late.
+    """
+
+    start: CursorValue
+    digests: dict[str, str] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)
+    complete: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "from": self.start,
+            "digests": dict(sorted(self.digests.items())),
+            "files": dict(sorted(self.files.items())),
+            "complete": self.complete,
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Boundary:
+        return cls(
+            start=doc["from"],
+            digests=dict(doc["digests"]),
+            files=dict(doc["files"]),
+            complete=doc["complete"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class PipelineState:
     pipeline: str
     revision: int = 0
@@ -40,6 +74,8 @@ class PipelineState:
     updated_at: str | None = None
     unplaced: dict[str, list[int]] = field(default_factory=dict)
     """Rows whose cursor could not be parsed, already committed: ``file@sha256`` -> rows."""
+    boundary: Boundary | None = None
+    """The committed rows at the cursor's boundary; None in a state of an earlier dpone."""
 
     def advanced(
         self,
@@ -50,13 +86,16 @@ class PipelineState:
         manifest_fingerprint: str,
         updated_at: str,
         unplaced: dict[str, list[int]] | None = None,
+        boundary: Boundary | None = None,
     ) -> PipelineState:
-        """The next revision; a cursor (or unplaced rows) of None keeps the committed one."""
+        """The next revision; a cursor (unplaced rows, boundary) of None keeps the committed
+        one."""
         return replace(
             self,
             revision=self.revision + 1,
             cursor=cursor if cursor is not None else self.cursor,
             unplaced=unplaced if unplaced is not None else self.unplaced,
+            boundary=boundary if boundary is not None else self.boundary,
             last_run_id=run_id,
             last_load_id=load_id,
             manifest_fingerprint=manifest_fingerprint,
@@ -74,6 +113,7 @@ class PipelineState:
             "manifest_fingerprint": self.manifest_fingerprint,
             "updated_at": self.updated_at,
             "unplaced": self.unplaced,
+            **({"boundary": self.boundary.to_json()} if self.boundary is not None else {}),
         }
 
     @classmethod
@@ -88,4 +128,5 @@ class PipelineState:
             manifest_fingerprint=doc.get("manifest_fingerprint"),
             updated_at=doc.get("updated_at"),
             unplaced={k: list(v) for k, v in doc.get("unplaced", {}).items()},
+            boundary=Boundary.from_json(doc["boundary"]) if doc.get("boundary") else None,
         )

@@ -21,7 +21,8 @@ from dpone.errors import DponeError
 from dpone.published import schema_errors
 from dpone.state.model import PipelineState
 
-MAX_STATE_BYTES = 1_048_576
+#: 100,000 boundary digests (``runtime/window.py``) take about 2.2 MB of base64.
+MAX_STATE_BYTES = 16 * 1_048_576
 
 
 class StateError(DponeError):

@@ -77,7 +77,14 @@ def dlt_backed_spec(
     """The compiled spec of a dlt-backed ``source`` section (references left unresolved)."""
     found = config.get("incremental")
     incremental = (
-        IncrementalPlan(found["cursor_column"], found.get("initial_value")) if found else None
+        IncrementalPlan(
+            found["cursor_column"],
+            found.get("initial_value"),
+            lag=found.get("lag", 0),
+            end_value=found.get("end_value"),
+        )
+        if found
+        else None
     )
     if config["type"] == "rest_api":
         return RestApiSourceSpec(

@@ -60,17 +60,17 @@ def test_duckdb_table_query_and_cursor_pushdown(tmp_path: Path, duck_file: Path)
     assert source.identity == "duckdb:src.duckdb:table:orders"
 
     first = list(source.chunks(10))
-    assert ids(first) == list(range(4, 26))  # strictly above the initial value
-    assert [c.num_rows for c in first] == [10, 10, 2]
+    assert ids(first) == list(range(3, 26))  # at or above the initial value (dlt's >=)
+    assert [c.num_rows for c in first] == [10, 10, 3]
     check_numbering(first, "orders")
     schema = first[0].batch.schema
     assert schema.field("updated_at").type == pa.timestamp("us", tz="UTC")
     assert schema.field("amount").type == pa.decimal128(18, 2)
 
     after_text = list(source.chunks(10, after="2026-01-01T20:00:00+00:00"))
-    assert ids(after_text) == [22, 23, 24, 25]  # > committed cursor
+    assert ids(after_text) == [21, 22, 23, 24, 25]  # >= the lower bound: boundary rows too
     after_typed = list(source.chunks(10, after=datetime(2026, 1, 1, 20, tzinfo=UTC)))
-    assert ids(after_typed) == [22, 23, 24, 25]
+    assert ids(after_typed) == [21, 22, 23, 24, 25]
 
     query = build_source(
         {
@@ -84,7 +84,7 @@ def test_duckdb_table_query_and_cursor_pushdown(tmp_path: Path, duck_file: Path)
     )
     assert query.identity.startswith("duckdb:src.duckdb:query:")
     q = list(query.chunks(100, after=10))
-    assert ids(q) == [12, 14, 16, 18, 20, 22, 24]
+    assert ids(q) == [10, 12, 14, 16, 18, 20, 22, 24]
     check_numbering(q, "query")
 
 
@@ -145,7 +145,7 @@ def test_sqlite_table_query_and_cursor_pushdown(tmp_path: Path) -> None:
     assert batch.schema.field("id").type == pa.int64()
     assert batch.schema.field("payload").type == pa.binary()
     assert batch.schema.field("mixed").type == pa.string()  # ints and text in one chunk
-    assert ids(list(source.chunks(8, after="2026-01-01T00:00:15"))) == [16, 17, 18, 19, 20]
+    assert ids(list(source.chunks(8, after="2026-01-01T00:00:15"))) == [15, 16, 17, 18, 19, 20]
 
     query = build_source(
         {"type": "sqlite", "database": "src.sqlite", "query": "SELECT id FROM events WHERE id < 4"},
@@ -187,16 +187,16 @@ def test_postgres_table_query_and_cursor_pushdown(
     assert source.identity == f"postgres:table:{pg_schema}.orders"
     assert "127.0.0.1" not in repr(source)
     chunks = list(source.chunks(10))
-    assert ids(chunks) == list(range(6, 31))
-    assert [c.num_rows for c in chunks] == [10, 10, 5]
+    assert ids(chunks) == list(range(5, 31))
+    assert [c.num_rows for c in chunks] == [10, 10, 6]
     check_numbering(chunks, f"{pg_schema}.orders")
     schema = chunks[0].batch.schema
     assert schema.field("amount").type == pa.decimal128(18, 2)
     assert schema.field("updated_at").type == pa.timestamp("us", tz="UTC")
-    assert chunks[0].batch.column("amount")[0].as_py() == Decimal("7.50")
+    assert chunks[0].batch.column("amount")[0].as_py() == Decimal("6.25")
 
     after = list(source.chunks(10, after=datetime(2026, 1, 2, 4, tzinfo=UTC)))
-    assert ids(after) == [29, 30]
+    assert ids(after) == [28, 29, 30]
     quoted = build_source(
         {
             "type": "postgres",
@@ -207,7 +207,9 @@ def test_postgres_table_query_and_cursor_pushdown(
         tmp_path,
         read_all_as_text=True,
     )
-    assert list(quoted.chunks(10, after="it's")) == []  # a quote in the cursor is escaped
+    # A quote in the cursor is escaped: the bound matches the rows' own value (>=), no more.
+    assert len(ids(list(quoted.chunks(50, after="it's")))) == 30
+    assert list(quoted.chunks(10, after="it's!")) == []
     assert len(ids(list(quoted.chunks(50, after="it")))) == 30
 
 

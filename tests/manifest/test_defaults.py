@@ -273,6 +273,8 @@ TYPED: dict[str, tuple[Accessor, Typed]] = {
     "/source/max_pages": (lambda p, _: p.source.spec.max_pages, _same),
     "/source/max_response_bytes": (lambda p, _: p.source.spec.max_response_bytes, _same),
     "/source/incremental/initial_value": (lambda p, _: p.source.incremental.initial_value, _same),
+    "/source/incremental/lag": (lambda p, _: p.source.incremental.lag, _same),
+    "/source/incremental/end_value": (lambda p, _: p.source.incremental.end_value, _same),
     **{
         f"/source/options/csv/{key}": (
             lambda p, ptr: getattr(p.source.spec.csv, ptr.rsplit("/", 1)[1]),

@@ -232,6 +232,7 @@ class SinkScenarios:
             "quarantined": 3,
             "warned": 0,
             "skipped": 0,
+            "late_skipped": 0,
             "chunks": 1,
         }
         assert project.rows() == [loaded(1), loaded(2), loaded(3)]
@@ -432,14 +433,15 @@ class SinkScenarios:
         assert first["exit_code"] == 0
         assert cursor_moment(project.state()) == datetime(2026, 1, 3, 10, tzinfo=UTC)
 
-        # A new file with later cursors, plus a row of an earlier window that must not load.
+        # A new file with later cursors, plus a row older than the window: not loaded, and
+        # counted as late (no committed run read it); a.csv's rows are old, not late.
         project.write_csv("b.csv", [good(4), good(9, day=2), good(5)])
         second = project.run()
 
         assert second["exit_code"] == 0
         assert second["rows"]["read"] == 6
         assert second["rows"]["loaded"] == 2
-        assert second["rows"]["skipped"] == 4
+        assert (second["rows"]["skipped"], second["rows"]["late_skipped"]) == (3, 1)
         assert project.rows() == [loaded(i) for i in (1, 2, 3, 4, 5)]
         state = project.state()
         assert cursor_moment(state) == datetime(2026, 1, 5, 10, tzinfo=UTC)
@@ -458,6 +460,9 @@ class SinkScenarios:
         project.write_csv("b.csv", [good(4), good(9, day=2), good(5), good(6), good(7)])
         fourth = project.run()
         assert fourth["rows"]["loaded"] == 2
+        # The rewritten file is a version no committed run read: its rows older than the
+        # window count as late; its row at the committed cursor is a known boundary row.
+        assert (fourth["rows"]["skipped"], fourth["rows"]["late_skipped"]) == (4, 2)
         assert project.rows() == [loaded(i) for i in (1, 2, 3, 4, 5, 6, 7)]
         assert cursor_moment(project.state()) == datetime(2026, 1, 7, 10, tzinfo=UTC)
         project.check_artifacts()

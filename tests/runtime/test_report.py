@@ -95,6 +95,7 @@ def test_a_succeeded_report_is_the_documented_json() -> None:
             "quarantined": 2,
             "warned": 1,
             "skipped": 1,
+            "late_skipped": 0,
             "chunks": 3,
         },
         "dlq": {"directory": ".dpone/dlq", "run_id": "run-1", "records": 2},

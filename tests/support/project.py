@@ -142,7 +142,7 @@ class Project:
         enforcement: str = "quarantine",
         mode: str = "append",
         unique_key: Sequence[str] = (),
-        incremental: bool = False,
+        incremental: bool | dict[str, Any] = False,
         assertions: dict[str, Any] | None = None,
         chunk_size: int = 1000,
         dlq: dict[str, Any] | None = None,
@@ -159,8 +159,9 @@ class Project:
             "path": "data/*.csv",
             "options": {"csv": {"null_values": [""]}},
         }
-        if incremental:
-            source["incremental"] = {"cursor_column": "updated_at"}
+        if incremental:  # a mapping adds lag, initial_value, end_value
+            extra = incremental if isinstance(incremental, dict) else {}
+            source["incremental"] = {"cursor_column": "updated_at", **extra}
         doc: dict[str, Any] = {
             "kind": "dpone.manifest.v1",
             "name": self.name,

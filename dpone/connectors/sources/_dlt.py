@@ -62,14 +62,16 @@ def resolve_references(value: Any, env: Mapping[str, str]) -> Any:
 def incremental_args(
     incremental: Mapping[str, Any] | None, after: object | None, cursor: ColumnSpec | None
 ) -> dict[str, Any] | None:
-    """dlt's incremental arguments for dpone's cursor: the committed value (else the manifest's
-    ``initial_value``) as dlt's ``initial_value``, so dlt asks the source only for newer items.
+    """dlt's incremental arguments for dpone's cursor: the run's lower bound (the committed
+    value minus ``lag``, else the manifest's ``initial_value``) as dlt's ``initial_value``,
+    and the manifest's ``end_value``, so dlt asks the source only for the run's window.
 
-    ``range_start: open`` makes dlt's bound exclusive like dpone's own (``> cursor``), and an
-    item without a cursor is kept (dpone keeps a NULL cursor too). The lifecycle still filters
-    the typed column after enforcement: dlt's filter only saves reading, dpone's decides.
-    ``cursor`` (the contract's column) types the value for sources that yield typed values;
-    None hands it over as committed (text or a number, what JSON items compare with).
+    dlt's own convention, as dpone's: ``range_start: closed`` (``>=``, the boundary's items
+    come back and dpone de-duplicates them) and the end exclusive. An item without a cursor is
+    kept (dpone keeps a NULL cursor too). The lifecycle still filters the typed column after
+    enforcement: dlt's filter only saves reading, dpone's decides. ``cursor`` (the contract's
+    column) types the values for sources that yield typed values; None hands them over as
+    written (text or a number, what JSON items compare with).
     """
     if incremental is None:
         return None
@@ -77,10 +79,18 @@ def incremental_args(
     args: dict[str, Any] = {
         "cursor_path": incremental["cursor_column"],
         "on_cursor_value_missing": "include",
-        "range_start": "open",
+        "range_start": "closed",
     }
+
+    def value(bound: object) -> Any:
+        return api_text(bound) if cursor is None else typed_cursor(bound, cursor)
+
     if start is not None:
-        args["initial_value"] = api_text(start) if cursor is None else typed_cursor(start, cursor)
+        args["initial_value"] = value(start)
+        end = incremental.get("end_value")
+        if end is not None:  # dlt takes an end only with a start
+            args["end_value"] = value(end)
+            args["range_end"] = "open"
     return args
 
 

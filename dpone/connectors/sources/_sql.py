@@ -64,20 +64,22 @@ def select_sql(
 ) -> str:
     """The SELECT to run; ``bind`` turns the cursor value into a placeholder or a literal.
 
-    Rows strictly above the committed cursor (``after``), or above ``initial_value`` on the
-    first run (rows at or below it are skipped), ordered by the cursor. A NULL cursor never
-    matches a bound, so such rows load only on a run without one.
+    Rows at or above ``after`` (the run's lower bound: the committed cursor minus ``lag``, or
+    ``initial_value`` on the first run), or at or above ``initial_value`` when ``after`` is
+    None, and below ``end_value`` when the manifest sets one (dlt's convention: the start
+    inclusive, the end exclusive), ordered by the cursor. The boundary rows a committed run
+    took come back and the lifecycle de-duplicates them. A NULL cursor never matches a
+    bound, so such rows load only on a run without one.
     """
     sql = relation.base_sql(catalog)
     if incremental is None:
         return sql
     column = quote_ident(incremental.cursor_column)
-    if after is not None:
-        where = f" WHERE {column} > {bind(after)}"
-    elif incremental.initial_value is not None:
-        where = f" WHERE {column} > {bind(incremental.initial_value)}"
-    else:
-        where = ""
+    start = after if after is not None else incremental.initial_value
+    bounds = [] if start is None else [f"{column} >= {bind(start)}"]
+    if incremental.end_value is not None:
+        bounds.append(f"{column} < {bind(incremental.end_value)}")
+    where = f" WHERE {' AND '.join(bounds)}" if bounds else ""
     return f"SELECT * FROM ({sql}) AS _dpone_src{where} ORDER BY {column}"
 
 
@@ -97,7 +99,7 @@ class DatabaseFileSource(ABC):
         self.identity = f"{self.kind}:{spec.display}:{self.relation.label}"
 
     def chunks(self, chunk_size: int, after: object | None = None) -> Iterator[SourceChunk]:
-        """Chunks in cursor order; ``WHERE cursor > ?`` runs inside the database."""
+        """Chunks in cursor order; ``WHERE cursor >= ?`` runs inside the database."""
         if chunk_size < 1:
             raise ValueError("chunk_size must be positive")
         if not self.database.is_file():

@@ -45,7 +45,7 @@ class PostgresSource:
         return f"PostgresSource({self.identity!r})"
 
     def chunks(self, chunk_size: int, after: object | None = None) -> Iterator[SourceChunk]:
-        """Chunks in cursor order; ``WHERE cursor > after`` runs on the server."""
+        """Chunks in cursor order; ``WHERE cursor >= after`` runs on the server."""
         if chunk_size < 1:
             raise ValueError("chunk_size must be positive")
         sql = select_sql(self.relation, self.incremental, after, sql_literal)

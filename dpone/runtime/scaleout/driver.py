@@ -56,7 +56,7 @@ from dpone.runtime.dlq_pipe import DlqPipe
 from dpone.runtime.report import RunProgress
 from dpone.runtime.scaleout.partitions import Partition, plan_partitions
 from dpone.runtime.scaleout.task import PartitionResult, StagedFile, TaskSpec, run_partition
-from dpone.runtime.stream import Staging, Stream, Streamed, widened
+from dpone.runtime.stream import Staging, Stream, Streamed, streamed, widened
 from dpone.runtime.wiring import Components
 from dpone.state.model import PipelineState
 
@@ -170,7 +170,8 @@ class ScaleOutStream(Stream):
         plan, source = ctx.plan, parts.source
         clock = time.perf_counter()
         existing = self.staging.open()
-        after = state.cursor.value if (state.cursor and source.cursor_pushdown) else None
+        bounds = CursorTracker.create(plan.sink.contract, plan.source.incremental, state)
+        after = bounds.pushdown() if source.cursor_pushdown else None
         partitioning = plan_partitions(plan, source, after)
         partitions = partitioning.partitions
         self._single_reason = partitioning.single_reason
@@ -216,7 +217,7 @@ class ScaleOutStream(Stream):
         self.staging.begin_staged([folder / "staged" / f.name for f in staged], schema)
         self.stage_seconds["staged_check"] = time.perf_counter() - clock
         log.info("scaleout.stages", **{k: round(v, 3) for k, v in self.stage_seconds.items()})
-        return Streamed(tracker.committed_text(), tracker.unplaced_after_run())
+        return streamed(ctx, tracker, self.tally.late_skipped)
 
     # --- the cluster ----------------------------------------------------------------------------
 
@@ -287,10 +288,16 @@ class ScaleOutStream(Stream):
         ctx, tally, engine = self.ctx, self.tally, self.engine
         plan = ctx.plan
         labels = {p.index: p.label for p in partitions}
-        tracker = CursorTracker.create(plan.sink.contract, plan.source.incremental, self.state)
+        tracker = CursorTracker.create(
+            plan.sink.contract,
+            plan.source.incremental,
+            self.state,
+            merge=plan.sink.strategy.mode == "merge",
+        )
         self.pipe.records = 0
         tally.read = tally.loaded = tally.warned = tally.skipped = tally.chunks = 0
         tally.rejected = tally.dropped = 0
+        tally.late_skipped = 0
         tally.violations.clear()
         for r in results:
             ctx.names.see(r.renamed)
@@ -298,6 +305,7 @@ class ScaleOutStream(Stream):
             tally.loaded += r.loaded
             tally.warned += r.warned
             tally.skipped += r.skipped
+            tally.late_skipped += r.late_skipped
             tally.chunks += r.chunks
             tally.rejected += r.rejected
             tally.dropped += r.dropped
@@ -314,6 +322,8 @@ class ScaleOutStream(Stream):
             if top is not None and (tracker.highest is None or top > tracker.highest):
                 tracker.highest = top
             tracker.read_keys.update(r.cursor_read_keys)
+            if tracker.window is not None and r.boundary is not None:
+                tracker.window.absorb(r.boundary)
             for key, rows in r.cursor_seen.items():
                 tracker.seen.setdefault(key, set()).update(rows)
             self.partition_counts.append(

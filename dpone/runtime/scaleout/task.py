@@ -57,6 +57,7 @@ from dpone.runtime.interrupts import InterruptWatch
 from dpone.runtime.names import SourceNames
 from dpone.runtime.scaleout.partitions import KeyRange, Partition
 from dpone.runtime.stream import Stream
+from dpone.runtime.window import BoundarySeen
 from dpone.state.model import PipelineState
 
 log = logs.get_logger("dpone.run")
@@ -125,6 +126,7 @@ class PartitionResult:
     loaded: int = 0
     warned: int = 0
     skipped: int = 0
+    late_skipped: int = 0
     chunks: int = 0
     quarantined: int = 0
     rejected: int = 0
@@ -142,6 +144,8 @@ class PartitionResult:
     cursor_highest: Any = None
     cursor_read_keys: dict[str, str] = field(default_factory=dict)
     cursor_seen: dict[str, list[int]] = field(default_factory=dict)
+    #: what the partition saw of the boundary (``runtime/window.py``), for the driver's window
+    boundary: BoundarySeen | None = None
     segments: PartitionSegments = field(default_factory=PartitionSegments)
     staged: tuple[StagedFile, ...] = ()
     failure: TaskFailure | None = None
@@ -373,6 +377,7 @@ def _run(spec: TaskSpec, part: Partition) -> PartitionResult:
         loaded=tally.loaded,
         warned=tally.warned,
         skipped=tally.skipped,
+        late_skipped=tally.late_skipped,
         chunks=tally.chunks,
         quarantined=stream.pipe.records,
         rejected=tally.rejected,
@@ -388,6 +393,7 @@ def _run(spec: TaskSpec, part: Partition) -> PartitionResult:
         cursor_highest=tracker.highest,
         cursor_read_keys=dict(tracker.read_keys),
         cursor_seen={k: sorted(v) for k, v in tracker.seen.items()},
+        boundary=None if tracker.window is None else BoundarySeen.of(tracker.window),
         segments=stream.pipe.segments,
         staged=tuple(staged.files),
     )
