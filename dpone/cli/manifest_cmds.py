@@ -154,10 +154,10 @@ def render_plan(doc: dict[str, Any]) -> str:
         if spec.get("timezone"):
             extra = " with time zone"
         null = "" if spec["nullable"] else " not null"
-        source = ""
+        origin = ""
         if "source" in spec:
-            source = f"  ← source column {json.dumps(spec['source'], ensure_ascii=False)}"
-        lines.append(f"  - {name}: {spec['type']}{extra}{null}{source}")
+            origin = f"  ← source column {json.dumps(spec['source'], ensure_ascii=False)}"
+        lines.append(f"  - {name}: {spec['type']}{extra}{null}{origin}")
     # The naming rule of docs/sinks.md, which the run applies to the names the source brings.
     lines.append(
         'names        as the source writes them; "" → column_<position>; '

@@ -52,9 +52,17 @@ def rows_batch(rows: Sequence[Mapping[str, Any]]) -> pa.RecordBatch:
     Arrow's errors (values it cannot type together) propagate."""
     names, masks = absent_keys(rows)
     if not masks:
-        return pa.RecordBatch.from_pylist(list(rows))
+        batch = pa.RecordBatch.from_pylist(list(rows))
+        # Rows without any key (JSON `{}`): Arrow makes no row of them, which loses them.
+        return batch if batch.num_rows == len(rows) else keyless(len(rows))
     columns = {name: [row.get(name) for row in rows] for name in names}
     return with_presence(pa.RecordBatch.from_pydict(columns), masks)
+
+
+def keyless(count: int) -> pa.RecordBatch:
+    """``count`` rows with no column: mappings without a key (JSON ``{}``), each still a row
+    (the contract finds its declared columns absent) where Arrow's builders would make none."""
+    return pa.RecordBatch.from_struct_array(pa.array([{}] * count, type=pa.struct([])))
 
 
 def split_presence(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, dict[str, pa.BooleanArray]]:
@@ -72,4 +80,11 @@ def split_presence(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, dict[str, pa.
     return batch.select(keep), present
 
 
-__all__ = ["PRESENT_PREFIX", "absent_keys", "rows_batch", "split_presence", "with_presence"]
+__all__ = [
+    "PRESENT_PREFIX",
+    "absent_keys",
+    "keyless",
+    "rows_batch",
+    "split_presence",
+    "with_presence",
+]

@@ -68,9 +68,11 @@ _DATE_STRICT = rf"^{DATE}$"
 _DATE_LENIENT = rf"^{DATE}(?:[T ]00:00(?::00(?:\.0{{1,9}})?)?)?$"
 _TIME_STRICT = rf"^{TIME}$"
 _TIME_LENIENT_RE = rf"^{_TIME_LENIENT}$"
-_TS_TZ_STRICT = rf"^{DATE}T{TIME}{_OFFSET}$"
+# SPEC §3: a `T` or a space between date and time is canonical (R, Excel and SQL write the
+# space); the rest of RFC 3339 stays strict.
+_TS_TZ_STRICT = rf"^{DATE}[T ]{TIME}{_OFFSET}$"
 _TS_TZ_LENIENT = rf"^{DATE}[T ]{_TIME_LENIENT}{_OFFSET_LENIENT}$"
-_TS_NAIVE_STRICT = rf"^{DATE}T{TIME}$"
+_TS_NAIVE_STRICT = rf"^{DATE}[T ]{TIME}$"
 _TS_NAIVE_LENIENT = rf"^{DATE}(?:[T ]{_TIME_LENIENT})?$"
 # 7..9 fraction digits fit microseconds only when the extra digits are zeros.
 _LONG_ZERO_FRACTION = r"(\.[0-9]{6})0{1,3}([^0-9]|$)"
@@ -404,7 +406,8 @@ def parse_decimal(
 
 
 def _boolean_canonical(arr: pa.Array) -> tuple[pa.Array, pa.BooleanArray]:
-    index = pc.index_in(arr, value_set=_BOOL_CANONICAL)
+    # SPEC §3: `true`/`false` in any letter case (R's and Excel's TRUE/FALSE, Python's True).
+    index = pc.index_in(pc.ascii_lower(arr), value_set=_BOOL_CANONICAL)
     return pc.equal(index, 1), clean(pc.is_valid(index))
 
 

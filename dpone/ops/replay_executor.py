@@ -339,7 +339,8 @@ def _acks(plan_: ReplayPlan, items: Sequence[ReplayItem]) -> list[dict[str, Any]
 
 
 class DlqReplayService:
-    """The replay service of one store: ``plan`` then ``execute`` (the seed's Python API)."""
+    """The batch replay service of one store: ``plan`` then ``execute`` through the batch
+    Protocols above. Seed 004's row-at-a-time service is ``dpone.ops.dlq.DlqReplayService``."""
 
     def __init__(self, store: DlqStore) -> None:
         self.store = store

@@ -19,7 +19,7 @@ def examples() -> dict[str, str]:
 
 
 def test_the_doc_has_both_examples() -> None:
-    assert set(examples()) == {"airflow", "dagster"}
+    assert set(examples()) == {"airflow", "dagster", "services"}
 
 
 def _exec(name: str, root: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
@@ -41,3 +41,9 @@ def test_dagster_example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert metadata["rows_loaded"] == 36
     assert metadata["rows_quarantined"] == 4
     assert metadata["evidence"]
+
+
+def test_services_example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    result = _exec("services", tmp_path, monkeypatch)["result"]
+    assert result.rows_quarantined == 1
+    assert (tmp_path / ".dpone" / "dlq" / "runs" / result.run_id / "index.json").is_file()

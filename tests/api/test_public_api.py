@@ -40,6 +40,16 @@ OPS = {
     "ops_report",
 }
 
+#: SPEC §11: seed 004's own Python interface, module by module.
+SEED_004 = {
+    "dpone.contracts.dlq": {"DlqPolicy"},
+    "dpone.ops.dlq": {"DlqService", "DlqReplayService", "DlqRecordResolver", "DlqReplaySink"},
+    "dpone.ops.dlq_store": {"DlqFileStore"},
+    "dpone.readiness.schema_contracts": {"SchemaContract"},
+    "dpone.type_system": {"ContractEnforcementService"},
+    "dpone.ops.data_contract_evidence": {"DataContractEvidenceBundleWriter"},
+}
+
 
 def test_all_is_the_curated_set() -> None:
     assert set(dpone.__all__) == PUBLIC
@@ -86,3 +96,13 @@ def test_the_version_is_the_installed_distributions() -> None:
     from importlib import metadata
 
     assert dpone.__version__ == metadata.version("dpone")
+
+
+@pytest.mark.parametrize("module", sorted(SEED_004))
+def test_seed_004_modules_export_their_names(module: str) -> None:
+    import importlib
+
+    loaded = importlib.import_module(module)
+    assert SEED_004[module] <= set(loaded.__all__)
+    for name in SEED_004[module]:
+        assert getattr(loaded, name) is not None, name

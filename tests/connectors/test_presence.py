@@ -54,3 +54,14 @@ def test_masks_follow_their_rows_through_rechunking() -> None:
     out = [split_presence(b) for b in rechunk(batches, 2)]
     masks = [m["kind"].to_pylist() for _, m in out]
     assert masks == [[True, False], [True, True], [False, True]]
+
+
+def test_rows_without_any_key_are_still_rows() -> None:
+    # JSON `{}` lines (or empty dicts from a python source): Arrow's builders make no row of
+    # them, so a chunk of only such rows was lost.
+    from dpone.connectors.presence import rows_batch
+    from dpone.connectors.sources.file import _jsonl_batch
+
+    assert rows_batch([{}, {}]).num_rows == 2
+    assert _jsonl_batch([{}, {}, {}], as_text=True).num_rows == 3
+    assert _jsonl_batch([{}, {}, {}], as_text=False).num_rows == 3

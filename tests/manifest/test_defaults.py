@@ -32,9 +32,9 @@ from dpone.connectors.sources.file import FileSource
 from dpone.connectors.sources.postgres import PostgresSource
 from dpone.connectors.sources.python import PythonSource
 from dpone.connectors.sources.sqlite import SqliteSource
+from dpone.contracts import dlq as dlq_policy
 from dpone.contracts import spec as contract_spec
 from dpone.contracts.spec import ColumnSpec, ContractSpec, EvolutionSpec, TypeInferenceSpec
-from dpone.dlq import policy as dlq_policy
 from dpone.dlq.policy import DlqPolicy
 from dpone.manifest import plan as plan_module
 from dpone.manifest import specs

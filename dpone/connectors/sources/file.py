@@ -39,7 +39,13 @@ from dpone.connectors.errors import (
     SourceUnavailable,
 )
 from dpone.connectors.fs import SourceFile, open_inputs
-from dpone.connectors.presence import absent_keys, rows_batch, split_presence, with_presence
+from dpone.connectors.presence import (
+    absent_keys,
+    keyless,
+    rows_batch,
+    split_presence,
+    with_presence,
+)
 from dpone.connectors.progress import ReadProgress
 from dpone.manifest.specs import CsvOptions, FileFormat, FileSourceSpec
 
@@ -903,6 +909,8 @@ def _jsonl_batch(objects: list[dict[str, Any]], as_text: bool) -> pa.RecordBatch
                 "JSON values change type between rows (read them as text to let the contract "
                 "decide)"
             ) from None
+    if not any(objects):
+        return keyless(len(objects))
     columns: dict[str, list[str | None]] = {}
     for offset, obj in enumerate(objects):
         for key, value in obj.items():
