@@ -103,10 +103,24 @@ def verify_cmd(
 @dlq_group.command("summary")
 @DIR_OPTION
 @RUN_OPTION
+@click.option(
+    "--evidence-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Where the runs' evidence bundles are, for the hints they recorded. "
+    "Default: evidence/ next to the DLQ folder.",
+)
 @ALLOW_UNSIGNED_OPTION
 @markdown_format_option("the summary document")
-def summary_cmd(directory: Path, run_id: str | None, allow_unsigned: bool, fmt: str) -> None:
-    """Records per reason code and column, per run (from verified indexes)."""
+def summary_cmd(
+    directory: Path,
+    run_id: str | None,
+    evidence_dir: Path | None,
+    allow_unsigned: bool,
+    fmt: str,
+) -> None:
+    """Records per reason code and column, per run (from verified indexes), with the hints
+    the runs recorded in their evidence (what would fix the rejected rows)."""
 
     def body() -> int:
         from dpone.ops.summary import summarize
@@ -115,7 +129,7 @@ def summary_cmd(directory: Path, run_id: str | None, allow_unsigned: bool, fmt: 
         _logs_to_stderr()
         store = _store_at(directory)
         store.require_signature = required(allow_unsigned=allow_unsigned)
-        summary = summarize(store, run_id)
+        summary = summarize(store, run_id, evidence_dir=evidence_dir)
         if fmt == "json":
             print_json(summary.to_json())
         else:

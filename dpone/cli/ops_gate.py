@@ -32,7 +32,21 @@ OUTCOMES = "passed, passed_with_quarantine, passed_with_warnings, failed_quality
     "max_ratio",
     default=None,
     metavar="R",
-    help="The largest accepted rows_quarantined / rows_read, 0 to 1. Default: 1 (no limit).",
+    help="The largest accepted rows_quarantined / rows_read, 0 to 1 (1: no limit). Default: 0.01.",
+)
+@click.option(
+    "--allow-empty",
+    is_flag=True,
+    default=None,
+    help="Let a run that read rows but loaded none pass (by default it blocks).",
+)
+@click.option(
+    "--policy",
+    "policy_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="A dpone.gate-policy.v1 file (YAML or JSON); flags given here override it.",
 )
 @click.option(
     "--root",
@@ -57,11 +71,16 @@ def release_gate_cmd(
     max_ratio: str | None,
     roots: tuple[Path, ...],
     output: Path | None,
+    allow_empty: bool | None,
+    policy_file: Path | None,
     require_signature: bool,
     allow_unsigned: bool,
     fmt: str,
 ) -> None:
-    """Verify evidence bundles and apply a release policy. Exit 0 pass, 1 blocked, 2 usage."""
+    """Verify evidence bundles and apply a release policy. Exit 0 pass, 1 blocked, 2 usage.
+
+    Without flags a failed run, a failed quality gate, a run that loaded none of the rows it
+    read and a quarantine ratio above 1% block."""
 
     def body() -> int:
         from dpone import ops
@@ -75,6 +94,8 @@ def release_gate_cmd(
             output=output if output is not None else Path.cwd(),
             require_signature=require_signature,
             allow_unsigned=allow_unsigned,
+            allow_empty=allow_empty,
+            policy=policy_file,
         ).to_json()
         if fmt == "json":
             print_json(doc)

@@ -131,6 +131,11 @@ class Rejects:
         return self._mask
 
     @property
+    def hits(self) -> tuple[Hit, ...]:
+        """Every violation's (column, reason, mask over the input batch), in column order."""
+        return self._hits
+
+    @property
     def positions(self) -> pa.Int64Array:
         if "positions" not in self._cache:
             self._cache["positions"] = (

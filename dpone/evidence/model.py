@@ -135,6 +135,8 @@ class Evidence:
     scale_out: Mapping[str, Any] | None = None
     #: a strict contract failure's first failing rows, by record_ref (never values)
     failure_record_refs: tuple[str, ...] = ()
+    #: the run report's hints (``dpone.run.v1`` ``hints``), when it has any
+    hints: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def execution_status(self) -> ExecutionStatus:
@@ -159,6 +161,8 @@ class Evidence:
             doc["scale_out"] = dict(self.scale_out)
         if self.failure_record_refs:
             doc["failure_record_refs"] = list(self.failure_record_refs)
+        if self.hints:
+            doc["hints"] = [dict(h) for h in self.hints]
         return doc
 
     def _doc(self) -> dict[str, Any]:

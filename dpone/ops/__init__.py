@@ -314,19 +314,27 @@ def release_gate(
     output: PathLike | None = None,
     require_signature: bool = False,
     allow_unsigned: bool = False,
+    allow_empty: bool | None = None,
+    policy: PathLike | None = None,
 ) -> GateReport:
     """Verify evidence bundles and apply a release policy (``report.decision`` is ``pass`` or
-    ``blocked``); ``output`` is a folder for ``release_gate.json`` and ``.md``."""
+    ``blocked``); ``output`` is a folder for ``release_gate.json`` and ``.md``.
+
+    The default policy blocks a failed run, a failed quality gate, a run that read rows but
+    loaded none (``allow_empty=True`` allows it) and a quarantine ratio above 1%; ``policy``
+    is a ``dpone.gate-policy.v1`` file whose values the other arguments override."""
     from dpone.ops.gate import GatePolicy, evaluate, write_report
 
     ratio = None if max_quarantine_ratio is None else str(max_quarantine_ratio)
-    policy = GatePolicy.parse(
+    gate_policy = GatePolicy.parse(
         allowed_outcomes,
         ratio,
         require_signature=require_signature,
         allow_unsigned=allow_unsigned,
+        allow_empty=allow_empty,
+        policy_file=policy,
     )
-    report = evaluate(evidence, policy, roots)
+    report = evaluate(evidence, gate_policy, roots)
     if output is not None:
         write_report(report.to_json(), Path(output))
     return report

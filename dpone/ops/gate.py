@@ -41,8 +41,13 @@ from dpone.dlq.errors import DlqIndexInvalid
 from dpone.dlq.index import INDEX_SCHEMA, DlqIndex
 from dpone.dlq.rundir import HARD_MAX_INDEX_BYTES
 from dpone.durable import replace_atomic
-from dpone.errors import ConfigError, Stage
-from dpone.evidence.model import EVIDENCE_SCHEMA_ID, DataOutcome
+from dpone.evidence.model import EVIDENCE_SCHEMA_ID
+from dpone.ops.gate_policy import (
+    DATA_OUTCOMES,
+    DEFAULT_ALLOWED_OUTCOMES,
+    GatePolicy,
+    GateUsageError,
+)
 
 if TYPE_CHECKING:
     from dpone.dlq.store import DlqStore
@@ -55,12 +60,6 @@ MAX_EVIDENCE_BYTES = 16 * 1024 * 1024
 #: Schema findings listed per bundle; the rest are counted in one more finding.
 MAX_SCHEMA_FINDINGS = 20
 
-DATA_OUTCOMES: tuple[str, ...] = get_args(DataOutcome)
-DEFAULT_ALLOWED_OUTCOMES: tuple[str, ...] = (
-    "passed",
-    "passed_with_quarantine",
-    "passed_with_warnings",
-)
 Decision = Literal["pass", "blocked"]
 Subject = Literal["evidence", "dlq_index"]
 SUBJECTS: tuple[str, ...] = get_args(Subject)
@@ -83,70 +82,7 @@ class GateCode(StrEnum):
     SIGNATURE_INVALID = "DPONE_GATE_SIGNATURE_INVALID"
     DLQ_RECORDS_MISMATCH = "DPONE_GATE_DLQ_RECORDS_MISMATCH"
     DLQ_UNLISTED_SEGMENT = "DPONE_GATE_DLQ_UNLISTED_SEGMENT"
-
-
-class GateUsageError(ConfigError):
-    """The gate was called wrongly (exit 2): no bundles, a missing path, a bad option value."""
-
-    code = "DPONE_GATE_USAGE"
-    stage: Stage = "release_gate"
-
-
-# --- policy -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class GatePolicy:
-    """What a release accepts. ``max_quarantine_ratio`` is exact (``Fraction("0.1")``)."""
-
-    allowed_outcomes: tuple[str, ...] = DEFAULT_ALLOWED_OUTCOMES
-    max_quarantine_ratio: Fraction = Fraction(1)
-    require_signature: bool = False
-
-    @classmethod
-    def parse(
-        cls,
-        outcomes: Sequence[str],
-        max_ratio: str | None,
-        *,
-        require_signature: bool = False,
-        allow_unsigned: bool = False,
-    ) -> GatePolicy:
-        """The policy from command-line values; :class:`GateUsageError` for a bad one.
-
-        Signatures are required whenever a signing key is configured, unless
-        ``allow_unsigned``; ``require_signature`` without a key is a usage error."""
-        unknown = [o for o in outcomes if o not in DATA_OUTCOMES]
-        if unknown:
-            raise GateUsageError(
-                "--allow-outcome names an outcome that does not exist",
-                code="DPONE_GATE_POLICY_INVALID",
-                fixes=(f"use one of: {', '.join(DATA_OUTCOMES)}",),
-            )
-        allowed = tuple(o for o in DATA_OUTCOMES if o in outcomes) or DEFAULT_ALLOWED_OUTCOMES
-        ratio = Fraction(1)
-        if max_ratio is not None:
-            try:
-                ratio = Fraction(max_ratio.strip())
-            except (ValueError, ZeroDivisionError):
-                ratio = Fraction(-1)
-            if not 0 <= ratio <= 1:
-                raise GateUsageError(
-                    "--max-quarantine-ratio must be a number from 0 to 1",
-                    code="DPONE_GATE_POLICY_INVALID",
-                    fixes=("for example --max-quarantine-ratio 0.01 (at most 1% of rows read)",),
-                )
-        from dpone.signing import required
-
-        require = required(require_signature=require_signature, allow_unsigned=allow_unsigned)
-        return cls(allowed, ratio, require)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "allowed_outcomes": list(self.allowed_outcomes),
-            "max_quarantine_ratio": float(self.max_quarantine_ratio),
-            "require_signature": self.require_signature,
-        }
+    EMPTY_LOAD = "DPONE_GATE_EMPTY_LOAD"
 
 
 # --- results ------------------------------------------------------------------------------------
@@ -557,6 +493,17 @@ def _policy_findings(doc: Mapping[str, Any], policy: GatePolicy) -> list[GateFin
                 pointer="/summary/rows_quarantined",
             )
         )
+    summary = doc["summary"]
+    # A failed run loaded nothing by definition and is blocked above already.
+    succeeded = doc["execution_status"] == "succeeded"
+    if succeeded and not policy.allow_empty and summary["rows_read"] and not summary["rows_loaded"]:
+        findings.append(
+            GateFinding(
+                GateCode.EMPTY_LOAD,
+                "the run read rows but loaded none (pass --allow-empty if that is expected)",
+                pointer="/summary/rows_loaded",
+            )
+        )
     return findings
 
 
@@ -712,6 +659,10 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
         "",
         f"- allowed outcomes: {', '.join(policy['allowed_outcomes'])}",
         f"- maximum quarantine ratio: {policy['max_quarantine_ratio']}",
+        f"- a run that loaded none of the rows it read: "
+        f"{'allowed' if policy['allow_empty'] else 'blocks'}",
+        f"- signatures: {'required' if policy['require_signature'] else 'not required'}",
+        f"- policy file: {_policy_file(policy)}",
         f"- roots: {', '.join(f'`{_cell(r)}`' for r in policy['roots'])}",
         f"- generated {doc['generated_at']} by dpone {doc['dpone_version']}",
         "",
@@ -735,6 +686,11 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
             lines.append(f"- `{f['code']}`: {f['message']}{where}")
     lines += ["", f"checksum `{doc['sha256']}`", ""]
     return "\n".join(lines)
+
+
+def _policy_file(policy: Mapping[str, Any]) -> str:
+    source = policy.get("policy_file")
+    return "none (flags and defaults)" if source is None else f"`{_cell(source)}`"
 
 
 def _cell(text: str) -> str:

@@ -2,6 +2,11 @@
 
 A run that has ended is counted from its verified index; an open run from its verified
 records. Only codes, column names and counts appear: never a value.
+
+The DLQ records alone cannot say what would fix them (they usually hold no values): the run
+that wrote them could, while the rows were in memory, and its evidence bundle keeps those
+hints. A run's hints are shown when its bundle is found (``evidence/<pipeline>/<run_id>/``
+next to the DLQ folder by default) and its checksum verifies.
 """
 
 from __future__ import annotations
@@ -9,8 +14,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
+from dpone.canonical import verify_checksum
 from dpone.dlq.fsio import check_identifier
 
 if TYPE_CHECKING:
@@ -36,6 +45,8 @@ class RunSummary:
     record_count: int
     by_reason: Mapping[str, int]
     by_reason_column: tuple[ReasonCount, ...]
+    #: the run's hints from its evidence bundle (``dpone.run.v1`` hints); empty when none
+    hints: tuple[Mapping[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -46,6 +57,7 @@ class RunSummary:
             "record_count": self.record_count,
             "by_reason": dict(self.by_reason),
             "by_reason_column": [c.to_json() for c in self.by_reason_column],
+            "hints": [dict(h) for h in self.hints],
         }
 
 
@@ -93,6 +105,17 @@ class DlqSummary:
             for item in run.by_reason_column:
                 column = _cell(item.column) if item.column is not None else "-"
                 lines.append(f"| {item.code} | {column} | {item.count} |")
+            if not run.hints and run.record_count:
+                lines += [
+                    "",
+                    "No hints: the run's evidence bundle was not found or recorded none "
+                    "(`--evidence-dir` names where the bundles are).",
+                ]
+            if run.hints:
+                lines += ["", "Hints:", ""]
+            for hint in run.hints:
+                fix = f" Fix: `{hint['fix']}`" if hint.get("fix") else ""
+                lines.append(f"- {hint['message']}.{fix}")
         lines.append("")
         return "\n".join(lines)
 
@@ -110,14 +133,43 @@ def _cell(text: str) -> str:
     )
 
 
-def summarize(store: DlqStore, run_id: str | None = None) -> DlqSummary:
+#: An evidence bundle holds counts, not rows: anything this large is not one.
+_MAX_EVIDENCE_BYTES = 16 * 1024 * 1024
+
+
+def summarize(
+    store: DlqStore, run_id: str | None = None, *, evidence_dir: Path | None = None
+) -> DlqSummary:
+    """Counts per run; ``evidence_dir``: where the runs' evidence bundles are (default:
+    ``evidence/`` next to the DLQ folder), for their hints."""
     if run_id is not None:
         check_identifier(run_id, "run id")
     run_ids = [run_id] if run_id is not None else store.run_ids()
-    return DlqSummary(tuple(_summarize_run(store, rid) for rid in run_ids))
+    where = evidence_dir if evidence_dir is not None else store.root.parent / "evidence"
+    return DlqSummary(tuple(_summarize_run(store, rid, where) for rid in run_ids))
 
 
-def _summarize_run(store: DlqStore, run_id: str) -> RunSummary:
+def _hints(evidence_dir: Path, pipeline: str | None, run_id: str) -> tuple[dict[str, Any], ...]:
+    """The hints the run's evidence bundle recorded; none when it is absent, unreadable, or
+    its checksum does not verify (a summary never fails on a missing bundle)."""
+    if not pipeline or pipeline.startswith(".") or "/" in pipeline or "\\" in pipeline:
+        return ()
+    path = evidence_dir / pipeline / run_id / "data_contract_evidence.json"
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > _MAX_EVIDENCE_BYTES:
+            return ()
+        doc = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return ()
+    if not isinstance(doc, dict) or doc.get("run_id") != run_id or not verify_checksum(doc):
+        return ()
+    hints = doc.get("hints", [])
+    if not isinstance(hints, list):
+        return ()
+    return tuple(h for h in hints if isinstance(h, dict) and isinstance(h.get("message"), str))
+
+
+def _summarize_run(store: DlqStore, run_id: str, evidence_dir: Path) -> RunSummary:
     index = store.read_index(run_id)
     pairs: Counter[tuple[str, str | None]] = Counter()
     if index.status == "open":
@@ -138,6 +190,7 @@ def _summarize_run(store: DlqStore, run_id: str) -> RunSummary:
         record_count=sum(pairs.values()),
         by_reason=dict(sorted(by_reason.items())),
         by_reason_column=tuple(ReasonCount(code, col, n) for (code, col), n in ordered),
+        hints=_hints(evidence_dir, index.pipeline, run_id),
     )
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from time import perf_counter
 
 from dpone.dlq.index import StatusReason
 from dpone.dlq.model import RejectedRow
@@ -28,11 +29,12 @@ from dpone.errors import DponeError
 from dpone.faults import checkpoint
 
 
-def _write(writer: RunWriter, rows: Sequence[RejectedRow]) -> int:
-    """On the pipe's thread: one chunk's records, durably."""
+def _write(writer: RunWriter, rows: Sequence[RejectedRow]) -> tuple[int, float]:
+    """On the pipe's thread: one chunk's records, durably; their count and the seconds taken."""
+    start = perf_counter()
     writer.write_chunk(rows)
     checkpoint("after_chunk_dlq")
-    return len(rows)
+    return len(rows), perf_counter() - start
 
 
 class DlqPipe:
@@ -45,13 +47,16 @@ class DlqPipe:
         self._pipeline = pipeline
         self._writer: RunWriter | None = None
         self._pool: ThreadPoolExecutor | None = None
-        self._pending: Future[int] | None = None
+        self._pending: Future[tuple[int, float]] | None = None
         #: records durable so far (after an abort: every record the aborted index lists)
         self.records = 0
         #: whether any record of this run reached the DLQ (its DLQ run exists)
         self.used = False
         #: the DLQ run's outcome once :meth:`close` or :meth:`abort` ended it
         self.result: RunResult | None = None
+        #: seconds the pipe's thread spent writing the records it was handed (read on the
+        #: main thread after ``Future.result()``, which orders the worker's work before it)
+        self.writer_seconds = 0.0
 
     def submit(self, rows: Sequence[RejectedRow]) -> None:
         """Hand one chunk's records over; the error of the chunk before, if any, is raised."""
@@ -78,7 +83,9 @@ class DlqPipe:
         """Wait for the chunk in flight; its error, if any, is raised here."""
         pending, self._pending = self._pending, None
         if pending is not None:
-            self.records += pending.result()
+            written, seconds = pending.result()
+            self.records += written
+            self.writer_seconds += seconds
             self.used = True
 
     def stop(self) -> None:

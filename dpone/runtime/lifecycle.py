@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import traceback
 from dataclasses import replace
+from time import perf_counter
 from typing import Any
 
 from dpone.assertions.engine import AssertionEngine
@@ -120,7 +121,9 @@ class _Run:
             # The marker carries the cursor the evidence moves the state to: the run's highest
             # value, or the held cursor of a coerce run that rejected rows (recovery holds a
             # dead run's marker against its evidence).
+            started = perf_counter()
             stream.staging.commit(doc["state"]["to"])
+            stream.seconds["commit"] += perf_counter() - started
             checkpoint("after_sink_commit")
         except (Exception, KeyboardInterrupt) as exc:
             # Every failure before the sink commit, expected or not (a library's ValueError,
@@ -209,8 +212,9 @@ class _Run:
         log.info("state.advanced", pipeline=ctx.plan.name, revision=moved.revision)
         return moved
 
-    def _timings(self) -> Timings:
-        return Timings(self.ctx.started_at, self.ctx.now(), self.ctx.elapsed())
+    def _timings(self, stream: Stream) -> Timings:
+        ctx = self.ctx
+        return Timings(ctx.started_at, ctx.now(), ctx.elapsed(), stream.stages())
 
     def _report(
         self,
@@ -235,7 +239,7 @@ class _Run:
             status=status,
             data_outcome=data_outcome,
             exit_code=exit_code,
-            timings=timings or self._timings(),
+            timings=timings or self._timings(stream),
             rows=stream.counts(),
             dlq=DlqSection(
                 directory=relative(ctx.paths.dlq_dir, plan.manifest_dir)
@@ -251,6 +255,7 @@ class _Run:
             recovered=self.recovered,
             error=error,
             renamed_columns=ctx.names.renamed,
+            hints=stream.hints(loaded=0 if error is not None else None),
         )
 
     def _fail(self, stream: Stream, err: DponeError, state: PipelineState) -> RunReport:
@@ -266,7 +271,7 @@ class _Run:
             # it as aborted. This run still reports its own error, evidence and journal.
             log.error("dlq.abort_failed", run_id=ctx.run_id, code=abort_err.code)
         stream.tally.loaded = 0  # staged rows were dropped: none of them reached the sink
-        timings = self._timings()
+        timings = self._timings(stream)
         data_outcome: DataOutcome | None = None
         published = None
         try:

@@ -110,6 +110,7 @@ def evidence(
             staging.written,
         ),
         scale_out=getattr(stream, "scale_out", None),
+        hints=tuple(h.to_json() for h in stream.hints(loaded=loaded)),
         facets=lineage.facets(
             engine.verdicts(),
             rows_read=counts.read,

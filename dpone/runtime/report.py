@@ -139,12 +139,67 @@ class StateSection:
 
 
 @dataclass(frozen=True, slots=True)
+class StageSeconds:
+    """Seconds the run's main thread spent in each stage (``time.perf_counter``, always on).
+
+    ``read``: waiting for the source's next chunk (with read-ahead, only the wait the reading
+    thread did not hide); ``enforce``: the contract and the assertions; ``dlq``: building the
+    rejected rows' records, handing them to the DLQ writer thread, waiting for it and closing
+    the DLQ run; ``dlq_writer``: the writer thread's own time writing records (it overlaps
+    the other stages, so it is not part of their sum); ``sink_write``: staging valid rows in
+    the sink; ``commit``: the sink commit."""
+
+    read: float = 0.0
+    enforce: float = 0.0
+    dlq: float = 0.0
+    dlq_writer: float = 0.0
+    sink_write: float = 0.0
+    commit: float = 0.0
+
+    def to_json(self, total: float) -> dict[str, float]:
+        doc = {f.name: round(getattr(self, f.name), 6) for f in fields(StageSeconds)}
+        return doc | {"total": round(total, 6)}
+
+
+@dataclass(frozen=True, slots=True)
 class Timings:
-    """When the run started and finished (ISO-8601 UTC) and its wall time."""
+    """When the run started and finished (ISO-8601 UTC), its wall time and its stages."""
 
     started_at: str
     finished_at: str | None = None
     duration_s: float = 0.0
+    stages: StageSeconds = StageSeconds()
+
+
+@dataclass(frozen=True, slots=True)
+class Hint:
+    """What to change so that rejected rows load, or a warning the counts alone hide.
+
+    Built from counts and from the fixed null markers only: never a row value."""
+
+    code: str
+    message: str
+    column: str | None = None
+    fix: str | None = None
+    rows: int | None = None
+
+    @property
+    def warning(self) -> bool:
+        """A warning of its own line (the run loaded nothing, a column rejected every row)."""
+        return self.code in WARNING_HINTS
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "message": self.message,
+            "column": self.column,
+            "fix": self.fix,
+            "rows": self.rows,
+        }
+
+
+#: Hints that are warnings: the run's counts look like success and are not.
+WARNING_HINTS = frozenset({"nothing_loaded", "column_all_rejected"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +223,7 @@ class RunReport:
     error: ErrorDetail | None = None
     #: source columns the run names otherwise than the source wrote them (docs/sinks.md)
     renamed_columns: tuple[Renamed, ...] = ()
+    hints: tuple[Hint, ...] = ()
 
     @property
     def started_at(self) -> str:
@@ -199,6 +255,7 @@ class RunReport:
             "finished_at": self.timings.finished_at,
             "duration_s": round(self.timings.duration_s, 3),
             "rows_per_s": self.rows_per_s,
+            "timings": self.timings.stages.to_json(self.timings.duration_s),
             "rows": self.rows.to_json(),
             "dlq": self.dlq.to_json(),
             "evidence": self.evidence,
@@ -208,6 +265,7 @@ class RunReport:
             "renamed_columns": [r.to_json() for r in self.renamed_columns],
             "recovered": [r.to_json() for r in self.recovered],
             "error": None if self.error is None else self.error.to_json(),
+            "hints": [h.to_json() for h in self.hints],
         }
 
 
@@ -223,6 +281,21 @@ def _state_line(state: dict[str, Any]) -> str:
     if before == after:
         return f"advanced  cursor stays {_cursor(after)}"
     return f"advanced  cursor {_cursor(before)} → {_cursor(after)}"
+
+
+_STAGE_NAMES = (
+    ("read", "read"),
+    ("enforce", "enforce"),
+    ("dlq", "dlq"),
+    ("sink_write", "sink write"),
+    ("commit", "commit"),
+)
+
+
+def _stages_line(timings: dict[str, float]) -> str:
+    """Each stage's seconds; the DLQ writer thread's own time in brackets (it overlaps)."""
+    parts = [f"{label} {timings[key]:.2f}s" for key, label in _STAGE_NAMES]
+    return "  ".join(parts) + f"  (dlq writer thread {timings['dlq_writer']:.2f}s)"
 
 
 def render_text(doc: dict[str, Any]) -> str:
@@ -241,6 +314,8 @@ def render_text(doc: dict[str, Any]) -> str:
         + (f"  late_skipped {late:,}" if (late := rows.get("late_skipped", 0)) else ""),
         f"  time       {doc['duration_s']:.2f}s  ({doc['rows_per_s']:,.0f} rows/s)",
     ]
+    if doc.get("timings"):
+        lines.append(f"  stages     {_stages_line(doc['timings'])}")
     sink = doc["sink"]
     if sink:
         committed = "committed" if sink.get("committed") else "not committed"
@@ -266,6 +341,10 @@ def render_text(doc: dict[str, Any]) -> str:
         lines.append(f"  state      {_state_line(state)}")
     for rec in doc["recovered"]:
         lines.append(f"  recovered  run {rec['run_id']}: {rec['action']} ({rec['reason']})")
+    for hint in doc.get("hints", []):
+        label = "warning" if hint["code"] in WARNING_HINTS else "hint"
+        fix = f"  fix: {hint['fix']}" if hint["fix"] else ""
+        lines.append(f"  {label:<10} {hint['message']}{fix}")
     if doc["error"]:
         err = doc["error"]
         lines.append(f"  error      {err['code']}: {err['message']}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from time import perf_counter
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -33,10 +34,12 @@ from dpone.logs import get_logger
 from dpone.runtime.context import RunContext
 from dpone.runtime.cursor import CursorTracker
 from dpone.runtime.dlq_pipe import DlqPipe
+from dpone.runtime.hints import HintTally
 from dpone.runtime.names import ColumnOrder
 from dpone.runtime.prefetch import Inline, ReadAhead
-from dpone.runtime.report import RowCounts, RunProgress
+from dpone.runtime.report import Hint, RowCounts, RunProgress, StageSeconds
 from dpone.runtime.sampling import primed
+from dpone.runtime.stages import stage_seconds, timed
 from dpone.runtime.wiring import Components
 from dpone.state.model import Boundary, PipelineState
 
@@ -176,6 +179,25 @@ class Stream:
         #: the first chunk with columns but no rows (a header-only CSV file): its columns
         #: make the table when no chunk brings a row
         self.empty: pa.RecordBatch | None = None
+        #: seconds per stage of the main thread (see :class:`StageSeconds`)
+        self.seconds = stage_seconds()
+        self.hint_tally = HintTally(
+            safe_coercion=ctx.plan.sink.contract.safe_coercion,
+            csv_source=getattr(ctx.plan.source.spec, "format", None) == "csv",
+        )
+
+    def stages(self) -> StageSeconds:
+        return StageSeconds(**self.seconds, dlq_writer=self.pipe.writer_seconds)
+
+    def hints(self, *, loaded: int | None = None) -> tuple[Hint, ...]:
+        """What to change so that the rejected rows load (``loaded``: the rows the sink got,
+        when it is not the staged count: none after a failure)."""
+        counts = self.counts()
+        return self.hint_tally.hints(
+            read=counts.read,
+            loaded=counts.loaded if loaded is None else loaded,
+            quarantined=counts.quarantined,
+        )
 
     def counts(self) -> RowCounts:
         return self.tally.counts(self.pipe.records)
@@ -199,7 +221,10 @@ class Stream:
             state,
             merge=plan.sink.strategy.mode == "merge",
         )
+        seconds = self.seconds
+        start = perf_counter()
         existing = self.staging.open()
+        seconds["sink_write"] += perf_counter() - start
         if existing is not None and plan.sink.type != "dlt":
             # dlt's schema holds names as its naming convention spelled them (Amount ->
             # amount), which the convention maps the source's onto again.
@@ -207,18 +232,22 @@ class Stream:
         after = tracker.pushdown() if source.cursor_pushdown else None
         with _chunks(source, plan.runtime.chunk_size, after) as chunks:
             # Named in this thread, before inference sees a name (the read-ahead's is not).
-            bounded_chunks = bounded(chunks, plan.runtime.max_columns)
+            bounded_chunks = bounded(timed(chunks, seconds), plan.runtime.max_columns)
             order = ColumnOrder()
             named = (order.chunk(self.ctx.names.chunk(chunk)) for chunk in bounded_chunks)
             for chunk in primed(named, enforcer):
                 self.chunk(chunk, tracker, enforcer, existing)
         self.engine.finalize()
+        start = perf_counter()
         self.pipe.close()
+        seconds["dlq"] += perf_counter() - start
         checkpoint("after_dlq_close")
         if self.ctx.options.progress is not None:  # once more: every DLQ record is durable
             self.ctx.options.progress(self._progress())
+        start = perf_counter()
         if not self.staging.begun:
             self.staging.begin_empty(self._empty_schema(enforcer, existing))
+        seconds["sink_write"] += perf_counter() - start
         return streamed(self.ctx, tracker, self.tally.late_skipped)
 
     def _empty_schema(
@@ -244,13 +273,16 @@ class Stream:
         existing: pa.Schema | None,
     ) -> None:
         """Enforce, assert, quarantine and stage one chunk."""
-        ctx, tally = self.ctx, self.tally
+        ctx, tally, seconds = self.ctx, self.tally, self.seconds
         if chunk.failures:
+            start = perf_counter()
             self._decode_failures(chunk, tracker)
+            seconds["dlq"] += perf_counter() - start
         if not chunk.num_rows:
             if self.empty is None and chunk.batch.num_columns:
                 self.empty = chunk.batch
             return
+        start = perf_counter()
         tally.read += chunk.num_rows
         tally.chunks += 1
         late = tracker.late
@@ -260,6 +292,9 @@ class Stream:
         result = enforcer.enforce(batch, existing_schema=existing)
         for (column, code), count in result.counts.items():
             tally.violation(column, str(code), count)
+        self.hint_tally.rows += batch.num_rows
+        if result.rejects:
+            self.hint_tally.observe(batch, result, enforcer.plan(batch.schema, existing))
         if result.error is not None:
             raise self._named(result, chunk, positions) from None
         present = _present(chunk, positions, result)
@@ -267,12 +302,17 @@ class Stream:
             result.valid, source_columns=batch.schema.names, present=present
         )
         warned = _union(result.warned, self.engine.warned)
+        enforced = perf_counter()
+        seconds["enforce"] += enforced - start
         self._quarantine(chunk, positions, batch, result, quarantine_mask, rules)
+        quarantined = perf_counter()
+        seconds["dlq"] += quarantined - enforced
         if quarantine_mask is not None:
             keep = pc.invert(quarantine_mask)
             valid = valid.filter(keep)
             warned = None if warned is None else warned.filter(keep)
         self.staging.write(valid)
+        seconds["sink_write"] += perf_counter() - quarantined
         tally.loaded += valid.num_rows
         # Rows, not values: a row warned by the contract and by an assertion counts once.
         tally.warned += 0 if warned is None else int(warned.true_count)
@@ -404,6 +444,9 @@ class Stream:
         if isinstance(err, ContractViolation):
             first = result.rejects.positions.slice(0, NAMED_ROWS).to_pylist()
             err = err.naming(self._refs(chunk, positions, first)[0])
+            # The fixes the rejected values point to (null markers, safe coercion) first.
+            found = [h for h in self.hints(loaded=0) if h.fix and not h.warning]
+            err.fixes = (*(f"{h.message}: set {h.fix}" for h in found), *err.fixes)
         return err
 
 

@@ -87,8 +87,12 @@ def test_release_gate_passes_the_run(ran: tuple[Path, dpone.RunReport], tmp_path
     manifest, report = ran
     assert report.evidence is not None
     bundle = manifest.parent / report.evidence
-    gate = dpone.ops.release_gate([bundle], roots=[manifest.parent], output=tmp_path)
+    gate = dpone.ops.release_gate(
+        [bundle], roots=[manifest.parent], output=tmp_path, max_quarantine_ratio=1
+    )
     assert gate.decision == "pass"
     assert (tmp_path / "release_gate.json").is_file()
-    blocked = dpone.ops.release_gate([bundle], roots=[manifest.parent], allowed_outcomes=["passed"])
+    blocked = dpone.ops.release_gate(
+        [bundle], roots=[manifest.parent], allowed_outcomes=["passed"], max_quarantine_ratio=1
+    )
     assert blocked.decision == "blocked"

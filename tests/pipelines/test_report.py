@@ -80,7 +80,9 @@ def test_the_page_holds_the_numbers_of_the_runs_and_nothing_external(
 ) -> None:
     runs = three_runs(project)
     bundles = [str(project.evidence_path(str(r["run_id"]))) for r in runs]
-    for folder, extra in (("gate_pass", []), ("gate_blocked", ["--max-quarantine-ratio", "0"])):
+    # The runs quarantine some rows: the passing gate lifts the default 1% limit.
+    lifted = ["--max-quarantine-ratio", "1"]
+    for folder, extra in (("gate_pass", lifted), ("gate_blocked", ["--max-quarantine-ratio", "0"])):
         gate = CliRunner().invoke(
             cli,
             [

@@ -23,6 +23,7 @@ from dpone.runtime.report import (
     RowCounts,
     RunReport,
     SinkSection,
+    StageSeconds,
     StateSection,
     Timings,
     render_text,
@@ -37,7 +38,12 @@ def _report(**changes: object) -> RunReport:
         "status": "succeeded",
         "data_outcome": "passed_with_quarantine",
         "exit_code": 0,
-        "timings": Timings("2026-01-01T00:00:00Z", "2026-01-01T00:00:02Z", 2.00049),
+        "timings": Timings(
+            "2026-01-01T00:00:00Z",
+            "2026-01-01T00:00:02Z",
+            2.00049,
+            StageSeconds(read=0.5, enforce=0.25, dlq=0.125, dlq_writer=0.1, sink_write=1.0),
+        ),
         "rows": RowCounts(read=10, loaded=7, quarantined=2, warned=1, skipped=1, chunks=3),
         "dlq": DlqSection(".dpone/dlq", "run-1", 2),
         "sink": SinkSection("duckdb", "analytics.orders", "01JBXYZ0000000000000000000", True),
@@ -74,6 +80,15 @@ def test_a_succeeded_report_is_the_documented_json() -> None:
         "finished_at": "2026-01-01T00:00:02Z",
         "duration_s": 2.0,
         "rows_per_s": 5.0,
+        "timings": {
+            "read": 0.5,
+            "enforce": 0.25,
+            "dlq": 0.125,
+            "dlq_writer": 0.1,
+            "sink_write": 1.0,
+            "commit": 0.0,
+            "total": 2.00049,
+        },
         "rows": {
             "read": 10,
             "loaded": 7,
@@ -117,6 +132,7 @@ def test_a_succeeded_report_is_the_documented_json() -> None:
         ],
         "renamed_columns": [{"position": 1, "source": "", "name": "column_1"}],
         "error": None,
+        "hints": [],
     }
     # The order of the keys is the document's too (what `--format json` prints).
     assert list(doc) == [
@@ -131,6 +147,7 @@ def test_a_succeeded_report_is_the_documented_json() -> None:
         "finished_at",
         "duration_s",
         "rows_per_s",
+        "timings",
         "rows",
         "dlq",
         "evidence",
@@ -140,6 +157,7 @@ def test_a_succeeded_report_is_the_documented_json() -> None:
         "renamed_columns",
         "recovered",
         "error",
+        "hints",
     ]
     assert schema_errors(doc, "dpone.run.v1") == []
     assert json.loads(json.dumps(doc)) == doc
