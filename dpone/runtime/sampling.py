@@ -4,6 +4,7 @@ SPEC §3 infers undeclared columns' types "from the first ``sample_rows`` rows".
 smaller than the sample, the first chunk alone would decide; :func:`primed` holds back the
 leading chunks until the sample is complete (or the source ends), primes the enforcer with
 them, then hands every chunk on in order. Memory: at most ``sample_rows`` rows plus one chunk.
+A contract that declares every column of the first chunk holds nothing back.
 """
 
 from __future__ import annotations
@@ -17,14 +18,18 @@ from dpone.contracts.enforcer import ContractEnforcementService
 def primed(
     chunks: Iterable[SourceChunk], enforcer: ContractEnforcementService
 ) -> Iterator[SourceChunk]:
-    """``chunks`` unchanged, after ``enforcer.prime`` saw the first ``sample_rows`` rows."""
+    """``chunks`` unchanged, after ``enforcer.prime`` saw the first ``sample_rows`` rows.
+
+    A source whose first chunk has no column left to infer (every one declared) streams
+    without holding anything back."""
     it = iter(chunks)
     first = next(it, None)
     if first is None:
         return
-    # Held even when the first chunk has nothing to infer: a keyed source's later chunks may
-    # bring a column within the sample (a JSONL key absent from the first rows), which one
-    # chunk holding every row would type from the whole sample.
+    if not enforcer.needs_inference(first.batch.schema):
+        yield first
+        yield from it
+        return
     held = [first]
     rows = first.num_rows
     sample_rows = enforcer.contract.type_inference.sample_rows
