@@ -50,8 +50,9 @@ EXISTING_DDL = (
 )
 
 # Derandomized: the same examples on every run, so `make test` never fails on a case that a
-# later run would not see; `pytest --hypothesis-seed=N -p no:randomly` explores others (seeds
-# 1-10 pass).
+# later run would not see. To explore others, set derandomize=False and run with
+# `--hypothesis-seed=N -p no:randomly`: seeds 1-4 and 6-8 pass; seed 5 finds the exception
+# docs/contracts.md names (a JSONL key first met after the first chunk, within the sample).
 SETTINGS = settings(
     max_examples=14,
     deadline=None,
