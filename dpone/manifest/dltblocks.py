@@ -1,34 +1,19 @@
-"""Static checks of the dlt-backed source types (``rest_api``, ``dlt``) that the schema cannot
-express, and where their ``${ENV_VAR}`` references may stand.
+"""The dlt-backed source types (``rest_api``, ``dlt``): which they are, where their
+``${ENV_VAR}`` references may stand, and those references.
 
 The blocks use dlt's own vocabulary and are checked against dlt's config shape by the JSON
-Schema (``$defs/restApi*``), never by importing dlt: ``dpone validate`` of any manifest stays
-free of dlt's import cost, and validating never runs code. :func:`check_installed` only looks
-for dlt's module spec.
+Schema (``$defs/restApi*``) and by ``checks/dlt_source.py``, never by importing dlt.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from dpone.errors import ErrorDetail
-from dpone.manifest.loader import join_pointer
-from dpone.manifest.secrets import REFERENCE, SecretRef, inline_secret, malformed_reference
-
-if TYPE_CHECKING:
-    from dpone.manifest.passes import CompileContext
+from dpone.manifest.pointers import string_values
+from dpone.manifest.secrets import REFERENCE, SecretRef
 
 DLT_SOURCE_TYPES = ("rest_api", "dlt")
-DLT_NOT_INSTALLED = "DPONE_DLT_NOT_INSTALLED"
-INSTALL_HINT = "install dlt: pip install 'dpone[dlt]' (or pip install dlt)"
 
-#: Keys whose value is a credential: written only as ``${ENV_VAR}`` references. (A dlt
-#: ``credentials`` argument may be a password-free path such as ``sqlite:///x.db``: like every
-#: other string it is refused only when it carries a password, see ``inline_secret``.)
-SECRET_KEYS = frozenset({"token", "api_key", "password", "client_secret", "access_token", "secret"})
 #: Where a rest_api source may hold ``${ENV_VAR}`` references (everything below them).
 _REST_API_ROOTS = (
     "/source/client/auth",
@@ -37,7 +22,6 @@ _REST_API_ROOTS = (
     "/source/resource/endpoint/headers",
     "/source/resource/endpoint/params",
 )
-_PLACEHOLDER = "{incremental."
 
 
 def reference_roots(doc: dict[str, Any]) -> tuple[str, ...]:
@@ -54,140 +38,4 @@ def secret_refs(source: dict[str, Any]) -> tuple[SecretRef, ...]:
     """Every string of a dlt-backed source that holds a reference, as a :class:`SecretRef`."""
     if source.get("type") not in DLT_SOURCE_TYPES:
         return ()
-    return tuple(SecretRef(text) for _, text in _strings(source, "") if REFERENCE.search(text))
-
-
-def _strings(value: Any, pointer: str) -> Iterator[tuple[str, str]]:
-    if isinstance(value, dict):
-        for key, sub in value.items():
-            yield from _strings(sub, join_pointer(pointer, key))
-    elif isinstance(value, list):
-        for i, sub in enumerate(value):
-            yield from _strings(sub, join_pointer(pointer, i))
-    elif isinstance(value, str):
-        yield pointer, value
-
-
-def _only_references(text: str) -> bool:
-    return bool(REFERENCE.search(text)) and REFERENCE.sub("", text).strip() == ""
-
-
-def _at(doc: dict[str, Any], pointer: str) -> Any:
-    node: Any = doc
-    for part in pointer.strip("/").split("/"):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
-
-
-def check_dlt_source(doc: dict[str, Any], ctx: CompileContext) -> list[ErrorDetail]:
-    """References and credentials of a rest_api / dlt source; the incremental hand-over."""
-    source = doc["source"]
-    if source.get("type") not in DLT_SOURCE_TYPES:
-        return []
-    errors = []
-    for root in reference_roots(doc):
-        for pointer, text in _strings(_at(doc, root), root):
-            key = pointer.rsplit("/", 1)[-1].lower()
-            if malformed_reference(text):
-                errors.append(
-                    ctx.error(
-                        "DPONE_MANIFEST_SECRET_REFERENCE",
-                        "malformed ${ENV_VAR} reference",
-                        pointer,
-                        fixes=("write references as ${NAME} with letters, digits and underscores",),
-                    )
-                )
-            elif (key in SECRET_KEYS and not _only_references(text)) or inline_secret(text):
-                errors.append(
-                    ctx.error(
-                        "DPONE_MANIFEST_INLINE_SECRET",
-                        f"'{key}' holds a credential; secrets never live in a manifest",
-                        pointer,
-                        fixes=(
-                            "move the credential to an environment variable and write ${NAME}",
-                            f'e.g. {key}: "${{API_TOKEN}}"',
-                        ),
-                    )
-                )
-    if source["type"] == "rest_api":
-        errors.extend(_rest_api_checks(source, ctx))
-    return errors
-
-
-def _rest_api_checks(source: dict[str, Any], ctx: CompileContext) -> list[ErrorDetail]:
-    errors = []
-    base_url = source["client"]["base_url"]
-    if inline_secret(base_url):
-        errors.append(
-            ctx.error(
-                "DPONE_MANIFEST_INLINE_SECRET",
-                "client.base_url holds a credential; secrets never live in a manifest",
-                "/source/client/base_url",
-                fixes=("authenticate with client.auth and a ${NAME} reference instead",),
-            )
-        )
-    endpoint = source["resource"].get("endpoint")
-    if isinstance(endpoint, dict) and "incremental" in endpoint:
-        errors.append(
-            ctx.error(
-                "DPONE_MANIFEST_SOURCE_OPTION",
-                "dpone sets dlt's incremental itself, from source.incremental and the committed "
-                "cursor",
-                "/source/resource/endpoint/incremental",
-                at_key=True,
-                fixes=(
-                    "move cursor_path to source.incremental.cursor_column (and initial_value "
-                    "next to it)",
-                    'send the cursor in a parameter: params: {since: "{incremental.start_value}"}',
-                ),
-            )
-        )
-    uses = [
-        p for p, text in _strings(endpoint, "/source/resource/endpoint") if _PLACEHOLDER in text
-    ]
-    incremental = source.get("incremental")
-    if uses and incremental is None:
-        errors.append(
-            ctx.error(
-                "DPONE_MANIFEST_SOURCE_OPTION",
-                "the endpoint uses {incremental...} but the source has no incremental cursor",
-                uses[0],
-                fixes=("add source.incremental: {cursor_column: ..., initial_value: ...}",),
-            )
-        )
-    elif uses and incremental is not None and incremental.get("initial_value") is None:
-        errors.append(
-            ctx.error(
-                "DPONE_MANIFEST_SOURCE_OPTION",
-                "the endpoint sends {incremental...} but the first run would have no value to send",
-                "/source/incremental",
-                fixes=("set source.incremental.initial_value (the first run's lower bound)",),
-            )
-        )
-    return errors
-
-
-def dlt_installed() -> bool:
-    """Whether ``import dlt`` can work, found without importing it."""
-    if "dlt" in sys.modules:
-        return sys.modules["dlt"] is not None
-    try:
-        return importlib.util.find_spec("dlt") is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def check_installed(doc: dict[str, Any], ctx: CompileContext) -> list[ErrorDetail]:
-    """A dlt-backed source needs dlt installed (not a pure pass: it looks at the environment)."""
-    if doc["source"].get("type") not in DLT_SOURCE_TYPES or dlt_installed():
-        return []
-    return [
-        ctx.error(
-            DLT_NOT_INSTALLED,
-            f"source type {doc['source']['type']} needs the dlt package, which is not installed",
-            "/source/type",
-            fixes=(INSTALL_HINT,),
-        )
-    ]
+    return tuple(SecretRef(text) for _, text in string_values(source, "") if REFERENCE.search(text))

@@ -12,7 +12,7 @@ import dataclasses
 
 from dpone.contracts.spec import EVOLUTION_MODES, EvolutionMode, EvolutionSpec
 from dpone.errors import UsageError
-from dpone.manifest.passes import EVOLUTION_KEYS
+from dpone.manifest.context import EVOLUTION_KEYS
 from dpone.manifest.plan import Plan
 
 EVOLUTION_FIX = (

@@ -15,9 +15,7 @@ import copy
 from collections.abc import Collection, Iterable
 from typing import Any
 
-
-def _tokens(pointer: str) -> list[str]:
-    return [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]]
+from dpone.manifest.pointers import pointer_tokens
 
 
 def salvaged(document: dict[str, Any], remove: Iterable[str]) -> dict[str, Any] | None:
@@ -27,7 +25,7 @@ def salvaged(document: dict[str, Any], remove: Iterable[str]) -> dict[str, Any] 
     for pointer in sorted(remove, key=len, reverse=True):  # the deepest first
         if not pointer:
             return None
-        *parents, last = _tokens(pointer)
+        *parents, last = pointer_tokens(pointer)
         node: Any = doc
         for token in parents:
             node = _child(node, token)

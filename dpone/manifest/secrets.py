@@ -33,9 +33,6 @@ class SecretRef:
         _require_set(self.names, env)
         return REFERENCE.sub(lambda m: env[m.group(1)], self.template)
 
-    def redacted(self) -> str:
-        return self.template
-
     def __repr__(self) -> str:
         return f"SecretRef({self.template!r})"
 
@@ -71,16 +68,17 @@ def malformed_reference(text: str) -> bool:
     return False
 
 
-def _only_references(text: str) -> bool:
+def only_references(text: str) -> bool:
+    """True when ``text`` is ``${VAR}`` references and nothing else (spaces aside)."""
     return REFERENCE.sub("", text).strip() == "" and bool(REFERENCE.search(text))
 
 
 def inline_secret(text: str) -> bool:
     """True when a connection string carries a credential not written as a ``${VAR}`` reference."""
-    if _only_references(text):
+    if only_references(text):
         return False
     match = _LIBPQ_PASSWORD.search(text)
-    if match is not None and not _only_references(match.group(1).strip("'")):
+    if match is not None and not only_references(match.group(1).strip("'")):
         return True
     if "://" not in text:
         return False
@@ -89,9 +87,9 @@ def inline_secret(text: str) -> bool:
         password = parts.password
     except ValueError:
         return False
-    if password and not _only_references(password):
+    if password and not only_references(password):
         return True
     for key, value in parse_qsl(parts.query, keep_blank_values=True):
-        if key.lower() in _SECRET_PARAMS and value and not _only_references(value):
+        if key.lower() in _SECRET_PARAMS and value and not only_references(value):
             return True
     return False

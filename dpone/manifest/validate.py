@@ -16,7 +16,8 @@ from typing import Any
 from jsonschema.exceptions import ValidationError, best_match
 
 from dpone.errors import ErrorDetail
-from dpone.manifest.loader import LoadedManifest, Mark, join_pointer
+from dpone.manifest.loader import LoadedManifest, locate
+from dpone.manifest.pointers import join_pointer
 from dpone.published import validator
 
 MANIFEST_SCHEMA = "dpone.manifest.v1"
@@ -51,25 +52,6 @@ def pointer_of(path: Iterable[Any]) -> str:
     for token in path:
         pointer = join_pointer(pointer, token)
     return pointer
-
-
-def locate(
-    manifest: LoadedManifest, pointer: str, *, at_key: bool
-) -> tuple[int | None, int | None]:
-    """Line and column for a pointer: the key's position when asked and known, else the value's.
-
-    A pointer with no mark of its own (a key that is missing) falls back to its nearest parent.
-    """
-    probe = pointer
-    while True:
-        mark: Mark | None = manifest.mark(probe)
-        if mark is not None:
-            if at_key and mark.key_line is not None:
-                return mark.key_line, mark.key_column
-            return mark.line, mark.column
-        if not probe:
-            return None, None
-        probe = probe.rsplit("/", 1)[0]
 
 
 def _describe(value: Any) -> str:

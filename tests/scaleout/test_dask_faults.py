@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dpone import api
-from dpone.manifest import engine_checks
+from dpone.manifest.checks import engine as engine_checks
 from dpone.runtime.scaleout.task import FAULT_ENV
 from tests.support.scaleout import OWN_CLUSTER, csv_files, outcome, same_result, write_manifest
 

@@ -6,31 +6,15 @@ to the manifest's folder and normalized, never resolved through the filesystem.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
 
 from dpone.errors import ErrorDetail
-from dpone.manifest.loader import join_pointer
-
-if TYPE_CHECKING:
-    from dpone.manifest.passes import CompileContext, Document
+from dpone.manifest.context import CompileContext, Document
+from dpone.manifest.pointers import string_values
 
 DLQ_DIRECTORY = "/sink/options/dlq/directory"
-WORK_DIR = "/runtime/work_dir"
 EVIDENCE_DIR = "/sink/options/runtime_evidence/output_dir"
 #: The work dir's folders besides the DLQ's (SPEC §2: dlq/, state/, evidence/, runs/).
 WORK_FOLDERS = ("state", "runs", "evidence")
-
-
-def _strings(value: Any, pointer: str) -> Iterator[tuple[str, str]]:
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield from _strings(v, join_pointer(pointer, k))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from _strings(v, join_pointer(pointer, i))
-    elif isinstance(value, str):
-        yield pointer, value
 
 
 def check_nul_bytes(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
@@ -42,7 +26,7 @@ def check_nul_bytes(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
             pointer,
             fixes=("remove the \\0 (often a stray escape in a double-quoted YAML string)",),
         )
-        for pointer, value in _strings(doc, "")
+        for pointer, value in string_values(doc, "")
         if "\x00" in value
     ]
 

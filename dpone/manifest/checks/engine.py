@@ -10,6 +10,7 @@ import importlib.util
 from typing import Any
 
 from dpone.errors import ErrorDetail
+from dpone.manifest.context import CompileContext
 
 
 def dask_installed() -> bool:
@@ -17,7 +18,7 @@ def dask_installed() -> bool:
     return importlib.util.find_spec("distributed") is not None
 
 
-def check_engine(doc: dict[str, Any], ctx: Any) -> list[ErrorDetail]:
+def check_engine(doc: dict[str, Any], ctx: CompileContext) -> list[ErrorDetail]:
     """``engine: dask`` needs the extra and refuses ``unique_columns``; ``partitions`` needs
     ``partition_column``."""
     errors: list[ErrorDetail] = []

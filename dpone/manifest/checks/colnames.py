@@ -8,14 +8,12 @@ brings (``dpone/runtime/names.py``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dpone.contracts.names import fold
 from dpone.errors import ErrorDetail
-from dpone.manifest.loader import join_pointer
-
-if TYPE_CHECKING:
-    from dpone.manifest.passes import CompileContext
+from dpone.manifest.context import CompileContext
+from dpone.manifest.pointers import join_pointer
 
 CODE = "DPONE_MANIFEST_COLUMN_NAME"
 COLUMNS = "/sink/options/schema_contract/columns"

@@ -9,10 +9,9 @@ references when the source is built.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from dpone.errors import ErrorDetail
-from dpone.manifest.loader import join_pointer
+from dpone.manifest.context import STORAGE, CompileContext, Document
+from dpone.manifest.pointers import join_pointer
 from dpone.manifest.secrets import REFERENCE, malformed_reference
 from dpone.sourcepaths import (
     CREDENTIAL_OPTIONS,
@@ -21,11 +20,6 @@ from dpone.sourcepaths import (
     source_path_problem,
     split_uri,
 )
-
-if TYPE_CHECKING:
-    from dpone.manifest.passes import CompileContext, Document
-
-STORAGE = "/source/options/storage"
 
 
 def check_storage(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
@@ -86,4 +80,4 @@ def check_storage(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
     return errors
 
 
-__all__ = ["STORAGE", "check_storage"]
+__all__ = ["check_storage"]

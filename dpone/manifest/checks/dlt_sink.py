@@ -11,14 +11,11 @@ line without importing dlt) and the keys of the section. What it cannot say:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dpone.errors import ErrorDetail
+from dpone.manifest.context import SINK, CompileContext
 
-if TYPE_CHECKING:
-    from dpone.manifest.passes import CompileContext
-
-SINK = "/sink"
 TABLE_FORMATS = ("delta", "iceberg")
 
 

@@ -1,63 +1,24 @@
-"""Typed, frozen specs of a manifest's source and sink: what a connector is built from.
-
-The compiler builds them from the normalized document, where every default is already filled
-from the JSON Schema (``dpone.manifest.defaults``); the connectors take them as they are and
-default nothing themselves, so no field here has a default either. Paths are absolute
-(resolved against the manifest's folder); ``display`` is how such a path appears in an
-identity: relative to the manifest's folder, else the bare file name, never absolute.
-Connection strings stay :class:`SecretRef` templates until a connector resolves them.
-
-Adding a source or sink type (Step 12: rest_api, dlt) is four small edits: its spec class and
-builder here (added to ``SourceSpec``/``SOURCE_SPECS`` or ``SinkSpec``/``SINK_SPECS``), its
-branch in the manifest schema (with its defaults), and its connector registered in
-``dpone.connectors.sources.SOURCES`` (or ``sinks.SINKS``).
-"""
+"""The specs of the source types, and how each is built from a normalized ``source`` section."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from dpone.contracts.spec import ColumnSpec
+from dpone.manifest.dltblocks import secret_refs
 from dpone.manifest.secrets import SecretRef
+from dpone.manifest.specs.common import (
+    IncrementalPlan,
+    Section,
+    display_path,
+    incremental_plan,
+    resolve_under,
+)
 
 FileFormat = Literal["csv", "jsonl", "parquet"]
-Section = Mapping[str, Any]
-
-
-def resolve_under(base: Path, text: str) -> Path:
-    """A path as written in the manifest, joined to the manifest's folder and normalized
-    lexically: a link in it is not resolved here. The folder the manifest names (the work dir,
-    a sink folder) may be a link, followed when it is opened; a link *below* it, where dpone
-    keeps a folder of its own (``<work_dir>/dlq``), must stay visible to be refused
-    (:func:`dpone.durable.open_below`), not be resolved away at compile time."""
-    return Path(os.path.normpath(base / Path(text).expanduser()))
-
-
-def display_path(path: Path, base: Path) -> str:
-    """Relative to the manifest's folder when ``path`` is under it, else the bare file name."""
-    try:
-        rel = os.path.relpath(path, base.resolve())
-    except ValueError:
-        return path.name
-    return path.name if rel.startswith("..") else Path(rel).as_posix()
-
-
-@dataclass(frozen=True, slots=True)
-class IncrementalPlan:
-    """``source.incremental``: rows with ``cursor_column`` at or above the committed cursor
-    (minus ``lag``, in the cursor's unit), below ``end_value`` when it is set (SPEC §6)."""
-
-    cursor_column: str
-    initial_value: str | int | float | None
-    lag: int | float
-    end_value: str | int | float | None
-
-
-# --- sources ----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,18 +210,6 @@ SourceSpec = (
 )
 
 
-def _incremental(section: Section) -> IncrementalPlan | None:
-    found = section.get("incremental")
-    if found is None:
-        return None
-    return IncrementalPlan(
-        found["cursor_column"],
-        found["initial_value"],
-        lag=found["lag"],
-        end_value=found["end_value"],
-    )
-
-
 #: ``runtime.max_columns`` when a source section is built on its own (the schema's default;
 #: a test holds them equal). The compiler always passes the manifest's value.
 DEFAULT_MAX_COLUMNS = 10_000
@@ -286,7 +235,7 @@ def _file_source(
         ),
         jsonl=JsonlOptions(encoding=options["jsonl"]["encoding"]),
         storage=_storage(options.get("storage")),
-        incremental=_incremental(section),
+        incremental=incremental_plan(section),
         max_columns=max_columns,
     )
 
@@ -319,7 +268,7 @@ def _python_source(section: Section, base: Path) -> PythonSourceSpec:
         base_dir=base,
         callable=section["callable"],
         args=dict(section["args"]),
-        incremental=_incremental(section),
+        incremental=incremental_plan(section),
     )
 
 
@@ -333,7 +282,7 @@ def _database_file_source(
             display=display_path(database, base),
             table=section.get("table"),
             query=section.get("query"),
-            incremental=_incremental(section),
+            incremental=incremental_plan(section),
         )
 
     return build
@@ -344,21 +293,18 @@ def _postgres_source(section: Section, base: Path) -> PostgresSourceSpec:
         connection=SecretRef(section["connection"]),
         table=section.get("table"),
         query=section.get("query"),
-        incremental=_incremental(section),
+        incremental=incremental_plan(section),
         partition_column=section.get("partition_column"),
         partitions=section.get("partitions"),
     )
 
 
-#: ``source.type`` -> the builder of its spec from the normalized ``source`` section.
 def _dlt_backed(
     cls: type[RestApiSourceSpec] | type[DltSourceSpec],
 ) -> Callable[[Section, Path], SourceSpec]:
     def build(section: Section, base: Path) -> SourceSpec:
-        from dpone.manifest.dltblocks import secret_refs
-
         secrets = secret_refs(dict(section))
-        incremental = _incremental(section)
+        incremental = incremental_plan(section)
         if cls is DltSourceSpec:  # the compiler sets the cursor column from the contract
             return DltSourceSpec(base, section, secrets, incremental, cursor=None)
         return RestApiSourceSpec(
@@ -374,6 +320,7 @@ def _dlt_backed(
     return build
 
 
+#: ``source.type`` -> the builder of its spec from the normalized ``source`` section.
 SOURCE_SPECS: dict[str, Callable[[Section, Path], SourceSpec]] = {
     "file": _file_source,
     "python": _python_source,
@@ -393,134 +340,3 @@ def source_spec(
     if section["type"] == "file":
         return _file_source(section, base, max_columns)
     return SOURCE_SPECS[section["type"]](section, base)
-
-
-# --- sinks ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class SinkTarget:
-    """What every sink loads into: ``dataset.table``."""
-
-    type: ClassVar[str]
-    dataset: str
-    table: str
-
-
-@dataclass(frozen=True, slots=True)
-class DuckdbSinkSpec(SinkTarget):
-    """A DuckDB file."""
-
-    type: ClassVar[str] = "duckdb"
-    database: Path
-    display: str
-
-
-@dataclass(frozen=True, slots=True)
-class PostgresSinkSpec(SinkTarget):
-    """A PostgreSQL database (``dataset`` is the schema)."""
-
-    type: ClassVar[str] = "postgres"
-    connection: SecretRef
-
-
-@dataclass(frozen=True, slots=True)
-class FilesystemSinkSpec(SinkTarget):
-    """Parquet files under ``path/dataset/table``."""
-
-    type: ClassVar[str] = "filesystem"
-    path: Path
-    display: str
-
-
-@dataclass(frozen=True, slots=True)
-class DltSinkSpec(SinkTarget):
-    """Any dlt destination (``destination`` is dlt's name for it).
-
-    ``credentials`` is the connection template (``${VAR}`` unresolved). Local paths in it (a
-    DuckDB file, a ``sqlite:///`` URL, a filesystem ``bucket_url``) are anchored at
-    ``base_dir`` by the connector; ``pipeline`` and ``work_dir`` (where dlt keeps its pipeline
-    and packages) are the manifest's ``name`` and ``runtime.work_dir``, set by the compiler.
-    """
-
-    type: ClassVar[str] = "dlt"
-    destination: str
-    credentials: SecretRef | None
-    destination_options: Mapping[str, Any]
-    loader_file_format: str | None
-    merge_key: tuple[str, ...]
-    base_dir: Path
-    pipeline: str
-    work_dir: Path
-
-
-SinkSpec = DuckdbSinkSpec | PostgresSinkSpec | FilesystemSinkSpec | DltSinkSpec
-
-
-@dataclass(frozen=True, slots=True)
-class SinkPlace:
-    """What a sink's spec is built with besides its section: the manifest's folder (relative
-    paths resolve under it), the pipeline's name and its absolute work dir (a dlt sink keeps
-    its pipeline and load packages there)."""
-
-    base: Path
-    pipeline: str
-    work_dir: Path
-
-
-def _duckdb_sink(section: Section, at: SinkPlace) -> DuckdbSinkSpec:
-    database = resolve_under(at.base, section["database"])
-    return DuckdbSinkSpec(
-        database=database,
-        display=display_path(database, at.base),
-        dataset=section["dataset"],
-        table=section["table"],
-    )
-
-
-def _postgres_sink(section: Section, at: SinkPlace) -> PostgresSinkSpec:
-    return PostgresSinkSpec(
-        connection=SecretRef(section["connection"]),
-        dataset=section["dataset"],
-        table=section["table"],
-    )
-
-
-def _filesystem_sink(section: Section, at: SinkPlace) -> FilesystemSinkSpec:
-    root = resolve_under(at.base, section["path"])
-    return FilesystemSinkSpec(
-        path=root,
-        display=display_path(root, at.base),
-        dataset=section["dataset"],
-        table=section["table"],
-    )
-
-
-def _dlt_sink(section: Section, at: SinkPlace) -> DltSinkSpec:
-    credentials = section.get("credentials")
-    return DltSinkSpec(
-        destination=section["destination"],
-        credentials=SecretRef(credentials) if credentials is not None else None,
-        destination_options=dict(section.get("destination_options") or {}),
-        loader_file_format=section.get("loader_file_format"),
-        merge_key=tuple(section.get("merge_key") or ()),
-        base_dir=at.base,
-        pipeline=at.pipeline,
-        work_dir=at.work_dir,
-        dataset=section["dataset"],
-        table=section["table"],
-    )
-
-
-#: ``sink.type`` -> the builder of its spec from the normalized ``sink`` section.
-SINK_SPECS: dict[str, Callable[[Section, SinkPlace], SinkSpec]] = {
-    "duckdb": _duckdb_sink,
-    "postgres": _postgres_sink,
-    "filesystem": _filesystem_sink,
-    "dlt": _dlt_sink,
-}
-
-
-def sink_spec(section: Section, at: SinkPlace) -> SinkSpec:
-    """The spec of a normalized ``sink`` section; relative paths resolve under ``at.base``."""
-    return SINK_SPECS[section["type"]](section, at)

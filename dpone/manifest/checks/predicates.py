@@ -7,7 +7,7 @@ after schema errors it still checks each predicate the schema accepted.
 from __future__ import annotations
 
 from dpone.errors import ErrorDetail
-from dpone.manifest.passes import ASSERTIONS, CompileContext, Document
+from dpone.manifest.context import ASSERTIONS, CompileContext, Document
 from dpone.manifest.salvage import touches
 
 

@@ -1,0 +1,63 @@
+"""The passes that transform the document: annotations dropped, defaults made explicit,
+shorthands written out. Each returns a new document and never reports an error (the schema
+and the checks do)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from dpone.manifest import defaults
+from dpone.manifest.context import (
+    EVOLUTION_KEYS,
+    RESERVED_ASSERTION_KEYS,
+    CompileContext,
+    Document,
+    PassResult,
+)
+from dpone.manifest.validate import MANIFEST_SCHEMA
+from dpone.published import load_schema, validator
+
+
+def drop_extensions(doc: Document, ctx: CompileContext) -> PassResult:
+    """``x-*`` keys are the user's annotations: accepted anywhere, ignored everywhere."""
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if not k.startswith("x-")}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+
+    result: Document = strip(doc)
+    return result
+
+
+def normalize_shorthands(doc: Document, ctx: CompileContext) -> PassResult:
+    """One-word ``evolution`` becomes the three-key form; assertion values take table form."""
+    doc = copy.deepcopy(doc)
+    contract = doc.get("sink", {}).get("options", {}).get("schema_contract")
+    if contract is not None and isinstance(contract.get("evolution"), str):
+        word = contract["evolution"]
+        contract["evolution"] = dict.fromkeys(EVOLUTION_KEYS, word)
+    assertions = doc.get("quality", {}).get("assertions")
+    if assertions:
+        for key, value in list(assertions.items()):
+            if key in RESERVED_ASSERTION_KEYS:
+                continue
+            if not (isinstance(value, dict) and "value" in value):
+                assertions[key] = {"value": value}
+    return doc
+
+
+def apply_defaults(doc: Document, ctx: CompileContext) -> PassResult:
+    """Every default made explicit, so the plan and its fingerprint are complete.
+
+    The defaults are the JSON Schema's (``dpone.manifest.defaults``): nothing here restates one.
+    """
+    return defaults.apply_defaults(doc, load_schema(MANIFEST_SCHEMA), _matches)
+
+
+def _matches(subschema: Mapping[str, Any], value: Any) -> bool:
+    return bool(validator(MANIFEST_SCHEMA).evolve(schema=subschema).is_valid(value))
