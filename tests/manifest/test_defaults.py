@@ -43,6 +43,9 @@ from dpone.manifest.context import EVOLUTION_KEYS
 from dpone.manifest.defaults import TEMPLATE
 from dpone.manifest.loader import parse_manifest
 from dpone.manifest.plan import Plan
+from dpone.manifest.specs import common as spec_common
+from dpone.manifest.specs import sinks as spec_sinks
+from dpone.manifest.specs import sources as spec_sources
 from dpone.published import load_schema
 
 SCHEMA = load_schema("dpone.manifest.v1")
@@ -421,7 +424,7 @@ def _dataclasses(module: Any) -> list[type[Any]]:
 
 
 def test_specs_and_plan_sections_have_no_field_defaults() -> None:
-    classes = [c for part in (specs.common, specs.sources, specs.sinks) for c in _dataclasses(part)]
+    classes = [c for part in (spec_common, spec_sources, spec_sinks) for c in _dataclasses(part)]
     classes += [
         c for c in _dataclasses(plan_module) if c.__name__.endswith("Plan") and c is not Plan
     ]

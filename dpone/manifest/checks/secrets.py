@@ -52,7 +52,7 @@ def _stray_references(
     value: Any, pointer: str, ctx: CompileContext, allowed: tuple[str, ...]
 ) -> list[ErrorDetail]:
     """``${...}`` outside a connection string (or a dlt source's credentials, checked by
-    ``dltblocks``, or ``source.options.storage``, checked by ``storage``) would silently stay
+    ``dlt_source``, or ``source.options.storage``, checked by ``storage``) would silently stay
     literal: say so instead."""
     if pointer in allowed:
         return []

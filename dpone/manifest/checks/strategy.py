@@ -1,5 +1,5 @@
-"""The load strategy: a merge has its key, an append does not re-load what coerce rejected,
-the key's columns are declared."""
+"""The load strategy: a merge has its key, an append is not paired with coerce (which re-reads
+rows, and append would load them twice), the key's columns are declared."""
 
 from __future__ import annotations
 
