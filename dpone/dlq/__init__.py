@@ -20,7 +20,7 @@ from dpone._lazy import exports
 
 if TYPE_CHECKING:
     from dpone.canonical import canonical_json, checksum
-    from dpone.dlq.ack import ACK_SCHEMA, ReplayAck
+    from dpone.dlq.acks import ACK_SCHEMA, ReplayAck
     from dpone.dlq.errors import (
         DlqChecksumMismatch,
         DlqError,
@@ -43,8 +43,8 @@ __getattr__, __dir__ = exports(
     {
         "canonical_json": "dpone.canonical",
         "checksum": "dpone.canonical",
-        "ACK_SCHEMA": "dpone.dlq.ack",
-        "ReplayAck": "dpone.dlq.ack",
+        "ACK_SCHEMA": "dpone.dlq.acks",
+        "ReplayAck": "dpone.dlq.acks",
         "DlqChecksumMismatch": "dpone.dlq.errors",
         "DlqError": "dpone.dlq.errors",
         "DlqIntegrityError": "dpone.dlq.errors",

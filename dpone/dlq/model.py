@@ -14,9 +14,9 @@ from __future__ import annotations
 import base64
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date, datetime, time
 from decimal import Decimal
 from typing import Any, ClassVar, Literal, get_args
 
@@ -70,19 +70,6 @@ DIAGNOSTIC_KEYS = (
     "source_offset",
     "source_partition",
 )
-
-Clock = Callable[[], datetime]
-
-
-def system_clock() -> datetime:
-    return datetime.now(UTC)
-
-
-def format_timestamp(moment: datetime) -> str:
-    """RFC 3339 in UTC with microseconds and ``Z``: the one timestamp form the store writes."""
-    if moment.tzinfo is None or moment.utcoffset() is None:
-        raise ValueError("the DLQ clock must return timezone-aware datetimes")
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def parse_timestamp(text: str) -> datetime:
@@ -295,10 +282,6 @@ def build_record_doc(
         "created_at": created_at,
         "expires_at": expires_at,
     }
-
-
-def expiry(created: datetime, retention_days: int) -> datetime:
-    return created + timedelta(days=retention_days)
 
 
 _SORTED = orjson.OPT_SORT_KEYS
@@ -535,7 +518,6 @@ __all__ = [
     "RECORD_SCHEMA",
     "REDACTED",
     "REPLAY_STATUSES",
-    "Clock",
     "Diagnostics",
     "DlqRecord",
     "Payload",
@@ -545,12 +527,10 @@ __all__ = [
     "ReplayStatus",
     "build_record_doc",
     "check_reject",
-    "format_timestamp",
     "mask",
     "payload_value",
     "record_canonical_json",
     "rejected_rows",
     "sealed_record_bytes",
-    "system_clock",
     "to_json_safe",
 ]

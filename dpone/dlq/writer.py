@@ -23,13 +23,13 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from types import TracebackType
 from typing import Any, Literal
 
 import orjson
 
-from dpone.canonical import verify_checksum
+from dpone.clock import format_timestamp
 from dpone.contracts.reasons import ReasonCode
 from dpone.dlq import fsio, segments
 from dpone.dlq.encode import ENTRY_FIXED, EncodedChunk, RecordEncoder, column_json_size
@@ -44,20 +44,14 @@ from dpone.dlq.errors import (
     DlqWriterFailed,
 )
 from dpone.dlq.index import StatusReason, entry
-from dpone.dlq.model import DlqRecord, RejectedRow, format_timestamp
-from dpone.dlq.rundir import (
-    HARD_MAX_SEGMENT_BYTES,
-    INDEX_FILE,
-    RUNS_DIR,
-    RunHeader,
-    dumps,
-    read_index_at,
-    release_lock,
-    take_lock,
-)
+from dpone.dlq.indexfile import read_index_at
+from dpone.dlq.layout import HARD_MAX_SEGMENT_BYTES, INDEX_FILE, RUNS_DIR, dumps
+from dpone.dlq.lock import release_lock, take_lock
+from dpone.dlq.model import DlqRecord, RejectedRow
+from dpone.dlq.naming import Naming, SequentialNaming
+from dpone.dlq.rundir import RunDir, RunHeader
+from dpone.dlq.scan import scan_segments
 from dpone.dlq.segments import SEGMENT_FILE, SEGMENTS_DIR, SegmentEntry
-from dpone.dlq.store import DlqStore, scan_segments
-from dpone.ids import UlidSequence
 from dpone.logs import get_logger
 
 log = get_logger("dpone.dlq")
@@ -70,8 +64,8 @@ _SEGMENT_ENTRY_BYTES = 320
 
 @dataclass(frozen=True, slots=True)
 class _Item:
-    """One record ready to be written one by one (a retry, :meth:`RunWriter.put_records`):
-    where, what, and what its index entry holds."""
+    """One record ready to be written one by one (a retry): where, what, and what its index
+    entry holds."""
 
     ref: str
     record_id: str
@@ -121,13 +115,19 @@ class RunWriter:
 
     def __init__(
         self,
-        store: DlqStore,
+        runs: RunDir,
         header: RunHeader,
         fds: tuple[int, int, int],
         existing: tuple[Sequence[SegmentEntry], Sequence[DlqRecord]] = ((), ()),
+        *,
+        naming: Naming | None = None,
     ) -> None:
-        self._store = store
-        self._policy = store.policy
+        """``fds``: the run's folder, its segments folder and its lock (``-1``: a writer
+        that holds no lock, a scale-out partition's). ``naming``: where timestamps, record
+        ids and segment names come from (by default the store's clock, new ULIDs after the
+        run's last id, segments numbered on after the last)."""
+        self._runs = runs
+        self._policy = runs.policy
         self._header = header
         self.run_id = header.run_id
         self.load_id = header.load_id
@@ -168,8 +168,13 @@ class RunWriter:
             self._by_ref[record.record_ref] = record.record_id
             self._entry_bytes += len(orjson.dumps(item)) + 1
         self._segments = {seg.name: seg for seg in listed}
-        self._seq = 1 + max((_seq_of(name) for name in self._segments), default=0)
-        self._ids = UlidSequence(after=max(self._sha_of) if self._record_count else None)
+        if naming is None:
+            naming = SequentialNaming(
+                runs.now,
+                after=max(self._sha_of) if self._record_count else None,
+                seq=1 + max((_seq_of(name) for name in self._segments), default=0),
+            )
+        self._naming = naming
         # Per run: the reason code of each row shape checked, the JSON size of each column.
         self._shapes: dict[Any, ReasonCode] = {}
         self._column_sizes: dict[str | None, int] = {}
@@ -178,9 +183,9 @@ class RunWriter:
     # --- construction ---------------------------------------------------------------------------
 
     @classmethod
-    def start(cls, store: DlqStore, created: tuple[int, int, int, RunHeader]) -> RunWriter:
+    def start(cls, runs: RunDir, created: tuple[int, int, int, RunHeader]) -> RunWriter:
         run_fd, segments_fd, lock_fd, header = created
-        writer = cls(store, header, (run_fd, segments_fd, lock_fd))
+        writer = cls(runs, header, (run_fd, segments_fd, lock_fd))
         log.info(
             "dlq.run.opened",
             run_id=header.run_id,
@@ -191,7 +196,7 @@ class RunWriter:
 
     @classmethod
     def resume(
-        cls, store: DlqStore, runs_fd: int, run_id: str, load_id: str, pipeline: str | None
+        cls, runs: RunDir, runs_fd: int, run_id: str, load_id: str, pipeline: str | None
     ) -> RunWriter:
         """Take over an open run whose writer is gone; its records on disk count."""
         where = f"{RUNS_DIR}/{run_id}"
@@ -203,12 +208,12 @@ class RunWriter:
                 raise DlqRunLocked(f"{where} is being written by a live process")
             fds.append(lock_fd)
             # The resumed index is written (and signed) again: only from one that verifies.
-            index = read_index_at(run_fd, run_id, require_signature=store.signatures_required)
+            index = read_index_at(run_fd, run_id, require_signature=runs.signatures_required)
             if index.status != "open":
                 raise DlqRunNotOpen(f"run {run_id} is {index.status}; it cannot be written again")
             if index.load_id != load_id or (pipeline is not None and index.pipeline != pipeline):
                 raise DlqRunMismatch(f"run {run_id} belongs to another load or pipeline")
-            if index.pii_policy != store.policy.pii_policy:
+            if index.pii_policy != runs.policy.pii_policy:
                 raise DlqRunMismatch(f"run {run_id} was started under another pii_policy")
             segments_fd, _ = fsio.open_dir(
                 run_fd, SEGMENTS_DIR, f"{where}/{SEGMENTS_DIR}", create=True
@@ -223,7 +228,7 @@ class RunWriter:
             raise
         header = RunHeader.of(index)
         existing = scan.adoptable()
-        writer = cls(store, header, (run_fd, segments_fd, lock_fd), existing=existing)
+        writer = cls(runs, header, (run_fd, segments_fd, lock_fd), existing=existing)
         try:
             writer._write_index("open", None)
         except BaseException:
@@ -261,10 +266,11 @@ class RunWriter:
         error, ``DPONE_DLQ_RECORD_CONFLICT`` or a transient storage error. After a failure the
         chunk can be retried as is, or the run aborted.
         """
+        self._naming.next_chunk()
         self._require_open()
         self._settle_pending()
         started = time.perf_counter()
-        now = self._now()
+        now = self._naming.now()
         encoder = RecordEncoder(
             run_id=self.run_id,
             load_id=self.load_id,
@@ -278,7 +284,7 @@ class RunWriter:
         if self._all_new(refs):
             # The common case: every row is new to this run, once. Its records go to disk as
             # built, in record-id order (the ids are made in row order).
-            ids = self._new_ids(len(rows), now) if rows else []
+            ids = self._naming.ids(len(rows), now) if rows else []
             built = encoder.encode(rows, ids)
             self._check_limits(len(built), built.entry_sizes, len(built.cuts(self._max_segment)))
             self._publish_encoded(built)
@@ -324,7 +330,7 @@ class RunWriter:
                 chunk[ref] = self._pending[ref]
             else:
                 to_build[ref] = row
-        new_ids = self._new_ids(len(to_build), now) if to_build else []
+        new_ids = self._naming.ids(len(to_build), now) if to_build else []
         built = encoder.encode(list(to_build.values()), new_ids)
         for i in range(len(built)):
             chunk[built.refs[i]] = self._item_of(built, i)
@@ -335,64 +341,6 @@ class RunWriter:
             if not ids[pos]:
                 ids[pos] = chunk[ref].record_id
         return ids, len(items)
-
-    def put_records(self, records: Sequence[DlqRecord]) -> list[str]:
-        """Write already-built records of this run, create-only and durably.
-
-        The same record again is a no-op; another record under an existing id is
-        ``DPONE_DLQ_RECORD_CONFLICT`` (the file on disk is kept as it is).
-        """
-        self._require_open()
-        self._settle_pending()
-        items = []
-        batch: dict[str, str] = {}  # id -> checksum of the records of this call
-        for record in records:
-            doc = record.to_json()
-            if record.run_id != self.run_id or record.load_id != self.load_id:
-                raise DlqInvalidReject("a record of another run or load")
-            if not verify_checksum(doc):
-                raise DlqInvalidReject("a record whose checksum does not match its content")
-            known = self._by_ref.get(record.record_ref)
-            if known is not None and known != record.record_id:
-                raise DlqRecordConflict(
-                    f"run {self.run_id} already holds this row as record {known}"
-                )
-            held = self._sha_of.get(record.record_id) or batch.get(record.record_id)
-            if held is not None:
-                if held != record.sha256:
-                    raise DlqRecordConflict(
-                        f"run {self.run_id} already holds record {record.record_id} "
-                        "with another checksum; the record on disk is kept"
-                    )
-                continue  # held already (or earlier in this call): a no-op
-            item = self._item(
-                record.record_id,
-                record.record_ref,
-                dumps(doc),
-                record.sha256,
-                record.reason.code.value,
-                record.reason.column,
-                record.expires_at,
-            )
-            batch[record.record_id] = item.sha256
-            items.append(item)
-        self._write_items(items)
-        self._unreported_refs.difference_update(r.record_ref for r in records)
-        return [record.record_id for record in records]
-
-    # --- where ids, timestamps and segment names come from (a scale-out partition's writer,
-    # dpone/dlq/partition.py, derives all three from the run and the row's place instead) -----
-
-    def _now(self) -> datetime:
-        return self._store.now()
-
-    def _new_ids(self, count: int, now: datetime) -> list[str]:
-        return self._ids.batch(count, now)
-
-    def _next_segment_name(self) -> str:
-        name = segments.segment_name(self._seq)
-        self._seq += 1
-        return name
 
     def _item_of(self, built: EncodedChunk, i: int) -> _Item:
         return _Item(
@@ -405,27 +353,6 @@ class RunWriter:
             column=built.columns[i],
             entry_size=built.entry_sizes[i],
         )
-
-    def _item(
-        self,
-        record_id: str,
-        ref: str,
-        data: bytes,
-        sha: str,
-        code: str,
-        column: str | None,
-        expires_at: str,
-    ) -> _Item:
-        if len(data) > self._policy.max_record_bytes:
-            raise DlqLimitExceeded(
-                "max_record_bytes",
-                len(data),
-                self._policy.max_record_bytes,
-                "a DLQ record is too large",
-            )
-        # The entry's JSON size without serializing it: fixed keys, ASCII id and checksum.
-        size = ENTRY_FIXED + len(code) + self._column_size(column)
-        return _Item(ref, record_id, data, sha, expires_at, code, column, size)
 
     def _column_size(self, column: str | None) -> int:
         """The JSON size of a column name in an index entry (few distinct names per run)."""
@@ -484,7 +411,7 @@ class RunWriter:
         adopted: list[tuple[int, int]] = []
         try:
             for start, stop in built.cuts(self._max_segment):
-                name = self._next_segment_name()
+                name = self._naming.segment_name()
                 data = built.data(start, stop)
                 try:
                     created = segments.publish(
@@ -550,7 +477,7 @@ class RunWriter:
         ids = tuple(item.record_id for item in group)
         name = self._pending_names.get(ids)
         if name is None:
-            name = self._next_segment_name()
+            name = self._naming.segment_name()
         data = segments.encode([item.data for item in group])
         try:
             if not segments.publish(self._segments_fd, name, data, f"{self._where}/{name}"):
@@ -666,6 +593,25 @@ class RunWriter:
 
     # --- ending ---------------------------------------------------------------------------------
 
+    def hand_over(self) -> tuple[list[SegmentEntry], list[tuple[str, str, str, str | None]]]:
+        """End a writer that holds no lock (a scale-out partition's, for the driver that
+        holds the run): the segments it published, by first record id, and the index
+        entries of their records ``(id, checksum, code, column)``, by id. No index is
+        written."""
+        listed = sorted(self._segments.values(), key=lambda s: s.first_record_id)
+        entries = sorted(
+            (
+                (rid, sha, code, column)
+                for ids, shas, codes, columns in self._entry_columns
+                for rid, sha, code, column in zip(ids, shas, codes, columns, strict=True)
+            ),
+            key=lambda e: e[0],
+        )
+        self._state = "closed"
+        os.close(self._segments_fd)
+        os.close(self._run_fd)
+        return listed, entries
+
     def close(self) -> RunResult:
         """Write the ``closed`` index atomically and release the run."""
         self._require_open()
@@ -696,7 +642,7 @@ class RunWriter:
     def abort(self, reason: StatusReason = "run_failed") -> RunResult:
         """End the run as ``aborted`` (replay refuses it). Every record on disk is indexed."""
         if self._state == "closed" and self._result is not None:
-            index = self._store.abort_run(self.run_id, reason)
+            index = self._runs.abort_run(self.run_id, reason)
             self._result = _result_of(index.to_json(), self.run_id)
             self._state = "aborted"
             return self._result
@@ -706,7 +652,7 @@ class RunWriter:
         try:
             if self._dirty:
                 # A write failed: trust the disk (what verifies there), not this process.
-                doc = self._store.rebuild_aborted(self._run_fd, self._header, reason).to_json()
+                doc = self._runs.rebuild_aborted(self._run_fd, self._header, reason).to_json()
             else:
                 doc = self._write_index("aborted", reason)
             result = _result_of(doc, self.run_id)
@@ -730,7 +676,7 @@ class RunWriter:
         """Replace the run's index atomically; the document written."""
         entries = [] if status == "open" else self._entry_list()
         listed = [] if status == "open" else list(self._segments.values())
-        doc = self._store.index_doc(
+        doc = self._runs.index_doc(
             self._header,
             status,
             reason,

@@ -29,11 +29,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pyarrow as pa
 import rfc8785
 
+from dpone.clock import format_timestamp
 from dpone.contracts.enforcer import ContractEnforcementService as _Engine
 from dpone.contracts.errors import NAMED_ROWS, ContractError, ContractViolation
 from dpone.contracts.result import EnforcementResult
 from dpone.contracts.spec import ContractSpec
-from dpone.dlq.model import RejectedRow, format_timestamp, rejected_rows
+from dpone.dlq.model import RejectedRow, rejected_rows
 from dpone.dlq.refs import run_row_refs
 from dpone.errors import ConfigError
 from dpone.evidence.model import DataOutcome
