@@ -32,9 +32,10 @@ if TYPE_CHECKING:
     )
     from dpone.dlq.index import INDEX_SCHEMA, DlqIndex, IndexEntry
     from dpone.dlq.integrity import Finding
-    from dpone.dlq.model import RECORD_SCHEMA, REDACTED, DlqRecord, RejectedRow, rejected_rows
+    from dpone.dlq.model import RECORD_SCHEMA, REDACTED, DlqRecord
     from dpone.dlq.policy import DlqPolicy
     from dpone.dlq.refs import file_ref, file_refs, parse_ref, run_row_ref, run_row_refs
+    from dpone.dlq.rejects import RejectedRow, rejected_rows
     from dpone.dlq.store import DlqStore
     from dpone.dlq.writer import RunResult, RunWriter
 
@@ -59,8 +60,8 @@ __getattr__, __dir__ = exports(
         "RECORD_SCHEMA": "dpone.dlq.model",
         "REDACTED": "dpone.dlq.model",
         "DlqRecord": "dpone.dlq.model",
-        "RejectedRow": "dpone.dlq.model",
-        "rejected_rows": "dpone.dlq.model",
+        "RejectedRow": "dpone.dlq.rejects",
+        "rejected_rows": "dpone.dlq.rejects",
         "DlqPolicy": "dpone.dlq.policy",
         "file_ref": "dpone.dlq.refs",
         "file_refs": "dpone.dlq.refs",

@@ -47,8 +47,9 @@ from dpone.dlq.index import StatusReason, entry
 from dpone.dlq.indexfile import read_index_at
 from dpone.dlq.layout import HARD_MAX_SEGMENT_BYTES, INDEX_FILE, RUNS_DIR, dumps
 from dpone.dlq.lock import release_lock, take_lock
-from dpone.dlq.model import DlqRecord, RejectedRow
+from dpone.dlq.model import DlqRecord
 from dpone.dlq.naming import Naming, SequentialNaming
+from dpone.dlq.rejects import RejectedRow
 from dpone.dlq.rundir import RunDir, RunHeader
 from dpone.dlq.scan import scan_segments
 from dpone.dlq.segments import SEGMENT_FILE, SEGMENTS_DIR, SegmentEntry

@@ -22,7 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from time import perf_counter
 
 from dpone.dlq.index import StatusReason
-from dpone.dlq.model import RejectedRow
+from dpone.dlq.rejects import RejectedRow
 from dpone.dlq.store import DlqStore
 from dpone.dlq.writer import RunResult, RunWriter
 from dpone.errors import DponeError

@@ -34,8 +34,8 @@ from dpone.contracts.enforcer import ContractEnforcementService as _Engine
 from dpone.contracts.errors import NAMED_ROWS, ContractError, ContractViolation
 from dpone.contracts.result import EnforcementResult
 from dpone.contracts.spec import ContractSpec
-from dpone.dlq.model import RejectedRow, rejected_rows
 from dpone.dlq.refs import run_row_refs
+from dpone.dlq.rejects import RejectedRow, rejected_rows
 from dpone.errors import ConfigError
 from dpone.evidence.model import DataOutcome
 from dpone.ids import new_ulid

@@ -11,7 +11,6 @@ import pytest
 
 from dpone.contracts.reasons import ReasonCode
 from dpone.dlq.errors import DlqError
-from dpone.dlq.model import RejectedRow, rejected_rows
 from dpone.dlq.partition import (
     PartitionSegments,
     finish,
@@ -21,6 +20,7 @@ from dpone.dlq.partition import (
 )
 from dpone.dlq.policy import DlqPolicy
 from dpone.dlq.refs import file_refs
+from dpone.dlq.rejects import RejectedRow, rejected_rows
 from dpone.dlq.store import DlqStore
 from dpone.ids import is_ulid, ulid_time_ms
 from dpone.testing import FrozenClock
