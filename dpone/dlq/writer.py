@@ -1,8 +1,5 @@
 """The run writer: takes whole chunks of rejected rows and makes them durable together.
 
-Size (over 500 lines): validation, segment publishing and closing the index share the run's
-locked state; split, that state would have to be exposed.
-
 One :meth:`RunWriter.write_chunk` call validates every row of the chunk first (nothing is
 written when one of them breaks a limit), then publishes the chunk's new records as one
 segment file (split at ``max_segment_bytes``; :func:`dpone.dlq.segments.publish`: temp file,
