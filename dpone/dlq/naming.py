@@ -55,4 +55,10 @@ class SequentialNaming:
         return name
 
 
-__all__ = ["Naming", "SequentialNaming"]
+def seq_of(name: str) -> int:
+    """The sequence number of a segment this writer names (0 for any other name)."""
+    stem = name.removesuffix(".jsonl")
+    return int(stem) if stem.isdigit() else 0
+
+
+__all__ = ["Naming", "SequentialNaming", "seq_of"]

@@ -16,20 +16,17 @@ Every read verifies checksums; :mod:`dpone.ops.verification` checks a whole stor
 
 from __future__ import annotations
 
-import errno
 import os
 import re
-import secrets
 import shutil
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from contextlib import suppress
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 from dpone.clock import Clock
 from dpone.dlq import acks as dlq_acks
-from dpone.dlq import compaction, fsio, integrity, segments
+from dpone.dlq import compaction, fsio, integrity, opening, segments
 from dpone.dlq.acks import ReplayAck
 from dpone.dlq.errors import (
     DlqChecksumMismatch,
@@ -38,8 +35,6 @@ from dpone.dlq.errors import (
     DlqPolicyInvalid,
     DlqPreserveRefused,
     DlqRecordNotFound,
-    DlqRunLocked,
-    DlqRunMismatch,
     DlqRunNotFound,
     DlqRunNotOpen,
 )
@@ -49,11 +44,9 @@ from dpone.dlq.indexfile import check_index_signature, read_index_at
 from dpone.dlq.integrity import Finding
 from dpone.dlq.layout import (
     HARD_MAX_SEGMENT_BYTES,
-    INDEX_FILE,
     LOCK_FILE,
     NEW_RUN_PREFIX,
     RUNS_DIR,
-    dumps,
     index_where,
     segment_where,
 )
@@ -126,53 +119,7 @@ class DlqStore(RunDir):
 
     def open_run(self, run_id: str, load_id: str, *, pipeline: str | None = None) -> RunWriter:
         """Start (or resume, after its writer died) a run; its ``open`` index is durable."""
-        check_identifier(run_id, "run id")
-        check_identifier(load_id, "load id")
-        if pipeline is not None and not _PIPELINE.match(pipeline):
-            raise DlqRunMismatch("the pipeline name is not a safe identifier")
-        with self.open_path(RUNS_DIR, create=True) as runs_fd:
-            if not name_exists(runs_fd, run_id, f"{RUNS_DIR}/{run_id}"):
-                created = self._create_run(runs_fd, run_id, load_id, pipeline)
-                if created is not None:
-                    return RunWriter.start(self, created)
-            return RunWriter.resume(self, runs_fd, run_id, load_id, pipeline)
-
-    def _create_run(
-        self, runs_fd: int, run_id: str, load_id: str, pipeline: str | None
-    ) -> tuple[int, int, int, RunHeader] | None:
-        """Build the run folder aside and rename it into place; ``None`` if one appeared."""
-        tmp = f"{NEW_RUN_PREFIX}{run_id}-{secrets.token_hex(4)}"
-        where = f"{RUNS_DIR}/{run_id}"
-        fds: list[int] = []
-        try:
-            run_fd, _ = fsio.open_dir(runs_fd, tmp, where, create=True)
-            fds.append(run_fd)
-            lock_fd = take_lock(run_fd, where, create=True)
-            if lock_fd is None:  # a folder nobody else knows of: cannot be locked already
-                raise DlqRunLocked(f"{where} is being created by another process")
-            fds.append(lock_fd)
-            segments_fd, _ = fsio.open_dir(
-                run_fd, SEGMENTS_DIR, f"{where}/{SEGMENTS_DIR}", create=True
-            )
-            fds.append(segments_fd)
-            header = self.header(run_id, load_id, pipeline)
-            doc = self.index_doc(header, "open", None, owner=True, entries=[])
-            fsio.replace_atomic(run_fd, INDEX_FILE, dumps(doc), f"{where}/{INDEX_FILE}")
-            with fsio.os_errors("create", where):
-                try:
-                    os.rename(tmp, run_id, src_dir_fd=runs_fd, dst_dir_fd=runs_fd)
-                except OSError as exc:
-                    if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR):
-                        raise
-                    _close_all(fds)
-                    shutil.rmtree(tmp, dir_fd=runs_fd, ignore_errors=True)
-                    return None
-                os.fsync(runs_fd)
-        except BaseException:
-            _close_all(fds)
-            shutil.rmtree(tmp, dir_fd=runs_fd, ignore_errors=True)
-            raise
-        return run_fd, segments_fd, lock_fd, header
+        return opening.open_run(self, run_id, load_id, pipeline=pipeline)
 
     # --- reading --------------------------------------------------------------------------------
 
@@ -390,14 +337,6 @@ class DlqStore(RunDir):
         """:func:`dpone.dlq.integrity.verify_written`. The whole-store verify is
         :func:`dpone.ops.verification.verify_store`."""
         return integrity.verify_written(self, index)
-
-
-def _close_all(fds: list[int]) -> None:
-    for fd in fds:
-        if fd >= 0:
-            with suppress(OSError):
-                os.close(fd)
-    fds.clear()
 
 
 __all__ = ["DlqStore"]
