@@ -36,8 +36,9 @@ if TYPE_CHECKING:
     from dpone.dlq.policy import DlqPolicy
     from dpone.dlq.refs import file_ref, file_refs, parse_ref, run_row_ref, run_row_refs
     from dpone.dlq.rejects import RejectedRow, rejected_rows
+    from dpone.dlq.result import RunResult
     from dpone.dlq.store import DlqStore
-    from dpone.dlq.writer import RunResult, RunWriter
+    from dpone.dlq.writer import RunWriter
 
 __getattr__, __dir__ = exports(
     __name__,
@@ -69,7 +70,7 @@ __getattr__, __dir__ = exports(
         "run_row_ref": "dpone.dlq.refs",
         "run_row_refs": "dpone.dlq.refs",
         "DlqStore": "dpone.dlq.store",
-        "RunResult": "dpone.dlq.writer",
+        "RunResult": "dpone.dlq.result",
         "RunWriter": "dpone.dlq.writer",
     },
 )

@@ -450,16 +450,10 @@ def _checksums(bodies: pa.LargeBinaryArray) -> list[str]:
     return ["sha256:" + sha(data[a:b]).hexdigest() for a, b in pairwise(offsets)]
 
 
-def encode_one(encoder: RecordEncoder, row: RejectedRow, record_id: str) -> bytes:
-    """The sealed line of one row's record (tests, and the general path)."""
-    return encoder.encode([row], [record_id]).line(0)
-
-
 __all__ = [
     "ENTRY_FIXED",
     "SEAL_BYTES",
     "EncodedChunk",
     "RecordEncoder",
     "column_json_size",
-    "encode_one",
 ]

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from datetime import timedelta
 from types import TracebackType
 from typing import Any, Literal
@@ -43,6 +42,7 @@ from dpone.dlq.lock import release_lock
 from dpone.dlq.model import DlqRecord
 from dpone.dlq.naming import Naming, SequentialNaming, seq_of
 from dpone.dlq.rejects import RejectedRow
+from dpone.dlq.result import RunResult, result_of
 from dpone.dlq.rundir import RunDir, RunHeader
 from dpone.dlq.segments import SEGMENT_FILE, SEGMENTS_DIR, SegmentEntry
 from dpone.logs import get_logger
@@ -50,33 +50,6 @@ from dpone.logs import get_logger
 log = get_logger("dpone.dlq")
 
 WriterState = Literal["open", "closed", "aborted", "broken"]
-
-
-@dataclass(frozen=True, slots=True)
-class RunResult:
-    """What the lifecycle and the evidence bundle need once a run has ended."""
-
-    run_id: str
-    load_id: str
-    status: Literal["closed", "aborted"]
-    record_count: int
-    reason_counts: Mapping[str, int]
-    record_ids: tuple[str, ...]
-    fingerprint: str
-    index_sha256: str
-    index_ref: str  # relative to the DLQ root
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "load_id": self.load_id,
-            "status": self.status,
-            "record_count": self.record_count,
-            "reason_counts": dict(self.reason_counts),
-            "fingerprint": self.fingerprint,
-            "index_sha256": self.index_sha256,
-            "index_ref": self.index_ref,
-        }
 
 
 class RunWriter:
@@ -373,7 +346,7 @@ class RunWriter:
                 f"run {self.run_id} has {unreported} records written by a failed chunk "
                 "and never reported durable; retry that chunk or abort the run"
             )
-        result = _result_of(self._write_index("closed", None, enforce_limit=True), self.run_id)
+        result = result_of(self._write_index("closed", None, enforce_limit=True), self.run_id)
         self._result = result
         self._release("closed")
         log.info("dlq.run.closed", run_id=self.run_id, records=result.record_count)
@@ -397,7 +370,7 @@ class RunWriter:
         """End the run as ``aborted`` (replay refuses it). Every record on disk is indexed."""
         if self._state == "closed" and self._result is not None:
             index = self._runs.abort_run(self.run_id, reason)
-            self._result = _result_of(index.to_json(), self.run_id)
+            self._result = result_of(index.to_json(), self.run_id)
             self._state = "aborted"
             return self._result
         if self._state == "aborted" and self._result is not None:
@@ -409,7 +382,7 @@ class RunWriter:
                 doc = self._runs.rebuild_aborted(self._run_fd, self._header, reason).to_json()
             else:
                 doc = self._write_index("aborted", reason)
-            result = _result_of(doc, self.run_id)
+            result = result_of(doc, self.run_id)
             self._result = result
         except BaseException:
             self._release("broken")
@@ -480,18 +453,4 @@ class RunWriter:
             log.error("dlq.run.abort_failed", run_id=self.run_id, code=err.code)
 
 
-def _result_of(doc: Mapping[str, Any], run_id: str) -> RunResult:
-    return RunResult(
-        run_id=run_id,
-        load_id=doc["load_id"],
-        status=doc["status"],
-        record_count=doc["record_count"],
-        reason_counts=dict(doc["reason_counts"]),
-        record_ids=tuple(e["record_id"] for e in doc["records"]),
-        fingerprint=doc["fingerprint"],
-        index_sha256=doc["sha256"],
-        index_ref=f"{RUNS_DIR}/{run_id}/{INDEX_FILE}",
-    )
-
-
-__all__ = ["EntryColumns", "RunResult", "RunWriter", "WriterState"]
+__all__ = ["RunWriter", "WriterState"]

@@ -42,7 +42,7 @@ from dpone.ids import new_ulid
 
 if TYPE_CHECKING:
     from dpone.dlq.policy import DlqPolicy
-    from dpone.dlq.writer import RunResult
+    from dpone.dlq.result import RunResult
     from dpone.readiness.schema_contracts import SchemaContract
 
 

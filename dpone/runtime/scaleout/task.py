@@ -46,8 +46,9 @@ from dpone.connectors.sources.file import FileSource
 from dpone.contracts.names import Renamed
 from dpone.dlq import partition as dlq_partition
 from dpone.dlq.partition import PartitionSegments
+from dpone.dlq.result import RunResult
 from dpone.dlq.store import DlqStore
-from dpone.dlq.writer import RunResult, RunWriter
+from dpone.dlq.writer import RunWriter
 from dpone.durable import create_only
 from dpone.errors import DponeError, Stage
 from dpone.manifest.plan import Plan
