@@ -49,7 +49,7 @@ class Violation:
 class RowRejection:
     """One rejected row of a chunk by position; ``reason``/``column`` name its first violation.
 
-    Not to be confused with ``dpone.dlq.model.RejectedRow``, a row as the DLQ store takes it.
+    Not to be confused with ``dpone.dlq.rejects.RejectedRow``, a row as the DLQ store takes it.
     """
 
     position: int

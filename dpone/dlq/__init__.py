@@ -20,7 +20,7 @@ from dpone._lazy import exports
 
 if TYPE_CHECKING:
     from dpone.canonical import canonical_json, checksum
-    from dpone.dlq.ack import ACK_SCHEMA, ReplayAck
+    from dpone.dlq.acks import ACK_SCHEMA, ReplayAck
     from dpone.dlq.errors import (
         DlqChecksumMismatch,
         DlqError,
@@ -32,19 +32,21 @@ if TYPE_CHECKING:
     )
     from dpone.dlq.index import INDEX_SCHEMA, DlqIndex, IndexEntry
     from dpone.dlq.integrity import Finding
-    from dpone.dlq.model import RECORD_SCHEMA, REDACTED, DlqRecord, RejectedRow, rejected_rows
+    from dpone.dlq.model import RECORD_SCHEMA, REDACTED, DlqRecord
     from dpone.dlq.policy import DlqPolicy
     from dpone.dlq.refs import file_ref, file_refs, parse_ref, run_row_ref, run_row_refs
+    from dpone.dlq.rejects import RejectedRow, rejected_rows
+    from dpone.dlq.result import RunResult
     from dpone.dlq.store import DlqStore
-    from dpone.dlq.writer import RunResult, RunWriter
+    from dpone.dlq.writer import RunWriter
 
 __getattr__, __dir__ = exports(
     __name__,
     {
         "canonical_json": "dpone.canonical",
         "checksum": "dpone.canonical",
-        "ACK_SCHEMA": "dpone.dlq.ack",
-        "ReplayAck": "dpone.dlq.ack",
+        "ACK_SCHEMA": "dpone.dlq.acks",
+        "ReplayAck": "dpone.dlq.acks",
         "DlqChecksumMismatch": "dpone.dlq.errors",
         "DlqError": "dpone.dlq.errors",
         "DlqIntegrityError": "dpone.dlq.errors",
@@ -59,8 +61,8 @@ __getattr__, __dir__ = exports(
         "RECORD_SCHEMA": "dpone.dlq.model",
         "REDACTED": "dpone.dlq.model",
         "DlqRecord": "dpone.dlq.model",
-        "RejectedRow": "dpone.dlq.model",
-        "rejected_rows": "dpone.dlq.model",
+        "RejectedRow": "dpone.dlq.rejects",
+        "rejected_rows": "dpone.dlq.rejects",
         "DlqPolicy": "dpone.dlq.policy",
         "file_ref": "dpone.dlq.refs",
         "file_refs": "dpone.dlq.refs",
@@ -68,7 +70,7 @@ __getattr__, __dir__ = exports(
         "run_row_ref": "dpone.dlq.refs",
         "run_row_refs": "dpone.dlq.refs",
         "DlqStore": "dpone.dlq.store",
-        "RunResult": "dpone.dlq.writer",
+        "RunResult": "dpone.dlq.result",
         "RunWriter": "dpone.dlq.writer",
     },
 )

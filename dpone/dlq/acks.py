@@ -1,10 +1,14 @@
-"""The acknowledgements of the dead-letter store: ack segments, written and read (SPEC §8).
+"""Replay acknowledgements (SPEC §8): the ``dpone.dlq-replay-ack.v1`` document and the ack
+segments that hold them, written and read.
 
-``acks/<run_id>/<replay_id>-<seq>.jsonl`` is create-only and holds one
-``dpone.dlq-replay-ack.v1`` (:mod:`dpone.dlq.ack`) per line; a replay writes one segment
-per batch, after its sink committed. Every read verifies each line's checksum. Deleting
-acknowledgements is :mod:`dpone.dlq.compaction`'s (it rewrites a segment as
-``<replay_id>.k<hash>-<seq>.jsonl``).
+An acknowledgement is written after the replay sink succeeded and never changes: a retry
+that finds a matching acknowledgement skips the record. It pins the record it acknowledges by
+checksum, the plan, the idempotency key and both identities.
+
+``acks/<run_id>/<replay_id>-<seq>.jsonl`` is create-only and holds one acknowledgement per
+line; a replay writes one segment per batch, after its sink committed. Every read verifies
+each line's checksum. Deleting acknowledgements is :mod:`dpone.dlq.compaction`'s (it rewrites
+a segment as ``<replay_id>.k<hash>-<seq>.jsonl``).
 """
 
 from __future__ import annotations
@@ -12,15 +16,18 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Collection, Mapping
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import Any, Literal, get_args
 
-import orjson
-
+from dpone.canonical import CHECKSUM_PATTERN, checksum
+from dpone.clock import format_timestamp
 from dpone.dlq import fsio, segments
-from dpone.dlq.ack import ReplayAck
+from dpone.dlq.acklines import sealed_ack_columns
 from dpone.dlq.errors import (
     DlqAckChecksumMismatch,
     DlqAckConflict,
+    DlqAckInvalid,
     DlqAckMismatch,
     DlqIndexDrift,
     DlqRecordNotFound,
@@ -28,12 +35,137 @@ from dpone.dlq.errors import (
 )
 from dpone.dlq.fsio import check_identifier
 from dpone.dlq.index import DlqIndex
-from dpone.dlq.model import format_timestamp
-from dpone.dlq.rundir import ACKS_DIR, dumps
-from dpone.ids import is_ulid
+from dpone.dlq.layout import ACKS_DIR, dumps
+from dpone.dlq.model import TIMESTAMP_PATTERN
+from dpone.dlq.rundir import RunDir
+from dpone.ids import is_identifier, is_ulid
 
-if TYPE_CHECKING:
-    from dpone.dlq.store import DlqStore
+ACK_SCHEMA = "dpone.dlq-replay-ack.v1"
+AckOutcome = Literal["applied", "still_rejected"]
+ACK_OUTCOMES: tuple[str, ...] = get_args(AckOutcome)
+KEY_PATTERN = r"^[A-Za-z0-9._:+/=-]{1,256}$"
+IDENTITY_MAX = 512
+
+ACK_KEYS = frozenset(
+    {
+        "schema",
+        "run_id",
+        "record_id",
+        "record_sha256",
+        "plan_id",
+        "idempotency_key",
+        "outcome",
+        "resolver_identity",
+        "target_identity",
+        "acknowledged_at",
+        "sha256",
+    }
+)
+
+_KEY = re.compile(KEY_PATTERN)
+_CHECKSUM = re.compile(CHECKSUM_PATTERN)
+_TIMESTAMP = re.compile(TIMESTAMP_PATTERN)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayAck:
+    """One acknowledged replay of one record. ``sha256`` is filled in by :meth:`sealed`."""
+
+    run_id: str
+    record_id: str
+    record_sha256: str
+    plan_id: str
+    idempotency_key: str
+    outcome: AckOutcome
+    resolver_identity: str
+    target_identity: str
+    acknowledged_at: str
+    sha256: str = ""
+
+    def body(self) -> dict[str, Any]:
+        """The document without its checksum member."""
+        return {
+            "schema": ACK_SCHEMA,
+            "run_id": self.run_id,
+            "record_id": self.record_id,
+            "record_sha256": self.record_sha256,
+            "plan_id": self.plan_id,
+            "idempotency_key": self.idempotency_key,
+            "outcome": self.outcome,
+            "resolver_identity": self.resolver_identity,
+            "target_identity": self.target_identity,
+            "acknowledged_at": self.acknowledged_at,
+        }
+
+    def sealed(self) -> ReplayAck:
+        """This acknowledgement with its checksum computed."""
+        return replace(self, sha256=checksum(self.body()))
+
+    def to_json(self) -> dict[str, Any]:
+        doc = self.body()
+        doc["sha256"] = self.sha256 or checksum(doc)
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: Any, *, require_checksum: bool = True) -> ReplayAck:  # noqa: C901 (a flat check per field of an untrusted document)
+        """Check ``doc`` against the acknowledgement contract (not its checksum)."""
+        if not isinstance(doc, Mapping):
+            raise _invalid("/")
+        keys = set(doc)
+        if not require_checksum:
+            keys.add("sha256")
+        if keys != ACK_KEYS or doc["schema"] != ACK_SCHEMA:
+            raise _invalid("/")
+        if type(doc["run_id"]) is not str or not _identifier_ok(doc["run_id"]):
+            raise _invalid("/run_id")
+        if not is_ulid(doc["record_id"]):
+            raise _invalid("/record_id")
+        for key in ("record_sha256", *(("sha256",) if "sha256" in doc else ())):
+            if type(doc[key]) is not str or not _CHECKSUM.match(doc[key]):
+                raise _invalid(f"/{key}")
+        if type(doc["plan_id"]) is not str or not _key_ok(doc["plan_id"]):
+            raise _invalid("/plan_id")
+        if type(doc["idempotency_key"]) is not str or not _KEY.match(doc["idempotency_key"]):
+            raise _invalid("/idempotency_key")
+        if doc["outcome"] not in ACK_OUTCOMES:
+            raise _invalid("/outcome")
+        for key in ("resolver_identity", "target_identity"):
+            value = doc[key]
+            if type(value) is not str or not 0 < len(value) <= IDENTITY_MAX:
+                raise _invalid(f"/{key}")
+        if type(doc["acknowledged_at"]) is not str or not _TIMESTAMP.match(doc["acknowledged_at"]):
+            raise _invalid("/acknowledged_at")
+        return cls(
+            run_id=doc["run_id"],
+            record_id=doc["record_id"],
+            record_sha256=doc["record_sha256"],
+            plan_id=doc["plan_id"],
+            idempotency_key=doc["idempotency_key"],
+            outcome=doc["outcome"],
+            resolver_identity=doc["resolver_identity"],
+            target_identity=doc["target_identity"],
+            acknowledged_at=doc["acknowledged_at"],
+            sha256=doc.get("sha256", ""),
+        )
+
+
+# The run, the plan and the identities repeat on every line of a replay's acknowledgements:
+# their checks are cached (the other fields differ per line).
+@lru_cache(maxsize=256)
+def _identifier_ok(value: str) -> bool:
+    return is_identifier(value)
+
+
+@lru_cache(maxsize=256)
+def _key_ok(value: str) -> bool:
+    return _KEY.match(value) is not None
+
+
+def _invalid(pointer: str) -> DlqAckInvalid:
+    return DlqAckInvalid(
+        f"the acknowledgement is not a valid dpone.dlq-replay-ack.v1 document at {pointer}"
+    )
+
 
 # <replay_id>-<seq>.jsonl; a compacted one is <replay_id>.k<hash>-<seq>.jsonl.
 ACK_FILE = re.compile(r"([A-Za-z0-9_][A-Za-z0-9_.-]{0,127})-([0-9]{6})\.jsonl")
@@ -74,7 +206,7 @@ def replay_id_of(plan_id: str) -> str:
 
 
 def write_ack(
-    store: DlqStore,
+    runs: RunDir,
     run_id: str,
     record_id: str,
     ack: ReplayAck | Mapping[str, Any],
@@ -86,11 +218,11 @@ def write_ack(
     if fields.get("record_id") != record_id:
         raise DlqAckMismatch("the acknowledgement names another record")
     plan_id = str(fields.get("plan_id", ""))
-    return write_acks(store, run_id, replay_id_of(plan_id), [fields], index=index)[0]
+    return write_acks(runs, run_id, replay_id_of(plan_id), [fields], index=index)[0]
 
 
 def write_acks(
-    store: DlqStore,
+    runs: RunDir,
     run_id: str,
     replay_id: str,
     acks: Collection[ReplayAck | Mapping[str, Any]],
@@ -110,15 +242,15 @@ def write_acks(
     check_identifier(run_id, "run id")
     check_identifier(replay_id, "replay id")
     if index is None or index.run_id != run_id:
-        index = store.read_index(run_id)
+        index = runs.read_index(run_id)
     if index.status != "closed":
         raise DlqRunNotOpen(f"run {run_id} is {index.status}; only closed runs are replayed")
     checksums = index.checksums()
-    sealed_all = [_seal_ack(store, run_id, ack) for ack in acks]
+    sealed_all = [_seal_ack(runs, run_id, ack) for ack in acks]
     # Every ack segment is verified (bytes, per line); whole acknowledgements are built
     # only when this batch names a record acknowledged before (a replay resumed).
-    acked = ack_checksums(store, run_id)
-    existing = read_acks(store, run_id) if any(a.record_id in acked for a in sealed_all) else {}
+    acked = ack_checksums(runs, run_id)
+    existing = read_acks(runs, run_id) if any(a.record_id in acked for a in sealed_all) else {}
     out: list[ReplayAck] = []
     fresh: dict[str, ReplayAck] = {}
     for sealed in sealed_all:
@@ -142,13 +274,13 @@ def write_acks(
         out.append(sealed)
     if fresh:
         data = segments.encode([dumps(a.to_json()) for a in fresh.values()])
-        _publish_acks(store, run_id, replay_id, data)
+        _publish_acks(runs, run_id, replay_id, data)
     return out
 
 
-def _publish_acks(store: DlqStore, run_id: str, replay_id: str, data: bytes) -> str:
+def _publish_acks(runs: RunDir, run_id: str, replay_id: str, data: bytes) -> str:
     folder = f"{ACKS_DIR}/{run_id}"
-    with store.open_path(ACKS_DIR, run_id, create=True) as fd:
+    with runs.open_path(ACKS_DIR, run_id, create=True) as fd:
         taken = [
             int(m[2])
             for e in fsio.entries(fd, folder)
@@ -163,29 +295,29 @@ def _publish_acks(store: DlqStore, run_id: str, replay_id: str, data: bytes) -> 
     raise DlqAckConflict(f"{folder} has no free acknowledgement segment name left")
 
 
-def _seal_ack(store: DlqStore, run_id: str, ack: ReplayAck | Mapping[str, Any]) -> ReplayAck:
+def _seal_ack(runs: RunDir, run_id: str, ack: ReplayAck | Mapping[str, Any]) -> ReplayAck:
     if isinstance(ack, ReplayAck):
         doc = ack.body()
     else:
         doc = dict(ack)
         doc.pop("sha256", None)
-        doc.setdefault("schema", "dpone.dlq-replay-ack.v1")
-        doc.setdefault("acknowledged_at", format_timestamp(store.now()))
+        doc.setdefault("schema", ACK_SCHEMA)
+        doc.setdefault("acknowledged_at", format_timestamp(runs.now()))
     if doc.setdefault("run_id", run_id) != run_id:
         raise DlqAckMismatch("the acknowledgement names another run")
     check_identifier(doc.get("record_id"), "record id")
     return ReplayAck.from_json(doc, require_checksum=False).sealed()
 
 
-def read_ack(store: DlqStore, run_id: str, record_id: str) -> ReplayAck:
+def read_ack(runs: RunDir, run_id: str, record_id: str) -> ReplayAck:
     check_identifier(record_id, "record id")
-    ack = read_acks(store, run_id).get(record_id)
+    ack = read_acks(runs, run_id).get(record_id)
     if ack is None:
         raise DlqRecordNotFound(f"record {record_id} of run {run_id} is not acknowledged")
     return ack
 
 
-def read_acks(store: DlqStore, run_id: str) -> dict[str, ReplayAck]:
+def read_acks(runs: RunDir, run_id: str) -> dict[str, ReplayAck]:
     """Every acknowledgement of a run, verified, by record id (empty when there is none).
 
     Files that are not named like an ack segment are left to ``verify`` (a stray file); a
@@ -195,7 +327,7 @@ def read_acks(store: DlqStore, run_id: str) -> dict[str, ReplayAck]:
     """
     check_identifier(run_id, "run id")
     acks: dict[str, ReplayAck] = {}
-    for _, _, found in ack_segments(store, run_id):
+    for _, _, found in ack_segments(runs, run_id):
         for ack in found:
             prior = acks.get(ack.record_id)
             if prior is not None and not same_ack(prior, ack):
@@ -206,7 +338,7 @@ def read_acks(store: DlqStore, run_id: str) -> dict[str, ReplayAck]:
     return acks
 
 
-def ack_checksums(store: DlqStore, run_id: str) -> dict[str, str]:
+def ack_checksums(runs: RunDir, run_id: str) -> dict[str, str]:
     """record id -> the sha256 of its acknowledgement, every line verified (what
     retention needs of the acknowledgements: which records, and which acks).
 
@@ -216,10 +348,10 @@ def ack_checksums(store: DlqStore, run_id: str) -> dict[str, str]:
     """
     check_identifier(run_id, "run id")
     out: dict[str, str] = {}
-    for _, _, data in _ack_files(store, run_id):
-        columns = _ack_lines(store, run_id, data)
+    for _, _, data in _ack_files(runs, run_id):
+        columns = _ack_lines(runs, run_id, data)
         if columns is None:
-            return {rid: a.sha256 for rid, a in read_acks(store, run_id).items()}
+            return {rid: a.sha256 for rid, a in read_acks(runs, run_id).items()}
         ids, shas = columns
         fresh = dict(zip(ids, shas, strict=True))
         if len(fresh) == len(ids) and fresh.keys().isdisjoint(out):
@@ -227,39 +359,39 @@ def ack_checksums(store: DlqStore, run_id: str) -> dict[str, str]:
             continue
         for rid, sha in zip(ids, shas, strict=True):
             if out.setdefault(rid, sha) != sha:
-                return {rid: a.sha256 for rid, a in read_acks(store, run_id).items()}
+                return {rid: a.sha256 for rid, a in read_acks(runs, run_id).items()}
     return out
 
 
-def _ack_lines(store: DlqStore, run_id: str, data: bytes) -> tuple[list[str], list[str]] | None:
+def _ack_lines(runs: RunDir, run_id: str, data: bytes) -> tuple[list[str], list[str]] | None:
     """The record ids and ack checksums of an ack segment in the form dpone writes, every
     line's bytes verified (:func:`sealed_ack_columns`); ``None`` when a line needs the
     full check. Remembered by the segment's bytes (their SHA-256), so retention's plan,
     check and sweep verify each segment once."""
     key = (run_id, hashlib.sha256(data).digest())
-    cached = store.ack_cache.get(key)
+    cached = runs.ack_cache.get(key)
     if cached is not None:
         return cached
     found = sealed_ack_columns(data, run_id)
     if found is not None:
-        store.ack_cache[key] = found
+        runs.ack_cache[key] = found
     return found
 
 
-def ack_segments(store: DlqStore, run_id: str) -> list[tuple[str, bytes, list[ReplayAck]]]:
+def ack_segments(runs: RunDir, run_id: str) -> list[tuple[str, bytes, list[ReplayAck]]]:
     """Every ack segment of a run as ``(name, bytes, acks)``, verified, in name order."""
     return [
         (name, data, parse_ack_segment(data, run_id, where))
-        for name, where, data in _ack_files(store, run_id)
+        for name, where, data in _ack_files(runs, run_id)
     ]
 
 
-def ack_segment_ids(store: DlqStore, run_id: str) -> list[tuple[str, bytes, list[str]]]:
+def ack_segment_ids(runs: RunDir, run_id: str) -> list[tuple[str, bytes, list[str]]]:
     """Every ack segment as ``(name, bytes, record id per line)``: each line's checksum
     verified, without building the acknowledgements (what retention needs)."""
     out = []
-    for name, where, data in _ack_files(store, run_id):
-        fast = _ack_lines(store, run_id, data)
+    for name, where, data in _ack_files(runs, run_id):
+        fast = _ack_lines(runs, run_id, data)
         if fast is not None:
             out.append((name, data, fast[0]))
             continue
@@ -277,13 +409,13 @@ def ack_segment_ids(store: DlqStore, run_id: str) -> list[tuple[str, bytes, list
     return out
 
 
-def _ack_files(store: DlqStore, run_id: str) -> list[tuple[str, str, bytes]]:
+def _ack_files(runs: RunDir, run_id: str) -> list[tuple[str, str, bytes]]:
     """``(name, where, bytes)`` of every ack segment of a run, in name order."""
     folder = f"{ACKS_DIR}/{run_id}"
-    if not (store.root / ACKS_DIR / run_id).exists():
+    if not (runs.root / ACKS_DIR / run_id).exists():
         return []
     out = []
-    with store.open_path(ACKS_DIR, run_id) as fd:
+    with runs.open_path(ACKS_DIR, run_id) as fd:
         for item in sorted(fsio.entries(fd, folder), key=lambda e: e.name):
             where = f"{folder}/{item.name}"
             if item.is_symlink() or not item.is_file(follow_symlinks=False):
@@ -295,75 +427,13 @@ def _ack_files(store: DlqStore, run_id: str) -> list[tuple[str, str, bytes]]:
     return out
 
 
-_ACK_ID_KEY = b'"record_id":"'
-_ACK_SHA_KEY = b',"sha256":"sha256:'
-_ACK_SCHEMA_MEMBER = b',"schema":"dpone.dlq-replay-ack.v1"'
-_ULID_ALPHABET = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-
-
-def sealed_ack_columns(data: bytes, run_id: str) -> tuple[list[str], list[str]] | None:
-    """``(record ids, ack checksums)``, line by line, of an ack segment whose every line is in
-    the form dpone writes (canonical JSON with its checksum member inserted) and hashes to
-    its checksum; ``None`` when any line is not (for the caller to judge it in full).
-
-    In that form an acknowledgement is flat, its members in key order: ``run_id``, then
-    ``schema``, then ``sha256``, then ``target_identity``. A JSON string cannot hold a bare
-    quote, so ``,"sha256":"sha256:`` and ``"record_id":"`` can only be members; each must be
-    on every line exactly once (counted over the whole segment, every line having one). The
-    bytes of a line without its checksum member must hash to it: one SHA-256 per line, the
-    rest is found where it was on the line before (the lines of one replay look alike).
-    """
-    lines = data.split(b"\n")
-    if lines.pop() or not lines:
-        return None
-    before = b',"run_id":' + orjson.dumps(run_id) + _ACK_SCHEMA_MEMBER
-    width = len(before)
-    key, key_len, id_key, id_len = _ACK_SHA_KEY, len(_ACK_SHA_KEY), _ACK_ID_KEY, len(_ACK_ID_KEY)
-    sha256 = hashlib.sha256
-    rest = at = 0  # bytes after the checksum member, and where the id member starts
-    ids: list[bytes] = []
-    claimed: list[bytes] = []
-    hexes: list[str] = []
-    for line in lines:
-        end = len(line) - rest
-        if end < width or not line.startswith(key, end):
-            end = line.rfind(key)
-            rest = len(line) - end
-        if not line.startswith(id_key, at):
-            at = line.find(id_key)
-        if at < 0 or end < width or not line.startswith(before, end - width):
-            return None
-        claimed.append(line[end + key_len : end + key_len + 65])  # 64 digits and the quote
-        hexes.append(sha256(line[:end] + line[end + key_len + 65 :]).hexdigest())
-        ids.append(line[at + id_len : at + id_len + 27])  # the id and its closing quote
-    count = len(lines)
-    digests = '"'.join(hexes) + '"'
-    joined = b"".join(ids)
-    if (
-        data.count(key) != count
-        or data.count(id_key) != count
-        or b"".join(claimed) != digests.encode()
-        or not _ulids_quoted(joined, count)
-    ):
-        return None
-    record_ids = joined.decode().split('"')
-    checksums = ("sha256:" + digests.replace('"', '"sha256:')).split('"')
-    return record_ids[:-1], checksums[:-1]
-
-
-def _ulids_quoted(joined: bytes, count: int) -> bool:
-    """Whether ``joined`` is ``count`` ULIDs, each followed by a quote."""
-    return (
-        len(joined) == 27 * count
-        and joined[26::27] == b'"' * count
-        and not joined[0::27].translate(None, b"01234567")
-        and not joined.translate(None, _ULID_ALPHABET + b'"')
-    )
-
-
 __all__ = [
     "ACK_FILE",
+    "ACK_OUTCOMES",
+    "ACK_SCHEMA",
     "MAX_ACK_SEGMENT_BYTES",
+    "AckOutcome",
+    "ReplayAck",
     "ack_checksums",
     "ack_segment_ids",
     "ack_segments",
@@ -373,7 +443,6 @@ __all__ = [
     "read_acks",
     "replay_id_of",
     "same_ack",
-    "sealed_ack_columns",
     "write_ack",
     "write_acks",
 ]

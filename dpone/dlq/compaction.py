@@ -18,7 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from itertools import compress
 from operator import not_
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dpone import durable
 from dpone.dlq import acks, fsio, segments
@@ -32,24 +32,21 @@ from dpone.dlq.errors import (
 )
 from dpone.dlq.fsio import check_identifier
 from dpone.dlq.index import DlqIndex
-from dpone.dlq.rundir import (
+from dpone.dlq.indexfile import read_index_at
+from dpone.dlq.layout import (
     ACKS_DIR,
     HARD_MAX_SEGMENT_BYTES,
     INDEX_FILE,
     RUNS_DIR,
-    RunHeader,
     dumps,
-    read_index_at,
-    release_lock,
     segment_where,
-    take_lock,
 )
+from dpone.dlq.lock import release_lock, take_lock
+from dpone.dlq.rundir import RunDir, RunHeader
+from dpone.dlq.scan import SegmentScan
 from dpone.dlq.segments import SEGMENT_FILE, SEGMENTS_DIR, SegmentEntry
 from dpone.faults import checkpoint
 from dpone.logs import get_logger
-
-if TYPE_CHECKING:
-    from dpone.dlq.store import DlqStore, SegmentScan
 
 # Threads that remove what retention deleted (unlink and fsync wait on the disk, not the CPU).
 _DELETE_WORKERS = 4
@@ -67,7 +64,7 @@ def all_identifiers(values: Collection[Any]) -> bool:
 
 
 def delete_records(
-    store: DlqStore, run_id: str, record_ids: Collection[str], *, known: DlqIndex | None = None
+    runs: RunDir, run_id: str, record_ids: Collection[str], *, known: DlqIndex | None = None
 ) -> DlqIndex:
     """Delete records of an ended run with their acknowledgements (for retention).
 
@@ -82,13 +79,13 @@ def delete_records(
     may go (``dpone.ops.retention``); an open run, or one with a live writer, is refused.
     ``known`` is the run's index as the caller verified it (see :func:`read_index_at`).
     """
-    index, rest = _delete_until_index(store, run_id, record_ids, known)
+    index, rest = _delete_until_index(runs, run_id, record_ids, known)
     rest()
     return index
 
 
 def delete_many(
-    store: DlqStore, deletes: Sequence[tuple[str, Collection[str], DlqIndex | None]]
+    runs: RunDir, deletes: Sequence[tuple[str, Collection[str], DlqIndex | None]]
 ) -> list[DlqIndex]:
     """:func:`delete_records` of several runs ``(run_id, record_ids, known)``: each run's
     compaction and index replace in the order given, on this thread; what follows the
@@ -103,7 +100,7 @@ def delete_many(
     with ThreadPoolExecutor(_DELETE_WORKERS, thread_name_prefix="dpone-dlq-delete") as pool:
         for run_id, record_ids, known in deletes:
             try:
-                index, rest = _delete_until_index(store, run_id, record_ids, known)
+                index, rest = _delete_until_index(runs, run_id, record_ids, known)
             except BaseException as exc:  # the runs before it finish first
                 failed = exc
                 break
@@ -117,7 +114,7 @@ def delete_many(
 
 
 def _delete_until_index(
-    store: DlqStore, run_id: str, record_ids: Collection[str], known: DlqIndex | None
+    runs: RunDir, run_id: str, record_ids: Collection[str], known: DlqIndex | None
 ) -> tuple[DlqIndex, Callable[[], None]]:
     """The first part of :func:`delete_records`, up to the replaced index (the run's lock
     held); the rest, which lets go of the lock, to be called once."""
@@ -130,19 +127,19 @@ def _delete_until_index(
     seg_where = f"{where}/{SEGMENTS_DIR}"
     held = ExitStack()
     try:
-        run_fd = held.enter_context(store.open_path(RUNS_DIR, run_id, missing=DlqRunNotFound))
+        run_fd = held.enter_context(runs.open_path(RUNS_DIR, run_id, missing=DlqRunNotFound))
         lock_fd = take_lock(run_fd, where, create=True)
         if lock_fd is None:
             raise DlqRunLocked(f"{where} has a live writer; its records cannot be deleted")
         held.callback(release_lock, run_fd, lock_fd)
-        index = read_index_at(run_fd, run_id, known, cache=store.index_cache)
+        index = read_index_at(run_fd, run_id, known, cache=runs.index_cache)
         if index.status == "open":
             raise DlqRunNotOpen(f"run {run_id} is open; records of an open run stay")
         segments_fd, _ = fsio.open_dir(run_fd, SEGMENTS_DIR, seg_where, create=True)
         held.callback(os.close, segments_fd)
-        index, replaced = _compact(store, run_fd, segments_fd, index, doomed)
+        index, replaced = _compact(runs, run_fd, segments_fd, index, doomed)
         if replaced:
-            store.index_cache.drop(run_id)
+            runs.index_cache.drop(run_id)
     except BaseException:
         held.close()
         raise
@@ -154,14 +151,14 @@ def _delete_until_index(
             if replaced:
                 fsio.fsync_fd(segments_fd, seg_where)
             remove_leftovers(segments_fd, run_id, index)
-        _delete_acks(store, run_id, doomed)
+        _delete_acks(runs, run_id, doomed)
         log.info("dlq.records.deleted", run_id=run_id, records=len(doomed))
 
     return index, rest
 
 
 def _compact(
-    store: DlqStore, run_fd: int, segments_fd: int, index: DlqIndex, doomed: set[str]
+    runs: RunDir, run_fd: int, segments_fd: int, index: DlqIndex, doomed: set[str]
 ) -> tuple[DlqIndex, list[str]]:
     """Publish the compacted segments and replace the index; the index and the names of
     the segments it no longer lists (for the caller to remove)."""
@@ -207,7 +204,7 @@ def _compact(
     if not replaced:
         return index, replaced
     checkpoint("retention_after_compact")
-    doc = store.index_doc(
+    doc = runs.index_doc(
         RunHeader.of(index),
         index.status,
         index.status_reason,
@@ -221,27 +218,27 @@ def _compact(
     return DlqIndex.built(doc, tuple(listed)), replaced
 
 
-def remove_acks(store: DlqStore, run_id: str, record_ids: Collection[str]) -> None:
+def remove_acks(runs: RunDir, run_id: str, record_ids: Collection[str]) -> None:
     """Remove the acknowledgements of records an ended run no longer lists (what an
     interrupted retention leaves; ``verify --repair`` calls it). Listed records keep
     theirs."""
     check_identifier(run_id, "run id")
-    listed = store.read_index(run_id).checksums()
-    _delete_acks(store, run_id, {rid for rid in record_ids if rid not in listed})
+    listed = runs.read_index(run_id).checksums()
+    _delete_acks(runs, run_id, {rid for rid in record_ids if rid not in listed})
 
 
-def _delete_acks(store: DlqStore, run_id: str, doomed: set[str]) -> None:
+def _delete_acks(runs: RunDir, run_id: str, doomed: set[str]) -> None:
     """Rewrite the ack segments that acknowledge deleted records (create-only, then
     remove the old segment); the same acknowledgement in two segments counts once."""
     folder = f"{ACKS_DIR}/{run_id}"
     touched = [
         (name, data, ids)
-        for name, data, ids in acks.ack_segment_ids(store, run_id)
+        for name, data, ids in acks.ack_segment_ids(runs, run_id)
         if not doomed.isdisjoint(ids)
     ]
     if not touched:
         return
-    with store.open_path(ACKS_DIR, run_id) as fd:
+    with runs.open_path(ACKS_DIR, run_id) as fd:
         for name, data, ids in touched:
             kept = list(map(not_, map(doomed.__contains__, ids)))
             if any(kept):

@@ -1,7 +1,7 @@
 """The write path's record encoder: a whole chunk's canonical record lines, column by column.
 
 A record is RFC 8785 canonical JSON (sorted keys, no whitespace) sealed with its checksum
-(:func:`dpone.dlq.model.record_canonical_json`, :func:`dpone.dlq.model.sealed_record_bytes`).
+(:func:`dpone.dlq.rejects.record_canonical_json`, :func:`dpone.dlq.rejects.sealed_record_bytes`).
 Building a dict per record and handing it to orjson costs about 6 µs a record on the reference
 VM, more than the DLQ's whole budget at 100,000 records/s, and so does joining bytes per record
 in Python. Most of a record is the same for every row of a chunk (run, load, times, policy) or
@@ -38,16 +38,10 @@ from dpone.canonical import CanonicalizationError, canonical_json
 from dpone.contracts.reasons import ReasonCode
 from dpone.dlq.errors import DlqInvalidReject, DlqLimitExceeded
 from dpone.dlq.index import entry
-from dpone.dlq.model import (
-    MAX_SAFE_INT,
-    RECORD_SCHEMA,
-    RejectedRow,
-    check_reject,
-    payload_value,
-    reason_block,
-)
+from dpone.dlq.model import MAX_SAFE_INT, RECORD_SCHEMA, reason_block
 from dpone.dlq.policy import DlqPolicy, PiiPolicy
 from dpone.dlq.refs import MAX_REF_LENGTH, all_have_ref_shape, has_ref_shape, is_replayable
+from dpone.dlq.rejects import RejectedRow, check_reject, payload_value
 
 _BIN = pa.large_binary()  # 64-bit offsets: a chunk's lines may pass 2 GiB under preserve
 _REPLAY = {
@@ -456,16 +450,10 @@ def _checksums(bodies: pa.LargeBinaryArray) -> list[str]:
     return ["sha256:" + sha(data[a:b]).hexdigest() for a, b in pairwise(offsets)]
 
 
-def encode_one(encoder: RecordEncoder, row: RejectedRow, record_id: str) -> bytes:
-    """The sealed line of one row's record (tests, and the general path)."""
-    return encoder.encode([row], [record_id]).line(0)
-
-
 __all__ = [
     "ENTRY_FIXED",
     "SEAL_BYTES",
     "EncodedChunk",
     "RecordEncoder",
     "column_json_size",
-    "encode_one",
 ]

@@ -1,8 +1,5 @@
 """The run index ``dpone.dlq-index.v1``: what a run holds, its status, and its fingerprint.
 
-Size (over 500 lines): the index's parser, its column form and its writer describe one file
-format and change together.
-
 ``runs/<run_id>/index.json`` is replaced atomically. It is written ``open`` when the run starts
 (so a crash always leaves an index behind) and rewritten once when the run ends: ``closed``
 by the writer, or ``aborted`` (by the writer on failure, or by recovery when the writer is
@@ -20,7 +17,6 @@ the same records have the same fingerprint whatever else differs (evidence bundl
 
 from __future__ import annotations
 
-import hashlib
 import re
 from bisect import bisect_left
 from collections import Counter
@@ -30,10 +26,17 @@ from itertools import compress
 from operator import itemgetter, not_
 from typing import Any, Literal, get_args
 
-import orjson
-
-from dpone.canonical import CHECKSUM_PATTERN, CHECKSUM_PREFIX, checksum, fast_path_ok
+from dpone.canonical import CHECKSUM_PATTERN
 from dpone.contracts.reasons import ReasonCode
+from dpone.dlq.columns import (
+    CODE_TEXT,
+    ENTRY_KEYS,
+    Columns,
+    columns_checksum,
+    entry_columns,
+    index_checksum,
+    pairs_checksum,
+)
 from dpone.dlq.errors import DlqIndexInvalid
 from dpone.dlq.model import MAX_NAME_LENGTH, TIMESTAMP_PATTERN
 from dpone.dlq.policy import PII_POLICIES, RETENTION_DAYS, PiiPolicy
@@ -69,29 +72,17 @@ INDEX_KEYS = frozenset(
         "sha256",
     }
 )
-ENTRY_KEYS = frozenset({"record_id", "sha256", "code", "column"})
 PIPELINE_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
 
 _CHECKSUM = re.compile(CHECKSUM_PATTERN)
 _TIMESTAMP = re.compile(TIMESTAMP_PATTERN)
 _PIPELINE = re.compile(PIPELINE_PATTERN)
 _CODES = frozenset(code.value for code in ReasonCode)
-_by_id = itemgetter("record_id")
-_PLAIN = re.compile(r"[A-Za-z0-9:._-]*")
-_ULID_LEN = 26
-_CHECKSUM_LEN = len("sha256:") + 64
 _CODE_OF = {code.value: code for code in ReasonCode}
-# One string object per code (the entries of an index share them).
-_CODE_TEXT = {code.value: code.value for code in ReasonCode}
-_ID_OF = itemgetter("record_id")
+_by_id = _ID_OF = itemgetter("record_id")
 _SHA_OF = itemgetter("sha256")
 _CODE_OF_ENTRY = itemgetter("code")
 _COLUMN_OF = itemgetter("column")
-_ULID_ALPHABET = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-# Every hex digit to "x" (and "x" itself away): a column of checksums becomes "sha256:"
-# with its digits as "x"s.
-_DIGITS_AS_X = bytes.maketrans(b"0123456789abcdefx", b"x" * 16 + b"\0")
-_CHECKSUM_AS_X = CHECKSUM_PREFIX.encode().translate(_DIGITS_AS_X) + b"x" * 64
 
 
 def entry(record_id: str, sha256: str, code: str, column: str | None) -> dict[str, Any]:
@@ -102,35 +93,6 @@ def entry(record_id: str, sha256: str, code: str, column: str | None) -> dict[st
 def fingerprint(pairs: Iterable[tuple[str, str]]) -> str:
     """Checksum of the sorted ``[record_id, sha256]`` pairs."""
     return pairs_checksum(sorted(pairs))
-
-
-def pairs_checksum(pairs: list[tuple[str, str]]) -> str:
-    """``checksum([[a, b], ...])`` of sorted string pairs.
-
-    Ids and checksums are plain ASCII without quotes or escapes, whose canonical JSON is the
-    bytes joined here: this skips walking a list of up to a million pairs to prove it (an
-    index is read by every plan). Any other string goes the general way.
-    """
-    return columns_checksum([a for a, _ in pairs], [b for _, b in pairs])
-
-
-def columns_checksum(firsts: Sequence[str], seconds: Sequence[str], *, plain: bool = False) -> str:
-    """:func:`pairs_checksum` of ``zip(firsts, seconds)``, from the two columns.
-
-    ``plain``: the caller checked that every string is a record id or a ``sha256:`` checksum
-    (no quote, backslash or control character), so the joined bytes are the canonical JSON.
-    """
-    if not firsts:
-        return checksum([])
-    if plain or (_plain(firsts) and _plain(seconds)):
-        body = '"],["'.join(map('","'.join, zip(firsts, seconds, strict=True)))
-        return "sha256:" + hashlib.sha256(f'[["{body}"]]'.encode()).hexdigest()
-    return checksum([[a, b] for a, b in zip(firsts, seconds, strict=True)])
-
-
-def _plain(values: Sequence[str]) -> bool:
-    """Whether every value is a string of ``[A-Za-z0-9:._-]`` (its JSON is itself, quoted)."""
-    return set(map(type, values)) <= {str} and _PLAIN.fullmatch("".join(values)) is not None
 
 
 def build_index_doc(
@@ -172,7 +134,7 @@ def build_index_doc(
         "segments": listed,
         "fingerprint": _entries_fingerprint(entries),
     }
-    doc["sha256"] = _index_checksum(doc)
+    doc["sha256"] = index_checksum(doc)
     return sign(doc) if sign is not None else doc
 
 
@@ -186,38 +148,6 @@ def _entries_fingerprint(entries: list[dict[str, Any]]) -> str:
     return fingerprint(zip(ids, shas, strict=True))
 
 
-def _index_checksum(doc: dict[str, Any]) -> str:
-    """``checksum(doc)`` of an index document. Its entries are flat objects of four ASCII
-    keys: when every value is a string or null (what the store writes), the canonical form
-    is orjson's with sorted keys, without walking every entry to prove it value by value."""
-    records = doc["records"]
-    head = {key: value for key, value in doc.items() if key != "records"}
-    if not (fast_path_ok(head) and _plain_entries(records)):
-        return checksum(doc)
-    try:
-        data = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
-    except orjson.JSONEncodeError:
-        return checksum(doc)  # raises the canonical error
-    return CHECKSUM_PREFIX + hashlib.sha256(data).hexdigest()
-
-
-def _plain_entries(records: Any) -> bool:
-    """Whether ``records`` is a list of objects of exactly the four entry keys whose values
-    are strings or null (exact types, as :func:`fast_path_ok` wants them)."""
-    if type(records) is not list or not set(map(type, records)) <= {dict}:
-        return False
-    if not set(map(len, records)) <= {len(ENTRY_KEYS)}:
-        return False
-    try:
-        values = set(map(type, map(_ID_OF, records)))
-        values.update(map(type, map(_SHA_OF, records)))
-        values.update(map(type, map(_CODE_OF_ENTRY, records)))
-        values.update(map(type, map(_COLUMN_OF, records)))
-    except KeyError:
-        return False
-    return values <= {str, type(None)}
-
-
 @dataclass(frozen=True, slots=True)
 class IndexEntry:
     record_id: str
@@ -227,10 +157,6 @@ class IndexEntry:
 
     def to_json(self) -> dict[str, Any]:
         return entry(self.record_id, self.sha256, self.code.value, self.column)
-
-
-#: An index's records as four columns in record-id order: ids, checksums, codes, columns.
-Columns = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str | None, ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,7 +267,7 @@ class DlqIndex:
         columns: Columns = (
             tuple(map(_ID_OF, records)),
             tuple(map(_SHA_OF, records)),
-            tuple(map(_CODE_TEXT.__getitem__, map(_CODE_OF_ENTRY, records))),
+            tuple(map(CODE_TEXT.__getitem__, map(_CODE_OF_ENTRY, records))),
             tuple(map(_COLUMN_OF, records)),
         )
         ordered = tuple(sorted(segments, key=lambda seg: seg.name))
@@ -479,29 +405,12 @@ def _check_header(doc: dict[str, Any]) -> None:  # noqa: C901 (a flat check per 
 
 
 def _columns_from_json(items: list[Any]) -> Columns:
-    """Every entry checked, column by column over all entries at once (an index holds up to
-    a million entries and is read by every replay and retention plan); the first entry that
-    fails is then checked alone, for its pointer."""
-    try:
-        # Whole-list checks in C: objects of four keys, each of the four found; one regex
-        # over the joined ids (each 26 long); every checksum's prefix, then its hex digits
-        # at once; the few distinct codes and columns alone.
-        if all(map(dict.__instancecheck__, items)) and set(map(len, items)) <= {4}:
-            ids = tuple(map(_ID_OF, items))
-            shas = tuple(map(_SHA_OF, items))
-            codes = tuple(map(_CODE_OF_ENTRY, items))
-            columns = tuple(map(_COLUMN_OF, items))
-            if (
-                set(map(len, ids)) <= {_ULID_LEN}
-                and set(map(len, shas)) <= {_CHECKSUM_LEN}
-                and _are_ulids(ids)
-                and _are_checksums(shas)
-                and set(codes) <= _CODE_TEXT.keys()
-                and all(_column_ok(c) for c in set(columns))
-            ):
-                return ids, shas, tuple(map(_CODE_TEXT.__getitem__, codes)), columns
-    except (TypeError, KeyError):
-        pass
+    """Every entry checked, column by column over all entries at once
+    (:func:`dpone.dlq.columns.entry_columns`); when that fails, the first entry that fails
+    is checked alone, for its pointer."""
+    columns = entry_columns(items)
+    if columns is not None:
+        return columns
     entries = [_entry_from_json(doc, position) for position, doc in enumerate(items)]
     return (
         tuple(e.record_id for e in entries),
@@ -509,35 +418,6 @@ def _columns_from_json(items: list[Any]) -> Columns:
         tuple(e.code.value for e in entries),
         tuple(e.column for e in entries),
     )
-
-
-def _are_ulids(ids: Sequence[str]) -> bool:
-    """Whether strings of 26 characters each are all ULIDs, judged on their concatenation:
-    Crockford base-32 characters only, and every first one 0 to 7."""
-    text = "".join(ids)
-    if not text.isascii():
-        return False
-    data = text.encode("ascii")
-    return not data.translate(None, _ULID_ALPHABET) and not data[0::_ULID_LEN].translate(
-        None, b"01234567"
-    )
-
-
-def _are_checksums(shas: Sequence[str]) -> bool:
-    """Whether strings of 71 characters each are all ``sha256:`` and 64 lowercase hex
-    digits, judged on their concatenation: the prefix at its place in each (stride by
-    stride), and the whole once every digit is made an ``x``."""
-    text = "".join(shas)
-    if not text.isascii():
-        return False
-    count = len(shas)
-    if any(text[at::_CHECKSUM_LEN] != char * count for at, char in enumerate(CHECKSUM_PREFIX)):
-        return False
-    return text.encode("ascii").translate(_DIGITS_AS_X) == _CHECKSUM_AS_X * count
-
-
-def _column_ok(column: Any) -> bool:
-    return column is None or (type(column) is str and 0 < len(column) <= MAX_NAME_LENGTH)
 
 
 def _entry_from_json(doc: Any, position: int) -> IndexEntry:
@@ -560,14 +440,11 @@ __all__ = [
     "INDEX_SCHEMA",
     "RUN_STATUSES",
     "STATUS_REASONS",
-    "Columns",
     "DlqIndex",
     "IndexEntry",
     "RunStatus",
     "StatusReason",
     "build_index_doc",
-    "columns_checksum",
     "entry",
     "fingerprint",
-    "pairs_checksum",
 ]

@@ -10,23 +10,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dpone import durable
 from dpone.dlq import fsio
 from dpone.dlq.errors import DlqError, DlqRunNotFound
 from dpone.dlq.index import DlqIndex
-from dpone.dlq.rundir import (
-    HARD_MAX_SEGMENT_BYTES,
-    INDEX_FILE,
-    RUNS_DIR,
-    read_index_at,
-    segment_where,
-)
+from dpone.dlq.indexfile import read_index_at
+from dpone.dlq.layout import HARD_MAX_SEGMENT_BYTES, INDEX_FILE, RUNS_DIR, segment_where
+from dpone.dlq.rundir import RunDir
 from dpone.dlq.segments import SEGMENTS_DIR, bytes_checksum
-
-if TYPE_CHECKING:
-    from dpone.dlq.store import DlqStore
 
 RUN_ABANDONED = "DPONE_DLQ_RUN_ABANDONED"
 TORN_SEGMENT = "DPONE_DLQ_TORN_SEGMENT"
@@ -67,12 +60,13 @@ def finding_of(
     return Finding(err.code, err.message, run_id, record_id, path, line=line)
 
 
-def verify_written(store: DlqStore, index: DlqIndex) -> list[Finding]:
-    """See :meth:`DlqStore.check_written`: ``index`` on disk as written, and every segment it
-    lists holding the bytes it lists."""
+def verify_written(runs: RunDir, index: DlqIndex) -> list[Finding]:
+    """The findings of an ended run that this process just wrote ``index`` for: the file
+    must hold that very index, and every segment it lists the bytes it lists (checked by
+    their SHA-256; the lines were verified when they were written or compacted)."""
     run_id = index.run_id
     where = f"{RUNS_DIR}/{run_id}/{INDEX_FILE}"
-    with store.open_path(RUNS_DIR, run_id, missing=DlqRunNotFound) as run_fd:
+    with runs.open_path(RUNS_DIR, run_id, missing=DlqRunNotFound) as run_fd:
         try:
             found = read_index_at(run_fd, run_id, index)
         except DlqError as err:

@@ -14,7 +14,7 @@ the run and of the row's place in the partition, never of the clock or of chance
 
 A retried task publishes the very same bytes under the very same names: ``link(2)`` finds the
 name taken, the bytes are compared, and the write is a no-op (the base writer's create-only
-publish). :meth:`PartitionWriter.finish` hands the driver what its index needs — the
+publish). :func:`finish` hands the driver what its index needs — the
 segments' descriptors (with the SHA-256 of the bytes this writer published) and the records'
 index entries — so the driver never reads the segments back
 (:meth:`~dpone.dlq.writer.RunWriter.adopt_described`).
@@ -23,17 +23,16 @@ index entries — so the driver never reads the segments back
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from dpone.dlq import fsio
 from dpone.dlq.errors import DlqLimitExceeded
 from dpone.dlq.fsio import check_identifier
-from dpone.dlq.model import RejectedRow
-from dpone.dlq.rundir import RUNS_DIR, RunHeader, read_index_at
+from dpone.dlq.indexfile import read_index_at
+from dpone.dlq.layout import RUNS_DIR
+from dpone.dlq.rundir import RunDir, RunHeader
 from dpone.dlq.segments import SEGMENT_SUFFIX, SEGMENTS_DIR, SegmentEntry
-from dpone.dlq.store import DlqStore
 from dpone.dlq.writer import RunWriter
 from dpone.ids import ulids_at
 
@@ -78,75 +77,75 @@ class PartitionSegments:
         return [SegmentEntry.from_json(doc, i) for i, doc in enumerate(self.segments)]
 
 
-class PartitionWriter(RunWriter):
-    """Writes one partition's records into a run another process (the driver) holds open.
+class PartitionNaming:
+    """Ids, times and names of one partition's records: functions of the run's start and of
+    the row's place (partition, chunk in call order from 0, row), never of the clock."""
 
-    It takes no lock and never writes the index: :meth:`finish` hands back what the driver
-    indexes.
-    """
-
-    def __init__(self, store: DlqStore, run_id: str, partition: int, started: datetime) -> None:
-        check_identifier(run_id, "run id")
-        where = f"{RUNS_DIR}/{run_id}"
-        with store.open_path(RUNS_DIR) as runs_fd:
-            run_fd, _ = fsio.open_dir(runs_fd, run_id, where)
-        try:
-            header = RunHeader.of(read_index_at(run_fd, run_id))
-            segments_fd, _ = fsio.open_dir(run_fd, SEGMENTS_DIR, f"{where}/{SEGMENTS_DIR}")
-        except BaseException:
-            os.close(run_fd)
-            raise
-        # No lock of its own (-1): the driver holds the run's lock while the tasks run.
-        super().__init__(store, header, (run_fd, segments_fd, -1))
+    def __init__(self, partition: int, started: datetime) -> None:
         self.partition = partition
         self._started = started
         self._chunk = -1
         self._piece = 0
         self._first = 0
 
-    def write_chunk(self, rows: Sequence[RejectedRow]) -> list[str]:
-        """The next chunk's records (chunks numbered in call order, from 0)."""
+    def next_chunk(self) -> None:
         self._chunk += 1
         self._piece = 0
         self._first = 0
-        return super().write_chunk(rows)
 
-    def _now(self) -> datetime:
+    def now(self) -> datetime:
         return self._started
 
-    def _new_ids(self, count: int, now: datetime) -> list[str]:
+    def ids(self, count: int, now: datetime) -> list[str]:
         ids = partition_ids(self._started, self.partition, self._chunk, self._first, count)
         self._first += count
         return ids
 
-    def _next_segment_name(self) -> str:
+    def segment_name(self) -> str:
         name = partition_segment_name(self.partition, self._chunk, self._piece)
         self._piece += 1
         return name
 
-    def finish(self) -> PartitionSegments:
-        """What this partition published, for the driver; the writer is done."""
-        listed = sorted(self._segments.values(), key=lambda s: s.first_record_id)
-        entries = sorted(
-            (
-                (rid, sha, code, column)
-                for ids, shas, codes, columns in self._entry_columns
-                for rid, sha, code, column in zip(ids, shas, codes, columns, strict=True)
-            ),
-            key=lambda e: e[0],
-        )
-        self._state = "closed"
-        os.close(self._segments_fd)
-        os.close(self._run_fd)
-        # Segments hold disjoint runs of ids (a chunk's pieces cut its records in id order):
-        # sorted by their first id, they list the entries in the entries' own order.
-        return PartitionSegments(
-            segments=tuple(seg.to_json() for seg in listed),
-            record_ids=tuple(e[0] for e in entries),
-            sha256s=tuple(e[1] for e in entries),
-            codes=tuple(e[2] for e in entries),
-            columns=tuple(e[3] for e in entries),
-        )
+
+def partition_writer(runs: RunDir, run_id: str, partition: int, started: datetime) -> RunWriter:
+    """A writer of one partition's records into a run another process (the driver) holds
+    open. It takes no lock and never writes the index: :func:`finish` hands back what the
+    driver indexes."""
+    check_identifier(run_id, "run id")
+    where = f"{RUNS_DIR}/{run_id}"
+    with runs.open_path(RUNS_DIR) as runs_fd:
+        run_fd, _ = fsio.open_dir(runs_fd, run_id, where)
+    try:
+        header = RunHeader.of(read_index_at(run_fd, run_id))
+        segments_fd, _ = fsio.open_dir(run_fd, SEGMENTS_DIR, f"{where}/{SEGMENTS_DIR}")
+    except BaseException:
+        os.close(run_fd)
+        raise
+    # No lock of its own (-1): the driver holds the run's lock while the tasks run.
+    return RunWriter(
+        runs, header, (run_fd, segments_fd, -1), naming=PartitionNaming(partition, started)
+    )
 
 
-__all__ = ["PartitionSegments", "PartitionWriter", "partition_ids", "partition_segment_name"]
+def finish(writer: RunWriter) -> PartitionSegments:
+    """What a partition's writer published, for the driver; the writer is done."""
+    listed, entries = writer.hand_over()
+    # Segments hold disjoint runs of ids (a chunk's pieces cut its records in id order):
+    # sorted by their first id, they list the entries in the entries' own order.
+    return PartitionSegments(
+        segments=tuple(seg.to_json() for seg in listed),
+        record_ids=tuple(e[0] for e in entries),
+        sha256s=tuple(e[1] for e in entries),
+        codes=tuple(e[2] for e in entries),
+        columns=tuple(e[3] for e in entries),
+    )
+
+
+__all__ = [
+    "PartitionNaming",
+    "PartitionSegments",
+    "finish",
+    "partition_ids",
+    "partition_segment_name",
+    "partition_writer",
+]

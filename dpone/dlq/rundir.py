@@ -1,75 +1,40 @@
-"""A run's folder in the dead-letter store: the layout on disk, the run's writer lock, and
-reading a run's index (SPEC §5).
+"""The runs of a dead-letter store as every part of it reaches them (SPEC §5).
 
-What the store (:mod:`dpone.dlq.store`), its acknowledgements (:mod:`dpone.dlq.acks`),
-its deletion (:mod:`dpone.dlq.compaction`), the writer and ``verify`` share. Every folder is
-reached through :meth:`dpone.dlq.store.DlqStore.open_path` (directory descriptors, no
-symlink followed); the functions here take the descriptors it gives.
+:class:`RunDir` is what the writer, the acknowledgements (:mod:`dpone.dlq.acks`), deletion
+(:mod:`dpone.dlq.compaction`) and the writer's own check (:mod:`dpone.dlq.integrity`) share:
+where the store is (every folder reached through directory descriptors, no symlink
+followed), the clock that stamps its documents, the policy a new run takes, whether an index
+must be signed, the caches of what was verified, and the index documents of a run (written,
+read, and rebuilt from the segments on disk when a run is aborted). The layout is
+:mod:`dpone.dlq.layout`, the run lock :mod:`dpone.dlq.lock`. The store
+(:class:`dpone.dlq.store.DlqStore`) is a :class:`RunDir` with the public operations on top.
 """
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import os
-import re
-import stat
-import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
-import orjson
-
 from dpone import durable, signing
-from dpone.canonical import digest_without, skip_signature
-from dpone.dlq import fsio, segments
-from dpone.dlq.errors import (
-    DlqIndexChecksumMismatch,
-    DlqIndexInvalid,
-    DlqIndexMissing,
-    DlqIndexSignatureInvalid,
-)
-from dpone.dlq.index import DlqIndex
-from dpone.dlq.policy import MAX_INDEX_BYTES, MAX_SEGMENT_BYTES, PiiPolicy
-from dpone.dlq.segments import SEGMENTS_DIR
+from dpone.clock import Clock, format_timestamp, utc_now
+from dpone.dlq import fsio
+from dpone.dlq.errors import DlqError, DlqRunLocked, DlqRunNotFound
+from dpone.dlq.fsio import check_identifier
+from dpone.dlq.index import DlqIndex, RunStatus, StatusReason, build_index_doc, entry
+from dpone.dlq.indexfile import IndexCache, read_index_at
+from dpone.dlq.layout import INDEX_FILE, RUNS_DIR, dumps, index_where, run_where
+from dpone.dlq.lock import release_lock, take_lock
+from dpone.dlq.policy import DlqPolicy, PiiPolicy
+from dpone.dlq.scan import scan_segments
+from dpone.dlq.segments import SEGMENTS_DIR, SegmentEntry
+from dpone.logs import get_logger
 
-RUNS_DIR = "runs"
-ACKS_DIR = "acks"
-INDEX_FILE = "index.json"
-LOCK_FILE = "writer.lock"
-NEW_RUN_PREFIX = ".new-"
-# Reads are bounded by the hard maxima, whatever the policy of the writer was.
-HARD_MAX_SEGMENT_BYTES = MAX_SEGMENT_BYTES[2]
-HARD_MAX_INDEX_BYTES = MAX_INDEX_BYTES[2]
-
-
-def dumps(doc: Any) -> bytes:
-    """How documents are written: compact JSON with sorted keys and a final newline."""
-    return orjson.dumps(doc, option=orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE)
-
-
-def segment_where(run_id: str, name: str) -> str:
-    return f"{RUNS_DIR}/{run_id}/{SEGMENTS_DIR}/{name}"
-
-
-def parse_index(
-    data: bytes, run_id: str, where: str, *, require_signature: bool = False
-) -> DlqIndex:
-    doc = segments.sealed_document(data, where, DlqIndexChecksumMismatch)
-    index = DlqIndex.from_json(doc)
-    if index.run_id != run_id:
-        raise DlqIndexInvalid(f"{where} belongs to another run")
-    check_index_signature(doc, where, require=require_signature)
-    return index
-
-
-def check_index_signature(doc: Mapping[str, Any], where: str, *, require: bool) -> None:
-    """A present signature verifies when a key is configured; ``require``: it must exist."""
-    found = signing.problem(doc, signing.keyring(), require=require, what=where)
-    if found is not None:
-        code, message = found
-        raise DlqIndexSignatureInvalid(f"{message} ({code})", fixes=signing.FIXES[code])
+log = get_logger("dpone.dlq")
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,199 +60,196 @@ class RunHeader:
         )
 
 
-def name_exists(dir_fd: int, name: str, where: str) -> bool:
-    """Whether ``name`` exists in ``dir_fd`` (a symlink there is a path escape)."""
-    with fsio.os_errors("inspect", where):
-        try:
-            info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-        except FileNotFoundError:
-            return False
-    if stat.S_ISLNK(info.st_mode):
-        raise fsio.escape(where)
-    return True
+class RunDir:
+    """The folder tree of one dead-letter store, its clock and its policy.
 
-
-class IndexCache:
-    """Indexes a store verified, each under the SHA-256 of the very bytes it was parsed from.
-
-    A file whose bytes hash the same is the same file: its index is returned without parsing
-    and checking every entry again (retention reads each index when it plans and again when
-    it applies). What a read checks besides the bytes is the signature, under the keyring of
-    the moment: an entry holds for that keyring only. Bounded by the records it holds.
+    ``clock`` returns aware datetimes (``dpone.testing.FrozenClock`` in tests).
+    ``require_signature``: whether an index acted on must carry a signature that verifies
+    (``None``: whenever a signing key is configured). ``anchor``: the folder from which
+    down to the root every folder is dpone's own, reached without following links; without
+    it the root is the user's choice and may be a link.
     """
 
-    def __init__(self, max_records: int = 2_000_000) -> None:
-        self.max_records = max_records
-        self._held: dict[str, tuple[bytes, object, DlqIndex]] = {}
-        self._records = 0
-        self._lock = threading.Lock()
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        policy: DlqPolicy,
+        *,
+        clock: Clock | None = None,
+        require_signature: bool | None = None,
+        anchor: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.root = Path(root)
+        self.policy = policy
+        self.clock: Clock = clock if clock is not None else utc_now
+        self.require_signature = require_signature
+        top = Path(anchor) if anchor is not None else self.root
+        self._root_parts = durable.parts_below(top, self.root)
+        self._anchor = top if self._root_parts else self.root
+        # Indexes verified here, by run and content (see read_index_at).
+        self.index_cache = IndexCache()
+        # Ack segments verified here, by content (see dpone.dlq.acks).
+        self.ack_cache: dict[tuple[str, bytes], tuple[list[str], list[str]]] = {}
 
-    def get(self, run_id: str, digest: bytes) -> DlqIndex | None:
-        held = self._held.get(run_id)
-        if held is None or held[0] != digest or held[1] is not signing.keyring():
-            return None
-        return held[2]
+    @property
+    def signatures_required(self) -> bool:
+        if self.require_signature is None:
+            return signing.configured()
+        return self.require_signature
 
-    def put(self, run_id: str, digest: bytes, index: DlqIndex) -> None:
-        ring = signing.keyring()
-        with self._lock:
-            self._drop(run_id)
-            if index.record_count > self.max_records:
-                return
-            while self._held and self._records + index.record_count > self.max_records:
-                self._drop(next(iter(self._held)))
-            self._held[run_id] = (digest, ring, index)
-            self._records += index.record_count
+    def now(self) -> datetime:
+        moment = self.clock()
+        format_timestamp(moment)  # refuses a naive clock early
+        return moment
 
-    def drop(self, run_id: str) -> None:
-        with self._lock:
-            self._drop(run_id)
+    @contextmanager
+    def open_path(
+        self, *parts: str, create: bool = False, missing: type[DlqError] | None = None
+    ) -> Iterator[int]:
+        """A descriptor of folder ``root/parts...``, reached without following symlinks."""
+        with ExitStack() as stack:
+            fd = fsio.open_root(self._anchor, create=create, missing=missing)
+            stack.callback(os.close, fd)
+            for i, part in enumerate(self._root_parts):
+                where = "/".join(self._root_parts[: i + 1])
+                child, created = fsio.open_dir(fd, part, where, create=create, missing=missing)
+                stack.callback(os.close, child)
+                if created:
+                    fsio.fsync_fd(fd, where)
+                fd = child
+            where = ""
+            for part in parts:
+                parent_where = where or "."
+                where = f"{where}/{part}" if where else part
+                child, created = fsio.open_dir(fd, part, where, create=create, missing=missing)
+                stack.callback(os.close, child)
+                if created:
+                    fsio.fsync_fd(fd, parent_where)
+                fd = child
+            yield fd
 
-    def _drop(self, run_id: str) -> None:
-        held = self._held.pop(run_id, None)
-        if held is not None:
-            self._records -= held[2].record_count
+    # --- index documents ------------------------------------------------------------------------
 
+    def header(self, run_id: str, load_id: str, pipeline: str | None) -> RunHeader:
+        """The header of a run started now, under this store's policy."""
+        return RunHeader(
+            run_id,
+            load_id,
+            pipeline,
+            format_timestamp(self.now()),
+            self.policy.pii_policy,
+            self.policy.retention_days,
+        )
 
-def read_index_at(
-    run_fd: int,
-    run_id: str,
-    known: DlqIndex | None = None,
-    *,
-    require_signature: bool = False,
-    cache: IndexCache | None = None,
-) -> DlqIndex:
-    """The run's verified index. ``known`` is an index this process verified before: when the
-    file's bytes are the sealed bytes of that very document (same checksum, and the bytes
-    hash to it), it is returned without parsing a million entries again. ``cache`` holds the
-    indexes verified before by their bytes (:class:`IndexCache`)."""
-    where = f"{RUNS_DIR}/{run_id}/{INDEX_FILE}"
-    data = fsio.read_file(run_fd, INDEX_FILE, where, HARD_MAX_INDEX_BYTES)
-    if data is None:
-        raise DlqIndexMissing(f"{where} does not exist")
-    if len(data) > HARD_MAX_INDEX_BYTES:
-        raise DlqIndexInvalid(f"{where} is larger than any DLQ index may be")
-    if known is not None and known.run_id == run_id and sealed_claim(data) == known.sha256:
-        return known
-    if cache is None or (require_signature and not signing.configured()):
-        return parse_index(data, run_id, where, require_signature=require_signature)
-    digest = hashlib.sha256(data).digest()
-    index = cache.get(run_id, digest)
-    if index is None:
-        index = parse_index(data, run_id, where)
-        cache.put(run_id, digest, index)
-    if require_signature and index.signature is None:
-        # A cached index had its present signature verified under this keyring; only its
-        # absence is left to refuse.
-        check_index_signature({}, where, require=True)
-    return index
+    def index_doc(
+        self,
+        header: RunHeader,
+        status: RunStatus,
+        status_reason: StatusReason | None,
+        *,
+        owner: bool,
+        entries: list[dict[str, Any]],
+        segments: Sequence[SegmentEntry] = (),
+    ) -> dict[str, Any]:
+        """A full index document (checksum included) stamped with this store's clock."""
+        return build_index_doc(
+            run_id=header.run_id,
+            load_id=header.load_id,
+            pipeline=header.pipeline,
+            status=status,
+            status_reason=status_reason,
+            pii_policy=header.pii_policy,
+            retention_days=header.retention_days,
+            created_at=header.created_at,
+            updated_at=format_timestamp(self.now()),
+            owner_pid=os.getpid() if owner else None,
+            entries=entries,
+            segments=segments,
+            sign=signing.sign,
+        )
 
+    def read_index(self, run_id: str) -> DlqIndex:
+        """The verified index of a run (checksum, fingerprint, internal consistency)."""
+        check_identifier(run_id, "run id")
+        with self.open_path(RUNS_DIR, run_id, missing=DlqRunNotFound) as run_fd:
+            return read_index_at(
+                run_fd,
+                run_id,
+                cache=self.index_cache,
+                require_signature=self.signatures_required,
+            )
 
-_SEALED_SHA = re.compile(rb',"sha256":"(sha256:[0-9a-f]{64})"')
+    # --- aborting a run -------------------------------------------------------------------------
 
+    def abort_run(self, run_id: str, reason: StatusReason = "run_failed") -> DlqIndex:
+        """Mark a run ``aborted``: an open run whose writer is gone, or a closed run whose
+        load never committed. An aborted run stays as it is."""
+        check_identifier(run_id, "run id")
+        with self.open_path(RUNS_DIR, run_id, missing=DlqRunNotFound) as run_fd:
+            where = run_where(run_id)
+            lock_fd = take_lock(run_fd, where, create=True)
+            if lock_fd is None:
+                raise DlqRunLocked(f"{where} has a live writer; abort it through its writer")
+            try:
+                index = read_index_at(run_fd, run_id, require_signature=self.signatures_required)
+                if index.status == "aborted":
+                    return index
+                if index.status == "open":
+                    return self.rebuild_aborted(run_fd, RunHeader.of(index), reason)
+                doc = self.index_doc(
+                    RunHeader.of(index),
+                    "aborted",
+                    reason,
+                    owner=False,
+                    entries=index.records_json(),
+                    segments=index.segments,
+                )
+                fsio.replace_atomic(run_fd, INDEX_FILE, dumps(doc), index_where(run_id))
+                log.warning("dlq.run.aborted", run_id=run_id, reason=reason)
+                return DlqIndex.from_json(doc)
+            finally:
+                release_lock(run_fd, lock_fd)
 
-def sealed_claim(data: bytes) -> str | None:
-    """The checksum a document in dpone's sealed form carries, when its bytes hash to it.
+    def rebuild_aborted(
+        self, run_fd: int, header: RunHeader | str, reason: StatusReason
+    ) -> DlqIndex:
+        """Write an ``aborted`` index listing exactly the segments that verify on disk.
 
-    In the canonical form the top-level checksum member is the only one followed by the
-    members after ``sha256`` in key order, so the last match of the member is taken, and
-    the bytes without it must hash to its value; anything else gives ``None``.
-    """
-    found = _SEALED_SHA.match(data, max(data.rfind(b',"sha256":"sha256:'), 0))
-    if found is None:
-        return None
-    end = skip_signature(data, found.end())
-    claim = found.group(1).decode()
-    digest = digest_without(data, found.start(), end)
-    return claim if digest is not None and "sha256:" + digest == claim else None
-
-
-def take_lock(run_fd: int, where: str, *, create: bool) -> int | None:
-    """Take the run's writer lock without waiting; ``None`` if a live process holds it.
-
-    ``flock`` locks belong to the open file, so the kernel drops them when their holder dies
-    (SIGKILL included): a lock that can be taken means the writer is gone.
-    """
-    flags = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | (os.O_CREAT if create else 0)
-    with fsio.os_errors("lock", f"{where}/{LOCK_FILE}"):
+        ``header`` is the run's (from its index or its writer), or only its id when the index
+        is gone. The caller holds the run's lock. Temp files of an interrupted publish are
+        removed; segments that do not verify stay on disk, out of the index, for ``verify``
+        to report. Every published segment is durable already (fsynced before its link).
+        """
+        run_id = header if isinstance(header, str) else header.run_id
+        where = run_where(run_id)
+        segments_fd, _ = fsio.open_dir(run_fd, SEGMENTS_DIR, f"{where}/{SEGMENTS_DIR}", create=True)
         try:
-            fd = os.open(LOCK_FILE, flags, fsio.FILE_MODE, dir_fd=run_fd)
-        except FileNotFoundError:
-            return None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            if not _still_named(fd, run_fd):
-                # The holder released it and removed the name between our open and our
-                # flock: this lock is on a file nobody else will look at any more.
-                os.close(fd)
-                return take_lock(run_fd, where, create=create) if create else None
-        except BlockingIOError:
-            os.close(fd)
-            return None
-        except BaseException:
-            os.close(fd)
-            raise
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        return fd
-
-
-def _still_named(fd: int, run_fd: int) -> bool:
-    """Whether ``LOCK_FILE`` in ``run_fd`` is still the file open as ``fd``."""
-    try:
-        named = os.stat(LOCK_FILE, dir_fd=run_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    held = os.fstat(fd)
-    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
-
-
-def writer_alive(run_fd: int, where: str) -> bool:
-    """Whether a live process holds the run's writer lock (nothing is created or changed)."""
-    with fsio.os_errors("inspect", f"{where}/{LOCK_FILE}"):
-        try:
-            fd = os.open(LOCK_FILE, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW, dir_fd=run_fd)
-        except FileNotFoundError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
+            scan = scan_segments(segments_fd, run_id, remove_temps=True)
         finally:
-            os.close(fd)
-        return False
+            os.close(segments_fd)
+        listed, records = scan.adoptable()
+        if isinstance(header, str):
+            header = RunHeader(
+                run_id,
+                records[0].load_id if records else run_id,
+                None,
+                format_timestamp(self.now()),
+                records[0].payload.policy if records else self.policy.pii_policy,
+                self.policy.retention_days,
+            )
+        doc = self.index_doc(
+            header,
+            "aborted",
+            reason,
+            owner=False,
+            entries=[
+                entry(r.record_id, r.sha256, r.reason.code.value, r.reason.column) for r in records
+            ],
+            segments=listed,
+        )
+        fsio.replace_atomic(run_fd, INDEX_FILE, dumps(doc), index_where(run_id))
+        log.warning("dlq.run.aborted", run_id=run_id, reason=reason, records=len(records))
+        return DlqIndex.from_json(doc)
 
 
-def release_lock(run_fd: int, lock_fd: int) -> None:
-    """Remove the lock file, then let go of the lock (the run is no longer being written).
-
-    Removing the name while still holding the lock is what makes it safe: a process that
-    opened the old file meanwhile gets the lock only after we let go, and then sees that
-    the name is gone (:func:`take_lock` checks the inode after ``flock``) and backs off.
-    """
-    durable.unlink_quietly(run_fd, LOCK_FILE)
-    os.close(lock_fd)
-
-
-__all__ = [
-    "ACKS_DIR",
-    "HARD_MAX_INDEX_BYTES",
-    "HARD_MAX_SEGMENT_BYTES",
-    "INDEX_FILE",
-    "LOCK_FILE",
-    "NEW_RUN_PREFIX",
-    "RUNS_DIR",
-    "SEGMENTS_DIR",
-    "IndexCache",
-    "RunHeader",
-    "check_index_signature",
-    "dumps",
-    "name_exists",
-    "parse_index",
-    "read_index_at",
-    "release_lock",
-    "sealed_claim",
-    "segment_where",
-    "take_lock",
-    "writer_alive",
-]
+__all__ = ["RunDir", "RunHeader"]

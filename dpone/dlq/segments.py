@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,7 @@ from dpone.dlq import fsio
 from dpone.dlq.errors import (
     DlqChecksumMismatch,
     DlqError,
+    DlqIndexDrift,
     DlqIndexInvalid,
     DlqRecordInvalid,
 )
@@ -214,6 +215,22 @@ def read_verified(data: bytes, run_id: str, where: str, entry: SegmentEntry) -> 
     return records
 
 
+def segment_documents(
+    data: bytes, where: str, checksums: Mapping[str, str]
+) -> Iterator[dict[str, Any]]:
+    """The records of pinned segment bytes as JSON documents, each one a record the index
+    lists as it is (``checksums``: the index's record id -> checksum)."""
+    lines = data.split(b"\n")
+    lines.pop()
+    for number, line in enumerate(lines, start=1):
+        doc = orjson.loads(line)
+        if not isinstance(doc, dict) or checksums.get(doc.get("record_id", "")) != doc.get(
+            "sha256"
+        ):
+            raise DlqIndexDrift(f"{where} line {number} is not a record the index lists as it is")
+        yield doc
+
+
 @dataclass(frozen=True, slots=True)
 class Line:
     """One line of a segment whose bytes the index pins: its bytes, record id and expiry."""
@@ -289,5 +306,6 @@ __all__ = [
     "publish",
     "read_verified",
     "sealed_document",
+    "segment_documents",
     "segment_name",
 ]

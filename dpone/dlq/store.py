@@ -1,17 +1,11 @@
-"""The file store of the dead-letter queue (SPEC §5).
+"""The file store of the dead-letter queue (SPEC §5): the entry point other layers use.
 
-Size (over 500 lines): opening, reading and recovering a run share its folder's descriptors
-and its lock, and :class:`DlqStore` stays the one entry point: acknowledgements
-(:mod:`dpone.dlq.acks`) and deletion (:mod:`dpone.dlq.compaction`) are reached through its
-one-line methods; the layout, the run lock and index reading that all of them share are
-:mod:`dpone.dlq.rundir`.
-
-Layout under the root::
-
-    runs/<run_id>/segments/<name>.jsonl      create-only segments, one record per line
-    runs/<run_id>/index.json                 dpone.dlq-index.v1, replaced atomically
-    runs/<run_id>/writer.lock                held (flock) by the live writer, removed at the end
-    acks/<run_id>/<replay_id>-<seq>.jsonl    create-only, one dpone.dlq-replay-ack.v1 per line
+:class:`DlqStore` is a :class:`dpone.dlq.rundir.RunDir` (where the store is, its clock, its
+policy, index documents, aborting a run) with the public operations on top: opening a run
+for its writer (:mod:`dpone.dlq.writer`), reading records, recovering abandoned runs, and
+the acknowledgement (:mod:`dpone.dlq.acks`) and deletion (:mod:`dpone.dlq.compaction`)
+operations other layers call on it. Nothing inside ``dpone.dlq`` imports this module. The
+layout on disk is :mod:`dpone.dlq.layout`.
 
 A run directory appears atomically: it is built as ``runs/.new-<run_id>-<token>`` (lock taken,
 ``open`` index durable) and renamed into place, so a run folder without an index or without a
@@ -22,25 +16,18 @@ Every read verifies checksums; :mod:`dpone.ops.verification` checks a whole stor
 
 from __future__ import annotations
 
-import errno
 import os
 import re
-import secrets
 import shutil
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager, suppress
-from dataclasses import dataclass, field
-from datetime import datetime
 from itertools import pairwise
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import orjson
-
-from dpone import durable, signing
+from dpone.clock import Clock
 from dpone.dlq import acks as dlq_acks
-from dpone.dlq import compaction, fsio, segments
-from dpone.dlq.ack import ReplayAck
+from dpone.dlq import compaction, fsio, integrity, opening, segments
+from dpone.dlq.acks import ReplayAck
 from dpone.dlq.errors import (
     DlqChecksumMismatch,
     DlqError,
@@ -48,120 +35,43 @@ from dpone.dlq.errors import (
     DlqPolicyInvalid,
     DlqPreserveRefused,
     DlqRecordNotFound,
-    DlqRunLocked,
-    DlqRunMismatch,
     DlqRunNotFound,
     DlqRunNotOpen,
 )
 from dpone.dlq.fsio import check_identifier
-from dpone.dlq.index import (
-    PIPELINE_PATTERN,
-    DlqIndex,
-    RunStatus,
-    StatusReason,
-    build_index_doc,
-    entry,
-)
-from dpone.dlq.model import Clock, DlqRecord, format_timestamp, system_clock
-from dpone.dlq.policy import PII_POLICIES, DlqPolicy, is_production
-from dpone.dlq.rundir import (
+from dpone.dlq.index import PIPELINE_PATTERN, DlqIndex
+from dpone.dlq.indexfile import check_index_signature, read_index_at
+from dpone.dlq.integrity import Finding
+from dpone.dlq.layout import (
     HARD_MAX_SEGMENT_BYTES,
-    INDEX_FILE,
     LOCK_FILE,
     NEW_RUN_PREFIX,
     RUNS_DIR,
-    IndexCache,
-    RunHeader,
-    check_index_signature,
-    dumps,
-    name_exists,
-    read_index_at,
-    release_lock,
+    index_where,
     segment_where,
-    take_lock,
 )
-from dpone.dlq.segments import SEGMENT_FILE, SEGMENTS_DIR, SegmentEntry
+from dpone.dlq.lock import name_exists, release_lock, take_lock
+from dpone.dlq.model import DlqRecord
+from dpone.dlq.policy import PII_POLICIES, DlqPolicy, is_production
+from dpone.dlq.rundir import RunDir, RunHeader
+from dpone.dlq.scan import scan_segments
+from dpone.dlq.segments import SEGMENTS_DIR, SegmentEntry
+from dpone.dlq.writer import RunWriter
 from dpone.logs import get_logger
-
-if TYPE_CHECKING:
-    from dpone.dlq.integrity import Finding
-    from dpone.dlq.writer import RunWriter
 
 _PIPELINE = re.compile(PIPELINE_PATTERN)
 log = get_logger("dpone.dlq")
 
 
-@dataclass(slots=True)
-class SegmentScan:
-    """Every file of a segments folder, sorted into what verifies and what does not."""
-
-    valid: dict[str, tuple[SegmentEntry, list[DlqRecord], bytes]] = field(default_factory=dict)
-    temps: list[str] = field(default_factory=list)
-    bad: list[tuple[str, int | None, DlqError]] = field(default_factory=list)
-    stray: list[str] = field(default_factory=list)
-
-    def adoptable(self) -> tuple[list[SegmentEntry], list[DlqRecord]]:
-        """The segments an index may list, in name order, each record in one segment only.
-
-        A segment whose records are all in earlier ones is a duplicate (left by an
-        interrupted compaction) and is left out; one that overlaps partly is left out too,
-        for ``verify`` to report.
-        """
-        seen: dict[str, str] = {}
-        kept: list[SegmentEntry] = []
-        records: list[DlqRecord] = []
-        for name in sorted(self.valid):
-            seg, recs, _ = self.valid[name]
-            if any(r.record_id in seen for r in recs):
-                continue
-            for r in recs:
-                seen[r.record_id] = r.sha256
-            kept.append(seg)
-            records.extend(recs)
-        records.sort(key=lambda r: r.record_id)
-        return kept, records
-
-
-def scan_segments(segments_fd: int, run_id: str, *, remove_temps: bool) -> SegmentScan:
-    """Read and verify every segment of a run. Temp files are removed only when asked."""
-    scan = SegmentScan()
-    for item in sorted(fsio.entries(segments_fd, segment_where(run_id, "")), key=lambda e: e.name):
-        name = item.name
-        where = segment_where(run_id, name)
-        if item.is_symlink() or not item.is_file(follow_symlinks=False):
-            scan.bad.append((name, None, fsio.escape(where)))
-            continue
-        if durable.is_temp_name(name):
-            scan.temps.append(name)
-            if remove_temps:
-                durable.unlink_quietly(segments_fd, name)
-            continue
-        if SEGMENT_FILE.fullmatch(name) is None:
-            scan.stray.append(name)
-            continue
-        try:
-            data = fsio.read_file(segments_fd, name, where, HARD_MAX_SEGMENT_BYTES)
-        except DlqError as err:
-            scan.bad.append((name, None, err))
-            continue
-        if data is None:
-            continue
-        decoded = segments.decode(data, run_id, where)
-        if decoded.problems:
-            scan.bad.extend((name, line, err) for line, err in decoded.problems)
-            continue
-        entry_ = segments.entry_of(name, data, decoded.records)
-        scan.valid[name] = (entry_, decoded.records, data)
-    if remove_temps and scan.temps:
-        fsio.fsync_fd(segments_fd, segment_where(run_id, ""))
-    return scan
-
-
-class DlqStore:
+class DlqStore(RunDir):
     """A dead-letter store rooted at one folder.
 
     ``clock`` returns aware datetimes (``dpone.testing.FrozenClock`` in tests).
     ``environment`` is the manifest's; ``preserve`` is refused in a production one.
+    ``require_signature``: whether an index this store acts on must carry a signature that
+    verifies (by default whenever a signing key is configured; ``--allow-unsigned`` sets
+    False). ``anchor``: the work dir, for the default ``<work_dir>/dlq``, whose folders down
+    to the root are dpone's own (see :class:`RunDir`).
     """
 
     def __init__(
@@ -174,17 +84,13 @@ class DlqStore:
         require_signature: bool | None = None,
         anchor: str | os.PathLike[str] | None = None,
     ) -> None:
-        self.root = Path(root)
-        # Whether an index this store acts on must carry a signature that verifies: by
-        # default whenever a signing key is configured (``--allow-unsigned`` sets False).
-        self.require_signature = require_signature
-        # The folders from ``anchor`` (the work dir, for the default <work_dir>/dlq) down to
-        # the root are dpone's own: reached without following links, like everything below
-        # the root. Without an anchor the root is the user's choice and may be a link.
-        top = Path(anchor) if anchor is not None else self.root
-        self._root_parts = durable.parts_below(top, self.root)
-        self._anchor = top if self._root_parts else self.root
-        self.policy = policy if policy is not None else DlqPolicy(directory=str(self.root))
+        super().__init__(
+            root,
+            policy if policy is not None else DlqPolicy(directory=str(Path(root))),
+            clock=clock,
+            require_signature=require_signature,
+            anchor=anchor,
+        )
         if self.policy.pii_policy not in PII_POLICIES:
             raise DlqPolicyInvalid("dlq.pii_policy must be reference_only, masked or preserve")
         problems = self.policy.out_of_range()
@@ -196,51 +102,7 @@ class DlqStore:
                 "pii_policy preserve is refused in a production environment",
                 fixes=("use pii_policy: reference_only (the default) or masked",),
             )
-        self.clock: Clock = clock if clock is not None else system_clock
         self.environment = environment
-        # Indexes verified by this store, by run and content (see read_index_at).
-        self.index_cache = IndexCache()
-        # Ack segments verified by this store, by content (see dpone.dlq.acks).
-        self.ack_cache: dict[tuple[str, bytes], tuple[list[str], list[str]]] = {}
-
-    @property
-    def signatures_required(self) -> bool:
-        if self.require_signature is None:
-            return signing.configured()
-        return self.require_signature
-
-    # --- time and paths -------------------------------------------------------------------------
-
-    def now(self) -> datetime:
-        moment = self.clock()
-        format_timestamp(moment)  # refuses a naive clock early
-        return moment
-
-    @contextmanager
-    def open_path(
-        self, *parts: str, create: bool = False, missing: type[DlqError] | None = None
-    ) -> Iterator[int]:
-        """A descriptor of folder ``root/parts...``, reached without following symlinks."""
-        with ExitStack() as stack:
-            fd = fsio.open_root(self._anchor, create=create, missing=missing)
-            stack.callback(os.close, fd)
-            for i, part in enumerate(self._root_parts):
-                where = "/".join(self._root_parts[: i + 1])
-                child, created = fsio.open_dir(fd, part, where, create=create, missing=missing)
-                stack.callback(os.close, child)
-                if created:
-                    fsio.fsync_fd(fd, where)
-                fd = child
-            where = ""
-            for part in parts:
-                parent_where = where or "."
-                where = f"{where}/{part}" if where else part
-                child, created = fsio.open_dir(fd, part, where, create=create, missing=missing)
-                stack.callback(os.close, child)
-                if created:
-                    fsio.fsync_fd(fd, parent_where)
-                fd = child
-            yield fd
 
     def exists(self) -> bool:
         return self.root.is_dir()
@@ -257,106 +119,9 @@ class DlqStore:
 
     def open_run(self, run_id: str, load_id: str, *, pipeline: str | None = None) -> RunWriter:
         """Start (or resume, after its writer died) a run; its ``open`` index is durable."""
-        from dpone.dlq.writer import RunWriter
-
-        check_identifier(run_id, "run id")
-        check_identifier(load_id, "load id")
-        if pipeline is not None and not _PIPELINE.match(pipeline):
-            raise DlqRunMismatch("the pipeline name is not a safe identifier")
-        with self.open_path(RUNS_DIR, create=True) as runs_fd:
-            if not name_exists(runs_fd, run_id, f"{RUNS_DIR}/{run_id}"):
-                created = self._create_run(runs_fd, run_id, load_id, pipeline)
-                if created is not None:
-                    return RunWriter.start(self, created)
-            return RunWriter.resume(self, runs_fd, run_id, load_id, pipeline)
-
-    def _create_run(
-        self, runs_fd: int, run_id: str, load_id: str, pipeline: str | None
-    ) -> tuple[int, int, int, RunHeader] | None:
-        """Build the run folder aside and rename it into place; ``None`` if one appeared."""
-        tmp = f"{NEW_RUN_PREFIX}{run_id}-{secrets.token_hex(4)}"
-        where = f"{RUNS_DIR}/{run_id}"
-        fds: list[int] = []
-        try:
-            run_fd, _ = fsio.open_dir(runs_fd, tmp, where, create=True)
-            fds.append(run_fd)
-            lock_fd = take_lock(run_fd, where, create=True)
-            if lock_fd is None:  # a folder nobody else knows of: cannot be locked already
-                raise DlqRunLocked(f"{where} is being created by another process")
-            fds.append(lock_fd)
-            segments_fd, _ = fsio.open_dir(
-                run_fd, SEGMENTS_DIR, f"{where}/{SEGMENTS_DIR}", create=True
-            )
-            fds.append(segments_fd)
-            header = self.header(run_id, load_id, pipeline)
-            doc = self.index_doc(header, "open", None, owner=True, entries=[])
-            fsio.replace_atomic(run_fd, INDEX_FILE, dumps(doc), f"{where}/{INDEX_FILE}")
-            with fsio.os_errors("create", where):
-                try:
-                    os.rename(tmp, run_id, src_dir_fd=runs_fd, dst_dir_fd=runs_fd)
-                except OSError as exc:
-                    if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR):
-                        raise
-                    _close_all(fds)
-                    shutil.rmtree(tmp, dir_fd=runs_fd, ignore_errors=True)
-                    return None
-                os.fsync(runs_fd)
-        except BaseException:
-            _close_all(fds)
-            shutil.rmtree(tmp, dir_fd=runs_fd, ignore_errors=True)
-            raise
-        return run_fd, segments_fd, lock_fd, header
-
-    def header(self, run_id: str, load_id: str, pipeline: str | None) -> RunHeader:
-        """The header of a run this store starts now, under its policy."""
-        return RunHeader(
-            run_id,
-            load_id,
-            pipeline,
-            format_timestamp(self.now()),
-            self.policy.pii_policy,
-            self.policy.retention_days,
-        )
-
-    def index_doc(
-        self,
-        header: RunHeader,
-        status: RunStatus,
-        status_reason: StatusReason | None,
-        *,
-        owner: bool,
-        entries: list[dict[str, Any]],
-        segments: Sequence[SegmentEntry] = (),
-    ) -> dict[str, Any]:
-        """A full index document (checksum included) stamped with this store's clock."""
-        return build_index_doc(
-            run_id=header.run_id,
-            load_id=header.load_id,
-            pipeline=header.pipeline,
-            status=status,
-            status_reason=status_reason,
-            pii_policy=header.pii_policy,
-            retention_days=header.retention_days,
-            created_at=header.created_at,
-            updated_at=format_timestamp(self.now()),
-            owner_pid=os.getpid() if owner else None,
-            entries=entries,
-            segments=segments,
-            sign=signing.sign,
-        )
+        return opening.open_run(self, run_id, load_id, pipeline=pipeline)
 
     # --- reading --------------------------------------------------------------------------------
-
-    def read_index(self, run_id: str) -> DlqIndex:
-        """The verified index of a run (checksum, fingerprint, internal consistency)."""
-        check_identifier(run_id, "run id")
-        with self.open_path(RUNS_DIR, run_id, missing=DlqRunNotFound) as run_fd:
-            return read_index_at(
-                run_fd,
-                run_id,
-                cache=self.index_cache,
-                require_signature=self.signatures_required,
-            )
 
     def read_record(self, run_id: str, record_id: str) -> DlqRecord:
         """One verified record, found through its run's index (an open run: on disk)."""
@@ -430,23 +195,6 @@ class DlqStore:
             gathered.sort(key=lambda r: r.record_id)
             yield from gathered
 
-    def iter_documents(
-        self, run_id: str, index: DlqIndex | None = None
-    ) -> Iterator[dict[str, Any]]:
-        """Every record of an ended run as its JSON document, segment by segment, for readers
-        that need a few fields of many records.
-
-        Each segment's bytes must be the bytes its index entry pins (:meth:`pinned_segments`),
-        and each line's ``sha256`` member the checksum the index lists for its id
-        (:func:`segment_documents`). Neither the line's checksum nor the record contract is
-        recomputed (use :meth:`iter_records` for :class:`DlqRecord` objects, which does both).
-        """
-        if index is None or index.run_id != run_id:
-            index = self.read_index(run_id)
-        checksums = index.checksums()
-        for _, where, data in self.pinned_segments(run_id, index):
-            yield from segment_documents(data, where, checksums)
-
     def pinned_segments(
         self, run_id: str, index: DlqIndex
     ) -> Iterator[tuple[SegmentEntry, str, bytes]]:
@@ -491,7 +239,7 @@ class DlqStore:
                     if self.signatures_required and index.signature is None:
                         # Rebuilding signs the aborted index: never from an unsigned one (a
                         # present signature was verified by the read).
-                        check_index_signature({}, f"{RUNS_DIR}/{run_id}/{INDEX_FILE}", require=True)
+                        check_index_signature({}, index_where(run_id), require=True)
                     lock_fd = take_lock(run_fd, f"{RUNS_DIR}/{run_id}", create=True)
                     if lock_fd is None:
                         continue  # a live writer
@@ -504,76 +252,6 @@ class DlqStore:
                 log.warning("dlq.recover.skipped", run_id=run_id, code=err.code)
         self.remove_stale_new_runs()
         return aborted
-
-    def abort_run(self, run_id: str, reason: StatusReason = "run_failed") -> DlqIndex:
-        """Mark a run ``aborted``: an open run whose writer is gone, or a closed run whose
-        load never committed. An aborted run stays as it is."""
-        check_identifier(run_id, "run id")
-        with self.open_path(RUNS_DIR, run_id, missing=DlqRunNotFound) as run_fd:
-            where = f"{RUNS_DIR}/{run_id}"
-            lock_fd = take_lock(run_fd, where, create=True)
-            if lock_fd is None:
-                raise DlqRunLocked(f"{where} has a live writer; abort it through its writer")
-            try:
-                index = read_index_at(run_fd, run_id, require_signature=self.signatures_required)
-                if index.status == "aborted":
-                    return index
-                if index.status == "open":
-                    return self.rebuild_aborted(run_fd, RunHeader.of(index), reason)
-                doc = self.index_doc(
-                    RunHeader.of(index),
-                    "aborted",
-                    reason,
-                    owner=False,
-                    entries=index.records_json(),
-                    segments=index.segments,
-                )
-                fsio.replace_atomic(run_fd, INDEX_FILE, dumps(doc), f"{where}/{INDEX_FILE}")
-                log.warning("dlq.run.aborted", run_id=run_id, reason=reason)
-                return DlqIndex.from_json(doc)
-            finally:
-                release_lock(run_fd, lock_fd)
-
-    def rebuild_aborted(
-        self, run_fd: int, header: RunHeader | str, reason: StatusReason
-    ) -> DlqIndex:
-        """Write an ``aborted`` index listing exactly the segments that verify on disk.
-
-        ``header`` is the run's (from its index or its writer), or only its id when the index
-        is gone. The caller holds the run's lock. Temp files of an interrupted publish are
-        removed; segments that do not verify stay on disk, out of the index, for ``verify``
-        to report. Every published segment is durable already (fsynced before its link).
-        """
-        run_id = header if isinstance(header, str) else header.run_id
-        where = f"{RUNS_DIR}/{run_id}"
-        segments_fd, _ = fsio.open_dir(run_fd, SEGMENTS_DIR, f"{where}/{SEGMENTS_DIR}", create=True)
-        try:
-            scan = scan_segments(segments_fd, run_id, remove_temps=True)
-        finally:
-            os.close(segments_fd)
-        listed, records = scan.adoptable()
-        if isinstance(header, str):
-            header = RunHeader(
-                run_id,
-                records[0].load_id if records else run_id,
-                None,
-                format_timestamp(self.now()),
-                records[0].payload.policy if records else self.policy.pii_policy,
-                self.policy.retention_days,
-            )
-        doc = self.index_doc(
-            header,
-            "aborted",
-            reason,
-            owner=False,
-            entries=[
-                entry(r.record_id, r.sha256, r.reason.code.value, r.reason.column) for r in records
-            ],
-            segments=listed,
-        )
-        fsio.replace_atomic(run_fd, INDEX_FILE, dumps(doc), f"{where}/{INDEX_FILE}")
-        log.warning("dlq.run.aborted", run_id=run_id, reason=reason, records=len(records))
-        return DlqIndex.from_json(doc)
 
     def remove_stale_new_runs(self) -> list[str]:
         """Remove ``runs/.new-*`` folders of run creations that died before the rename."""
@@ -627,10 +305,6 @@ class DlqStore:
         """:func:`dpone.dlq.acks.write_acks`: acknowledge a batch as one ack segment."""
         return dlq_acks.write_acks(self, run_id, replay_id, acks, index=index)
 
-    def read_ack(self, run_id: str, record_id: str) -> ReplayAck:
-        """:func:`dpone.dlq.acks.read_ack`: one record's acknowledgement, verified."""
-        return dlq_acks.read_ack(self, run_id, record_id)
-
     def read_acks(self, run_id: str) -> dict[str, ReplayAck]:
         """:func:`dpone.dlq.acks.read_acks`: every acknowledgement of a run, by record id."""
         return dlq_acks.read_acks(self, run_id)
@@ -638,14 +312,6 @@ class DlqStore:
     def ack_checksums(self, run_id: str) -> dict[str, str]:
         """:func:`dpone.dlq.acks.ack_checksums`: record id -> its acknowledgement's sha256."""
         return dlq_acks.ack_checksums(self, run_id)
-
-    def ack_segments(self, run_id: str) -> list[tuple[str, bytes, list[ReplayAck]]]:
-        """:func:`dpone.dlq.acks.ack_segments`: ``(name, bytes, acks)`` per ack segment."""
-        return dlq_acks.ack_segments(self, run_id)
-
-    def ack_segment_ids(self, run_id: str) -> list[tuple[str, bytes, list[str]]]:
-        """:func:`dpone.dlq.acks.ack_segment_ids`: ``(name, bytes, record ids)`` per segment."""
-        return dlq_acks.ack_segment_ids(self, run_id)
 
     # --- deletion (dpone.dlq.compaction) ----------------------------------------------------------
 
@@ -668,42 +334,9 @@ class DlqStore:
     # --- the writer's own check -----------------------------------------------------------------
 
     def check_written(self, index: DlqIndex) -> list[Finding]:
-        """The findings of an ended run that this process just wrote ``index`` for: the file
-        must hold that very index, and every segment it lists the bytes it lists (checked by
-        their SHA-256; the lines were verified when they were written or compacted). The
-        whole-store verify is :func:`dpone.ops.verification.verify_store`."""
-        from dpone.dlq.integrity import verify_written
-
-        return verify_written(self, index)
+        """:func:`dpone.dlq.integrity.verify_written`. The whole-store verify is
+        :func:`dpone.ops.verification.verify_store`."""
+        return integrity.verify_written(self, index)
 
 
-def segment_documents(
-    data: bytes, where: str, checksums: Mapping[str, str]
-) -> Iterator[dict[str, Any]]:
-    """The records of pinned segment bytes as JSON documents, each one a record the index
-    lists as it is (``checksums``: the index's record id -> checksum)."""
-    lines = data.split(b"\n")
-    lines.pop()
-    for number, line in enumerate(lines, start=1):
-        doc = orjson.loads(line)
-        if not isinstance(doc, dict) or checksums.get(doc.get("record_id", "")) != doc.get(
-            "sha256"
-        ):
-            raise DlqIndexDrift(f"{where} line {number} is not a record the index lists as it is")
-        yield doc
-
-
-def _close_all(fds: list[int]) -> None:
-    for fd in fds:
-        if fd >= 0:
-            with suppress(OSError):
-                os.close(fd)
-    fds.clear()
-
-
-__all__ = [
-    "DlqStore",
-    "SegmentScan",
-    "scan_segments",
-    "segment_documents",
-]
+__all__ = ["DlqStore"]

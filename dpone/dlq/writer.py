@@ -1,8 +1,5 @@
 """The run writer: takes whole chunks of rejected rows and makes them durable together.
 
-Size (over 500 lines): validation, segment publishing and closing the index share the run's
-locked state; split, that state would have to be exposed.
-
 One :meth:`RunWriter.write_chunk` call validates every row of the chunk first (nothing is
 written when one of them breaks a limit), then publishes the chunk's new records as one
 segment file (split at ``max_segment_bytes``; :func:`dpone.dlq.segments.publish`: temp file,
@@ -21,99 +18,38 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from collections.abc import Sequence
+from datetime import timedelta
 from types import TracebackType
 from typing import Any, Literal
 
-import orjson
-
-from dpone.canonical import verify_checksum
+from dpone.clock import format_timestamp
 from dpone.contracts.reasons import ReasonCode
 from dpone.dlq import fsio, segments
-from dpone.dlq.encode import ENTRY_FIXED, EncodedChunk, RecordEncoder, column_json_size
+from dpone.dlq.encode import EncodedChunk, RecordEncoder
 from dpone.dlq.errors import (
     DlqError,
     DlqInvalidReject,
     DlqLimitExceeded,
     DlqRecordConflict,
-    DlqRunLocked,
-    DlqRunMismatch,
     DlqRunNotOpen,
     DlqWriterFailed,
 )
-from dpone.dlq.index import StatusReason, entry
-from dpone.dlq.model import DlqRecord, RejectedRow, format_timestamp
-from dpone.dlq.rundir import (
-    HARD_MAX_SEGMENT_BYTES,
-    INDEX_FILE,
-    RUNS_DIR,
-    RunHeader,
-    dumps,
-    read_index_at,
-    release_lock,
-    take_lock,
-)
+from dpone.dlq.index import StatusReason
+from dpone.dlq.layout import HARD_MAX_SEGMENT_BYTES, INDEX_FILE, RUNS_DIR, dumps
+from dpone.dlq.ledger import EntryColumns, Item, RunLedger, groups
+from dpone.dlq.lock import release_lock
+from dpone.dlq.model import DlqRecord
+from dpone.dlq.naming import Naming, SequentialNaming, seq_of
+from dpone.dlq.rejects import RejectedRow
+from dpone.dlq.result import RunResult, result_of
+from dpone.dlq.rundir import RunDir, RunHeader
 from dpone.dlq.segments import SEGMENT_FILE, SEGMENTS_DIR, SegmentEntry
-from dpone.dlq.store import DlqStore, scan_segments
-from dpone.ids import UlidSequence
 from dpone.logs import get_logger
 
 log = get_logger("dpone.dlq")
 
 WriterState = Literal["open", "closed", "aborted", "broken"]
-# Room the index header and reason counts take besides the entries (bytes, generous).
-_INDEX_OVERHEAD = 2048
-_SEGMENT_ENTRY_BYTES = 320
-
-
-@dataclass(frozen=True, slots=True)
-class _Item:
-    """One record ready to be written one by one (a retry, :meth:`RunWriter.put_records`):
-    where, what, and what its index entry holds."""
-
-    ref: str
-    record_id: str
-    data: bytes
-    sha256: str
-    expires_at: str
-    code: str
-    column: str | None
-    entry_size: int
-
-
-#: One published segment's index entries as columns: ids, checksums, codes, columns.
-_Columns = tuple[list[str], list[str], list[str], list[str | None]]
-#: Index entries as columns, as a scale-out task reports them (any sequences).
-EntryColumns = tuple[Sequence[str], Sequence[str], Sequence[str], Sequence[str | None]]
-
-
-@dataclass(frozen=True, slots=True)
-class RunResult:
-    """What the lifecycle and the evidence bundle need once a run has ended."""
-
-    run_id: str
-    load_id: str
-    status: Literal["closed", "aborted"]
-    record_count: int
-    reason_counts: Mapping[str, int]
-    record_ids: tuple[str, ...]
-    fingerprint: str
-    index_sha256: str
-    index_ref: str  # relative to the DLQ root
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "load_id": self.load_id,
-            "status": self.status,
-            "record_count": self.record_count,
-            "reason_counts": dict(self.reason_counts),
-            "fingerprint": self.fingerprint,
-            "index_sha256": self.index_sha256,
-            "index_ref": self.index_ref,
-        }
 
 
 class RunWriter:
@@ -121,13 +57,19 @@ class RunWriter:
 
     def __init__(
         self,
-        store: DlqStore,
+        runs: RunDir,
         header: RunHeader,
         fds: tuple[int, int, int],
         existing: tuple[Sequence[SegmentEntry], Sequence[DlqRecord]] = ((), ()),
+        *,
+        naming: Naming | None = None,
     ) -> None:
-        self._store = store
-        self._policy = store.policy
+        """``fds``: the run's folder, its segments folder and its lock (``-1``: a writer
+        that holds no lock, a scale-out partition's). ``naming``: where timestamps, record
+        ids and segment names come from (by default the store's clock, new ULIDs after the
+        run's last id, segments numbered on after the last)."""
+        self._runs = runs
+        self._policy = runs.policy
         self._header = header
         self.run_id = header.run_id
         self.load_id = header.load_id
@@ -135,102 +77,35 @@ class RunWriter:
         self._run_fd, self._segments_fd, self._lock_fd = fds
         self._where = f"{RUNS_DIR}/{self.run_id}/{SEGMENTS_DIR}"
         self._state: WriterState = "open"
-        # Durable: id -> checksum; the index entries as columns (ids, checksums, codes,
-        # columns), one tuple per published segment; ref -> id; the published segments.
-        self._entry_columns: list[_Columns] = []
-        self._record_count = 0
-        self._sha_cache: dict[str, str] | None = None  # id -> checksum, built when needed
-        self._by_ref: dict[str, str] = {}
-        self._entry_bytes = 0
-        self._segments: dict[str, SegmentEntry] = {}
+        self._ledger = RunLedger(runs.policy, header.run_id, self._where, existing)
         # Items and segment names of failed attempts, kept so that a retry writes the very
         # same bytes under the very same name.
-        self._pending: dict[str, _Item] = {}
+        self._pending: dict[str, Item] = {}
         self._pending_names: dict[tuple[str, ...], str] = {}
         # Set by any failed write: from then on the disk, not memory, decides what is indexed.
         self._dirty = False
         # Refs of durable records no call has reported yet: a failed chunk may have published
         # some of its segments. Reporting them takes a retry of that chunk; close refuses.
         self._unreported_refs: set[str] = set()
-        listed, found = existing
-        records = list({record.record_id: record for record in found}.values())
-        if records:
-            self._add_entries(
-                [r.record_id for r in records],
-                [r.sha256 for r in records],
-                [r.reason.code.value for r in records],
-                [r.reason.column for r in records],
+        if naming is None:
+            naming = SequentialNaming(
+                runs.now,
+                after=max(self._ledger.sha_of) if self._ledger.record_count else None,
+                seq=1 + max((seq_of(name) for name in self._ledger.segments), default=0),
             )
-        for record in records:
-            item = entry(
-                record.record_id, record.sha256, record.reason.code.value, record.reason.column
-            )
-            self._by_ref[record.record_ref] = record.record_id
-            self._entry_bytes += len(orjson.dumps(item)) + 1
-        self._segments = {seg.name: seg for seg in listed}
-        self._seq = 1 + max((_seq_of(name) for name in self._segments), default=0)
-        self._ids = UlidSequence(after=max(self._sha_of) if self._record_count else None)
+        self._naming = naming
         # Per run: the reason code of each row shape checked, the JSON size of each column.
         self._shapes: dict[Any, ReasonCode] = {}
-        self._column_sizes: dict[str | None, int] = {}
         self._result: RunResult | None = None
 
-    # --- construction ---------------------------------------------------------------------------
-
-    @classmethod
-    def start(cls, store: DlqStore, created: tuple[int, int, int, RunHeader]) -> RunWriter:
-        run_fd, segments_fd, lock_fd, header = created
-        writer = cls(store, header, (run_fd, segments_fd, lock_fd))
-        log.info(
-            "dlq.run.opened",
-            run_id=header.run_id,
-            load_id=header.load_id,
-            pipeline=header.pipeline,
-        )
-        return writer
-
-    @classmethod
-    def resume(
-        cls, store: DlqStore, runs_fd: int, run_id: str, load_id: str, pipeline: str | None
-    ) -> RunWriter:
-        """Take over an open run whose writer is gone; its records on disk count."""
-        where = f"{RUNS_DIR}/{run_id}"
-        run_fd, _ = fsio.open_dir(runs_fd, run_id, where)
-        fds = [run_fd]
+    def write_open_index(self) -> None:
+        """Write the run's ``open`` index again (a resumed run; its writer is released when
+        that fails)."""
         try:
-            lock_fd = take_lock(run_fd, where, create=True)
-            if lock_fd is None:
-                raise DlqRunLocked(f"{where} is being written by a live process")
-            fds.append(lock_fd)
-            # The resumed index is written (and signed) again: only from one that verifies.
-            index = read_index_at(run_fd, run_id, require_signature=store.signatures_required)
-            if index.status != "open":
-                raise DlqRunNotOpen(f"run {run_id} is {index.status}; it cannot be written again")
-            if index.load_id != load_id or (pipeline is not None and index.pipeline != pipeline):
-                raise DlqRunMismatch(f"run {run_id} belongs to another load or pipeline")
-            if index.pii_policy != store.policy.pii_policy:
-                raise DlqRunMismatch(f"run {run_id} was started under another pii_policy")
-            segments_fd, _ = fsio.open_dir(
-                run_fd, SEGMENTS_DIR, f"{where}/{SEGMENTS_DIR}", create=True
-            )
-            fds.append(segments_fd)
-            scan = scan_segments(segments_fd, run_id, remove_temps=True)
-            if scan.bad:
-                raise scan.bad[0][2]
+            self._write_index("open", None)
         except BaseException:
-            for fd in fds:
-                os.close(fd)
+            self._release("broken")
             raise
-        header = RunHeader.of(index)
-        existing = scan.adoptable()
-        writer = cls(store, header, (run_fd, segments_fd, lock_fd), existing=existing)
-        try:
-            writer._write_index("open", None)
-        except BaseException:
-            writer._release("broken")
-            raise
-        log.info("dlq.run.resumed", run_id=run_id, load_id=load_id, records=len(existing[1]))
-        return writer
 
     # --- state ----------------------------------------------------------------------------------
 
@@ -242,7 +117,7 @@ class RunWriter:
     def record_count(self) -> int:
         """Records of this run reported durable (a resumed run counts what earlier writers
         left)."""
-        return self._record_count
+        return self._ledger.record_count
 
     @property
     def result(self) -> RunResult | None:
@@ -261,10 +136,11 @@ class RunWriter:
         error, ``DPONE_DLQ_RECORD_CONFLICT`` or a transient storage error. After a failure the
         chunk can be retried as is, or the run aborted.
         """
+        self._naming.next_chunk()
         self._require_open()
         self._settle_pending()
         started = time.perf_counter()
-        now = self._now()
+        now = self._naming.now()
         encoder = RecordEncoder(
             run_id=self.run_id,
             load_id=self.load_id,
@@ -272,15 +148,17 @@ class RunWriter:
             created_at=format_timestamp(now),
             expires_at=format_timestamp(now + timedelta(days=self._policy.retention_days)),
             checked=self._shapes,
-            column_sizes=self._column_sizes,
+            column_sizes=self._ledger.column_sizes,
         )
         refs = [row.record_ref for row in rows]
         if self._all_new(refs):
             # The common case: every row is new to this run, once. Its records go to disk as
             # built, in record-id order (the ids are made in row order).
-            ids = self._new_ids(len(rows), now) if rows else []
+            ids = self._naming.ids(len(rows), now) if rows else []
             built = encoder.encode(rows, ids)
-            self._check_limits(len(built), built.entry_sizes, len(built.cuts(self._max_segment)))
+            self._ledger.check_limits(
+                len(built), built.entry_sizes, len(built.cuts(self._max_segment))
+            )
             self._publish_encoded(built)
             written = len(built)
         else:
@@ -302,7 +180,7 @@ class RunWriter:
         """Whether every ref is a string this run has not seen, and no ref repeats."""
         if self._pending or set(map(type, refs)) - {str}:
             return False
-        return self._by_ref.keys().isdisjoint(refs) and len(set(refs)) == len(refs)
+        return self._ledger.by_ref.keys().isdisjoint(refs) and len(set(refs)) == len(refs)
 
     def _write_general(
         self, rows: Sequence[RejectedRow], refs: list[Any], encoder: RecordEncoder, now: Any
@@ -310,12 +188,12 @@ class RunWriter:
         """A chunk with rows this run has seen (a retry, a repeated row): known refs keep
         their ids, refs a failed attempt built keep their bytes, the rest are built."""
         ids: list[str] = [""] * len(rows)
-        chunk: dict[str, _Item] = {}  # ref -> the record this chunk writes for it
+        chunk: dict[str, Item] = {}  # ref -> the record this chunk writes for it
         to_build: dict[str, RejectedRow] = {}  # refs this run has never seen
         for pos, (ref, row) in enumerate(zip(refs, rows, strict=True)):
             if not isinstance(ref, str):
                 raise DlqInvalidReject("record_ref must be a string")
-            known = self._by_ref.get(ref)
+            known = self._ledger.by_ref.get(ref)
             if known is not None:
                 ids[pos] = known
             elif ref in chunk or ref in to_build:
@@ -324,10 +202,10 @@ class RunWriter:
                 chunk[ref] = self._pending[ref]
             else:
                 to_build[ref] = row
-        new_ids = self._new_ids(len(to_build), now) if to_build else []
+        new_ids = self._naming.ids(len(to_build), now) if to_build else []
         built = encoder.encode(list(to_build.values()), new_ids)
         for i in range(len(built)):
-            chunk[built.refs[i]] = self._item_of(built, i)
+            chunk[built.refs[i]] = Item.of(built, i)
         items = list(chunk.values())
         self._write_items(items)
         self._unreported_refs.difference_update(refs)
@@ -336,147 +214,16 @@ class RunWriter:
                 ids[pos] = chunk[ref].record_id
         return ids, len(items)
 
-    def put_records(self, records: Sequence[DlqRecord]) -> list[str]:
-        """Write already-built records of this run, create-only and durably.
-
-        The same record again is a no-op; another record under an existing id is
-        ``DPONE_DLQ_RECORD_CONFLICT`` (the file on disk is kept as it is).
-        """
-        self._require_open()
-        self._settle_pending()
-        items = []
-        batch: dict[str, str] = {}  # id -> checksum of the records of this call
-        for record in records:
-            doc = record.to_json()
-            if record.run_id != self.run_id or record.load_id != self.load_id:
-                raise DlqInvalidReject("a record of another run or load")
-            if not verify_checksum(doc):
-                raise DlqInvalidReject("a record whose checksum does not match its content")
-            known = self._by_ref.get(record.record_ref)
-            if known is not None and known != record.record_id:
-                raise DlqRecordConflict(
-                    f"run {self.run_id} already holds this row as record {known}"
-                )
-            held = self._sha_of.get(record.record_id) or batch.get(record.record_id)
-            if held is not None:
-                if held != record.sha256:
-                    raise DlqRecordConflict(
-                        f"run {self.run_id} already holds record {record.record_id} "
-                        "with another checksum; the record on disk is kept"
-                    )
-                continue  # held already (or earlier in this call): a no-op
-            item = self._item(
-                record.record_id,
-                record.record_ref,
-                dumps(doc),
-                record.sha256,
-                record.reason.code.value,
-                record.reason.column,
-                record.expires_at,
-            )
-            batch[record.record_id] = item.sha256
-            items.append(item)
-        self._write_items(items)
-        self._unreported_refs.difference_update(r.record_ref for r in records)
-        return [record.record_id for record in records]
-
-    # --- where ids, timestamps and segment names come from (a scale-out partition's writer,
-    # dpone/dlq/partition.py, derives all three from the run and the row's place instead) -----
-
-    def _now(self) -> datetime:
-        return self._store.now()
-
-    def _new_ids(self, count: int, now: datetime) -> list[str]:
-        return self._ids.batch(count, now)
-
-    def _next_segment_name(self) -> str:
-        name = segments.segment_name(self._seq)
-        self._seq += 1
-        return name
-
-    def _item_of(self, built: EncodedChunk, i: int) -> _Item:
-        return _Item(
-            ref=built.refs[i],
-            record_id=built.record_ids[i],
-            data=built.line(i),
-            sha256=built.sha256s[i],
-            expires_at=built.expires_at,
-            code=built.codes[i],
-            column=built.columns[i],
-            entry_size=built.entry_sizes[i],
-        )
-
-    def _item(
-        self,
-        record_id: str,
-        ref: str,
-        data: bytes,
-        sha: str,
-        code: str,
-        column: str | None,
-        expires_at: str,
-    ) -> _Item:
-        if len(data) > self._policy.max_record_bytes:
-            raise DlqLimitExceeded(
-                "max_record_bytes",
-                len(data),
-                self._policy.max_record_bytes,
-                "a DLQ record is too large",
-            )
-        # The entry's JSON size without serializing it: fixed keys, ASCII id and checksum.
-        size = ENTRY_FIXED + len(code) + self._column_size(column)
-        return _Item(ref, record_id, data, sha, expires_at, code, column, size)
-
-    def _column_size(self, column: str | None) -> int:
-        """The JSON size of a column name in an index entry (few distinct names per run)."""
-        size = self._column_sizes.get(column)
-        if size is None:
-            size = self._column_sizes[column] = column_json_size(column)
-        return size
-
-    def _check_limits(self, new: int, entry_sizes: Sequence[int], segments_added: int) -> None:
-        """Refuse a chunk of ``new`` records (index entries of ``entry_sizes``) published as
-        ``segments_added`` segments that would break the run's record or index limits."""
-        policy = self._policy
-        count = self._record_count + new
-        if count > policy.max_records_per_run:
-            raise DlqLimitExceeded(
-                "max_records_per_run",
-                count,
-                policy.max_records_per_run,
-                f"run {self.run_id} would hold too many records",
-            )
-        segment_bytes = _SEGMENT_ENTRY_BYTES * (len(self._segments) + segments_added)
-        index_bytes = _INDEX_OVERHEAD + self._entry_bytes + sum(entry_sizes) + segment_bytes
-        if index_bytes > policy.max_index_bytes:
-            raise DlqLimitExceeded(
-                "max_index_bytes",
-                index_bytes,
-                policy.max_index_bytes,
-                f"the index of run {self.run_id} would be too large",
-            )
-
-    def _groups(self, items: Sequence[_Item]) -> list[list[_Item]]:
-        """``items`` in record-id order, cut into segments of at most max_segment_bytes."""
-        limit = self._policy.max_segment_bytes
-        groups: list[list[_Item]] = []
-        size = limit + 1
-        for item in sorted(items, key=lambda i: i.record_id):
-            if size + len(item.data) > limit:
-                groups.append([])
-                size = 0
-            groups[-1].append(item)
-            size += len(item.data)
-        return groups
-
-    def _write_items(self, items: Sequence[_Item]) -> None:
+    def _write_items(self, items: Sequence[Item]) -> None:
         if not items:
             return
         new = {item.record_id: item.entry_size for item in items}
-        for record_id in self._sha_of.keys() & new.keys():
+        for record_id in self._ledger.sha_of.keys() & new.keys():
             del new[record_id]
-        self._check_limits(len(new), list(new.values()), len(self._groups(items)))
-        for group in self._groups(items):
+        self._ledger.check_limits(
+            len(new), list(new.values()), len(groups(items, self._policy.max_segment_bytes))
+        )
+        for group in groups(items, self._policy.max_segment_bytes):
             self._publish(group)
 
     def _publish_encoded(self, built: EncodedChunk) -> None:
@@ -484,7 +231,7 @@ class RunWriter:
         adopted: list[tuple[int, int]] = []
         try:
             for start, stop in built.cuts(self._max_segment):
-                name = self._next_segment_name()
+                name = self._naming.segment_name()
                 data = built.data(start, stop)
                 try:
                     created = segments.publish(
@@ -495,12 +242,12 @@ class RunWriter:
                 except BaseException:
                     # Kept for a retry: the same bytes under the same name.
                     self._dirty = True
-                    group = [self._item_of(built, i) for i in range(start, stop)]
+                    group = [Item.of(built, i) for i in range(start, stop)]
                     self._pending_names[tuple(built.record_ids[start:stop])] = name
                     for item in group:
                         self._pending[item.ref] = item
                     raise
-                self._adopt_encoded(name, data, built, start, stop)
+                self._ledger.adopt_encoded(name, data, built, start, stop)
                 adopted.append((start, stop))
         except BaseException:
             # Segments this call published are durable, but the call reports nothing.
@@ -508,49 +255,11 @@ class RunWriter:
                 self._unreported_refs.update(built.refs[start:stop])
             raise
 
-    def _adopt_encoded(
-        self, name: str, data: memoryview, built: EncodedChunk, start: int, stop: int
-    ) -> None:
-        ids = built.record_ids[start:stop]
-        shas = built.sha256s[start:stop]
-        self._segments[name] = SegmentEntry(
-            name=name,
-            sha256=segments.bytes_checksum(data),
-            record_count=len(ids),
-            first_record_id=ids[0],
-            last_record_id=ids[-1],
-            expires_at=built.expires_at,
-        )
-        self._add_entries(ids, shas, built.codes[start:stop], built.columns[start:stop])
-        self._entry_bytes += sum(built.entry_sizes[start:stop])
-        self._by_ref.update(zip(built.refs[start:stop], ids, strict=True))
-
-    def _add_entries(
-        self, ids: list[str], shas: list[str], codes: list[str], columns: list[str | None]
-    ) -> None:
-        """Index entries of newly durable records (ids this run does not hold yet)."""
-        if self._sha_cache is not None:
-            self._sha_cache.update(zip(ids, shas, strict=True))
-        self._entry_columns.append((ids, shas, codes, columns))
-        self._record_count += len(ids)
-
-    @property
-    def _sha_of(self) -> dict[str, str]:
-        """Record id -> checksum of every durable record (built on first use: the common
-        write path makes new ids only and never asks)."""
-        if self._sha_cache is None:
-            self._sha_cache = {
-                rid: sha
-                for ids, shas, _, _ in self._entry_columns
-                for rid, sha in zip(ids, shas, strict=True)
-            }
-        return self._sha_cache
-
-    def _publish(self, group: list[_Item]) -> None:
+    def _publish(self, group: list[Item]) -> None:
         ids = tuple(item.record_id for item in group)
         name = self._pending_names.get(ids)
         if name is None:
-            name = self._next_segment_name()
+            name = self._naming.segment_name()
         data = segments.encode([item.data for item in group])
         try:
             if not segments.publish(self._segments_fd, name, data, f"{self._where}/{name}"):
@@ -564,25 +273,9 @@ class RunWriter:
         self._pending_names.pop(ids, None)
         self._adopt(name, data, group)
 
-    def _adopt(self, name: str, data: bytes, group: Sequence[_Item]) -> None:
-        self._segments[name] = SegmentEntry(
-            name=name,
-            sha256=segments.bytes_checksum(data),
-            record_count=len(group),
-            first_record_id=group[0].record_id,
-            last_record_id=group[-1].record_id,
-            expires_at=max(item.expires_at for item in group),
-        )
-        fresh = [item for item in group if item.record_id not in self._sha_of]
-        self._add_entries(
-            [item.record_id for item in fresh],
-            [item.sha256 for item in fresh],
-            [item.code for item in fresh],
-            [item.column for item in fresh],
-        )
-        self._entry_bytes += sum(item.entry_size for item in fresh)
+    def _adopt(self, name: str, data: bytes, group: Sequence[Item]) -> None:
+        self._ledger.adopt_items(name, data, group)
         for item in group:
-            self._by_ref[item.ref] = item.record_id
             self._pending.pop(item.ref, None)
             self._unreported_refs.add(item.ref)
 
@@ -623,41 +316,7 @@ class RunWriter:
         descriptor's count and first/last id against its entries, and ids new and unique.
         The number of records adopted."""
         self._require_open()
-        ids, shas, codes, columns = entries
-        if not len(ids) == len(shas) == len(codes) == len(columns):
-            raise DlqInvalidReject("the index entries of a task's segments do not line up")
-        if len(set(ids)) != len(ids) or not self._sha_of.keys().isdisjoint(ids):
-            raise DlqRecordConflict(f"run {self.run_id}: a task reports a record id twice")
-        start = 0
-        for seg in listed:
-            stop = start + seg.record_count
-            if (
-                seg.name in self._segments
-                or seg.record_count < 1
-                or stop > len(ids)
-                or ids[start] != seg.first_record_id
-                or ids[stop - 1] != seg.last_record_id
-            ):
-                raise DlqInvalidReject(
-                    f"{self._where}/{seg.name}: the task's descriptor does not match its entries"
-                )
-            start = stop
-        if start != len(ids):
-            raise DlqInvalidReject("a task reports index entries of no segment it lists")
-        known = {code.value for code in ReasonCode}
-        if not known.issuperset(codes):
-            raise DlqInvalidReject("a task reports a reason code dpone does not know")
-        sizes = [
-            ENTRY_FIXED + len(c) + self._column_size(col)
-            for c, col in zip(codes, columns, strict=True)
-        ]
-        self._check_limits(len(ids), sizes, len(listed))
-        for seg in listed:
-            self._segments[seg.name] = seg
-        if ids:
-            self._add_entries(list(ids), list(shas), list(codes), list(columns))
-        self._entry_bytes += sum(sizes)
-        return len(ids)
+        return self._ledger.adopt_described(listed, entries)
 
     def trust_disk(self) -> None:
         """Other processes may have published segments this writer never adopted: an abort
@@ -665,6 +324,18 @@ class RunWriter:
         self._dirty = True
 
     # --- ending ---------------------------------------------------------------------------------
+
+    def hand_over(self) -> tuple[list[SegmentEntry], list[tuple[str, str, str, str | None]]]:
+        """End a writer that holds no lock (a scale-out partition's, for the driver that
+        holds the run): the segments it published, by first record id, and the index
+        entries of their records ``(id, checksum, code, column)``, by id. No index is
+        written."""
+        listed = sorted(self._ledger.segments.values(), key=lambda s: s.first_record_id)
+        entries = self._ledger.entry_tuples()
+        self._state = "closed"
+        os.close(self._segments_fd)
+        os.close(self._run_fd)
+        return listed, entries
 
     def close(self) -> RunResult:
         """Write the ``closed`` index atomically and release the run."""
@@ -675,7 +346,7 @@ class RunWriter:
                 f"run {self.run_id} has {unreported} records written by a failed chunk "
                 "and never reported durable; retry that chunk or abort the run"
             )
-        result = _result_of(self._write_index("closed", None, enforce_limit=True), self.run_id)
+        result = result_of(self._write_index("closed", None, enforce_limit=True), self.run_id)
         self._result = result
         self._release("closed")
         log.info("dlq.run.closed", run_id=self.run_id, records=result.record_count)
@@ -689,15 +360,17 @@ class RunWriter:
         self._settle_pending()
         names = fsio.entries(self._segments_fd, self._where)
         unknown = sum(
-            1 for e in names if SEGMENT_FILE.fullmatch(e.name) and e.name not in self._segments
+            1
+            for e in names
+            if SEGMENT_FILE.fullmatch(e.name) and e.name not in self._ledger.segments
         )
         return len(self._unreported_refs) + unknown
 
     def abort(self, reason: StatusReason = "run_failed") -> RunResult:
         """End the run as ``aborted`` (replay refuses it). Every record on disk is indexed."""
         if self._state == "closed" and self._result is not None:
-            index = self._store.abort_run(self.run_id, reason)
-            self._result = _result_of(index.to_json(), self.run_id)
+            index = self._runs.abort_run(self.run_id, reason)
+            self._result = result_of(index.to_json(), self.run_id)
             self._state = "aborted"
             return self._result
         if self._state == "aborted" and self._result is not None:
@@ -706,10 +379,10 @@ class RunWriter:
         try:
             if self._dirty:
                 # A write failed: trust the disk (what verifies there), not this process.
-                doc = self._store.rebuild_aborted(self._run_fd, self._header, reason).to_json()
+                doc = self._runs.rebuild_aborted(self._run_fd, self._header, reason).to_json()
             else:
                 doc = self._write_index("aborted", reason)
-            result = _result_of(doc, self.run_id)
+            result = result_of(doc, self.run_id)
             self._result = result
         except BaseException:
             self._release("broken")
@@ -728,9 +401,9 @@ class RunWriter:
         enforce_limit: bool = False,
     ) -> dict[str, Any]:
         """Replace the run's index atomically; the document written."""
-        entries = [] if status == "open" else self._entry_list()
-        listed = [] if status == "open" else list(self._segments.values())
-        doc = self._store.index_doc(
+        entries = [] if status == "open" else self._ledger.entry_list()
+        listed = [] if status == "open" else list(self._ledger.segments.values())
+        doc = self._runs.index_doc(
             self._header,
             status,
             reason,
@@ -749,14 +422,6 @@ class RunWriter:
         where = f"{RUNS_DIR}/{self.run_id}/{INDEX_FILE}"
         fsio.replace_atomic(self._run_fd, INDEX_FILE, data, where)
         return doc
-
-    def _entry_list(self) -> list[dict[str, Any]]:
-        """Every index entry (one dict per record, built only when the index is written)."""
-        return [
-            {"record_id": rid, "sha256": sha, "code": code, "column": column}
-            for ids, shas, codes, columns in self._entry_columns
-            for rid, sha, code, column in zip(ids, shas, codes, columns, strict=True)
-        ]
 
     def _release(self, state: WriterState) -> None:
         self._state = state
@@ -788,24 +453,4 @@ class RunWriter:
             log.error("dlq.run.abort_failed", run_id=self.run_id, code=err.code)
 
 
-def _seq_of(name: str) -> int:
-    """The sequence number of a segment this writer names (0 for any other name)."""
-    stem = name.removesuffix(".jsonl")
-    return int(stem) if stem.isdigit() else 0
-
-
-def _result_of(doc: Mapping[str, Any], run_id: str) -> RunResult:
-    return RunResult(
-        run_id=run_id,
-        load_id=doc["load_id"],
-        status=doc["status"],
-        record_count=doc["record_count"],
-        reason_counts=dict(doc["reason_counts"]),
-        record_ids=tuple(e["record_id"] for e in doc["records"]),
-        fingerprint=doc["fingerprint"],
-        index_sha256=doc["sha256"],
-        index_ref=f"{RUNS_DIR}/{run_id}/{INDEX_FILE}",
-    )
-
-
-__all__ = ["EntryColumns", "RunResult", "RunWriter", "WriterState"]
+__all__ = ["RunWriter", "WriterState"]

@@ -12,10 +12,11 @@ import dataclasses
 from collections.abc import Sequence
 
 from dpone.dlq.index import DlqIndex
-from dpone.dlq.model import DlqRecord, RejectedRow
+from dpone.dlq.model import DlqRecord
 from dpone.dlq.policy import DlqPolicy
+from dpone.dlq.rejects import RejectedRow
+from dpone.dlq.result import RunResult
 from dpone.dlq.store import DlqStore
-from dpone.dlq.writer import RunResult
 from dpone.ops.dlq_replay import DlqRecordResolver, DlqReplayService, DlqReplaySink
 from dpone.ops.summary import DlqSummary, summarize
 

@@ -22,8 +22,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from dpone.clock import format_timestamp
 from dpone.dlq.errors import DlqAckMismatch
-from dpone.dlq.model import DlqRecord, format_timestamp
+from dpone.dlq.model import DlqRecord
 from dpone.dlq.store import DlqStore
 from dpone.logs import get_logger
 from dpone.ops.replay import (

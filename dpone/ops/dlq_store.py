@@ -11,7 +11,7 @@ import dataclasses
 import os
 from typing import Any
 
-from dpone.dlq.model import Clock
+from dpone.clock import Clock
 from dpone.dlq.policy import DlqPolicy
 from dpone.dlq.store import DlqStore
 

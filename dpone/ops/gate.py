@@ -39,7 +39,7 @@ from dpone.canonical import verify_checksum, with_checksum
 from dpone.clock import Clock, iso_utc, utc_now
 from dpone.dlq.errors import DlqIndexInvalid
 from dpone.dlq.index import INDEX_SCHEMA, DlqIndex
-from dpone.dlq.rundir import HARD_MAX_INDEX_BYTES
+from dpone.dlq.layout import HARD_MAX_INDEX_BYTES
 from dpone.durable import replace_atomic
 from dpone.evidence.model import EVIDENCE_SCHEMA_ID
 from dpone.ops.gate_policy import (
@@ -384,7 +384,7 @@ def _unlisted_segments(store: DlqStore, index: DlqIndex) -> int:
     Readers that query the segments directly (``read_json('.../segments/*.jsonl')``) see a
     planted segment as records of the run, so a release may not pass over one."""
     from dpone.dlq import fsio
-    from dpone.dlq.rundir import RUNS_DIR
+    from dpone.dlq.layout import RUNS_DIR
     from dpone.dlq.segments import SEGMENTS_DIR
 
     listed = {seg.name for seg in index.segments}

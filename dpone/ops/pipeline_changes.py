@@ -303,7 +303,7 @@ def _remove(path: Path) -> bool:
 def drop_pipeline(name: str, dirs: PipelineDirs, *, with_evidence: bool = False) -> DropResult:
     """Remove the state, the journal and the lock file; ``with_evidence``: also the evidence
     bundles and the DLQ runs of the pipeline (records pending replay included)."""
-    from dpone.dlq.rundir import ACKS_DIR, RUNS_DIR
+    from dpone.dlq.layout import ACKS_DIR, RUNS_DIR
 
     pipeline_info(name, dirs, limit=0)  # a pipeline the folders do not know is refused
     removed: list[str] = []

@@ -302,7 +302,7 @@ DlqRuns = tuple[tuple[str | None, DlqRunView], ...]
 
 def dlq_runs(dirs: PipelineDirs) -> DlqRuns:
     """Every run of the DLQ store, each index read (and verified) once."""
-    from dpone.dlq.rundir import RUNS_DIR
+    from dpone.dlq.layout import RUNS_DIR
     from dpone.dlq.segments import SEGMENTS_DIR
     from dpone.dlq.store import DlqStore
 

@@ -32,17 +32,18 @@ import orjson
 
 from dpone import signing
 from dpone.canonical import CHECKSUM_PATTERN, CHECKSUM_PREFIX
+from dpone.clock import format_timestamp
 from dpone.dlq.fsio import check_identifier
 from dpone.dlq.index import PIPELINE_PATTERN, DlqIndex
-from dpone.dlq.model import TIMESTAMP_PATTERN, DlqRecord, format_timestamp
+from dpone.dlq.model import TIMESTAMP_PATTERN, DlqRecord
 from dpone.dlq.policy import MAX_RECORDS_PER_RUN
-from dpone.dlq.store import segment_documents
+from dpone.dlq.segments import segment_documents
 from dpone.errors import EXIT_CONFIG, EXIT_REPLAY_EXECUTOR_REQUIRED, DponeError, Stage
 from dpone.ids import is_identifier, is_ulid
 
 if TYPE_CHECKING:
     from dpone.contracts.reasons import ReasonCode
-    from dpone.dlq.ack import ReplayAck
+    from dpone.dlq.acks import ReplayAck
     from dpone.dlq.store import DlqStore
 
 PLAN_SCHEMA = "dpone.dlq-replay-plan.v1"

@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 
 from dpone.canonical import CHECKSUM_PREFIX
+from dpone.clock import format_timestamp
 from dpone.dlq.errors import DlqAckMismatch
-from dpone.dlq.model import DlqRecord, format_timestamp
+from dpone.dlq.model import DlqRecord
 from dpone.faults import checkpoint
 from dpone.logs import get_logger
 from dpone.ops.replay import (
@@ -48,7 +49,7 @@ from dpone.ops.replay import (
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from dpone.dlq.ack import ReplayAck
+    from dpone.dlq.acks import ReplayAck
     from dpone.dlq.store import DlqStore
 
 log = get_logger("dpone.replay")

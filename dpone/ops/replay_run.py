@@ -45,7 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dpone.canonical import checksum
-from dpone.clock import Clock, utc_now
+from dpone.clock import Clock, format_timestamp, utc_now
 from dpone.connectors._util import conform, position_mask
 from dpone.connectors.base import KeyedSink, LoadSpec
 from dpone.connectors.errors import SinkSchemaError
@@ -54,7 +54,7 @@ from dpone.contracts.enforcer import ContractEnforcementService
 from dpone.contracts.errors import SchemaFrozen
 from dpone.contracts.reasons import ReasonCode
 from dpone.contracts.result import TABLE_SCOPE
-from dpone.dlq.model import DlqRecord, format_timestamp
+from dpone.dlq.model import DlqRecord
 from dpone.dlq.refs import FileRef, parse_ref
 from dpone.dlq.store import DlqStore
 from dpone.faults import checkpoint

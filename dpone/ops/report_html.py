@@ -150,7 +150,7 @@ def _gates(work_dir: Path, dlq_dir: Path) -> Iterator[GateVerdict]:
 def _retention(dlq_dir: Path, now: datetime) -> RetentionView:
     """A retention plan of the DLQ store at ``now``, made and thrown away (read only)."""
     from dpone.clock import iso_utc
-    from dpone.dlq.rundir import RUNS_DIR
+    from dpone.dlq.layout import RUNS_DIR
     from dpone.dlq.segments import SEGMENTS_DIR
     from dpone.dlq.store import DlqStore
     from dpone.errors import DponeError

@@ -50,10 +50,12 @@ import orjson
 
 from dpone import signing
 from dpone.canonical import checksum, verify_checksum
+from dpone.clock import format_timestamp
 from dpone.dlq import fsio
-from dpone.dlq.index import DlqIndex, columns_checksum
-from dpone.dlq.model import format_timestamp, parse_timestamp
-from dpone.dlq.rundir import INDEX_FILE, RUNS_DIR
+from dpone.dlq.columns import columns_checksum
+from dpone.dlq.index import DlqIndex
+from dpone.dlq.layout import INDEX_FILE, RUNS_DIR
+from dpone.dlq.model import parse_timestamp
 from dpone.dlq.segments import SEGMENT_FILE, SEGMENTS_DIR, SegmentEntry
 from dpone.errors import EXIT_CONFIG, DponeError, Stage
 from dpone.logs import get_logger

@@ -36,6 +36,7 @@ from dpone.dlq.errors import (
 )
 from dpone.dlq.fsio import check_identifier
 from dpone.dlq.index import DlqIndex
+from dpone.dlq.indexfile import read_index_at
 from dpone.dlq.integrity import (
     ACK_ORPHAN,
     CHECKSUM,
@@ -48,22 +49,18 @@ from dpone.dlq.integrity import (
     finding_of,
     structural,
 )
-from dpone.dlq.rundir import (
+from dpone.dlq.layout import (
     ACKS_DIR,
     INDEX_FILE,
     LOCK_FILE,
     NEW_RUN_PREFIX,
     RUNS_DIR,
-    RunHeader,
-    name_exists,
-    read_index_at,
-    release_lock,
     segment_where,
-    take_lock,
-    writer_alive,
 )
+from dpone.dlq.lock import name_exists, release_lock, take_lock, writer_alive
+from dpone.dlq.rundir import RunHeader
+from dpone.dlq.scan import SegmentScan, scan_segments
 from dpone.dlq.segments import SEGMENTS_DIR
-from dpone.dlq.store import SegmentScan, scan_segments
 from dpone.ids import is_identifier
 
 if TYPE_CHECKING:

@@ -22,9 +22,10 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from time import perf_counter
 
 from dpone.dlq.index import StatusReason
-from dpone.dlq.model import RejectedRow
+from dpone.dlq.rejects import RejectedRow
+from dpone.dlq.result import RunResult
 from dpone.dlq.store import DlqStore
-from dpone.dlq.writer import RunResult, RunWriter
+from dpone.dlq.writer import RunWriter
 from dpone.errors import DponeError
 from dpone.faults import checkpoint
 

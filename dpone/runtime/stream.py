@@ -27,8 +27,8 @@ from dpone.contracts.reasons import ReasonCode
 from dpone.contracts.result import EnforcementResult
 from dpone.contracts.spec import VARIANT_PREFIX
 from dpone.contracts.types import sink_schema
-from dpone.dlq.model import rejected_rows
 from dpone.dlq.refs import file_line_refs, file_refs, run_row_refs
+from dpone.dlq.rejects import rejected_rows
 from dpone.faults import checkpoint
 from dpone.logs import get_logger
 from dpone.runtime.context import RunContext

@@ -29,19 +29,20 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pyarrow as pa
 import rfc8785
 
+from dpone.clock import format_timestamp
 from dpone.contracts.enforcer import ContractEnforcementService as _Engine
 from dpone.contracts.errors import NAMED_ROWS, ContractError, ContractViolation
 from dpone.contracts.result import EnforcementResult
 from dpone.contracts.spec import ContractSpec
-from dpone.dlq.model import RejectedRow, format_timestamp, rejected_rows
 from dpone.dlq.refs import run_row_refs
+from dpone.dlq.rejects import RejectedRow, rejected_rows
 from dpone.errors import ConfigError
 from dpone.evidence.model import DataOutcome
 from dpone.ids import new_ulid
 
 if TYPE_CHECKING:
     from dpone.dlq.policy import DlqPolicy
-    from dpone.dlq.writer import RunResult
+    from dpone.dlq.result import RunResult
     from dpone.readiness.schema_contracts import SchemaContract
 
 

@@ -18,14 +18,14 @@ from dpone.canonical import (
     with_checksum,
 )
 from dpone.contracts.reasons import ReasonCode
-from dpone.dlq.model import (
+from dpone.dlq.refs import file_ref, run_row_ref
+from dpone.dlq.rejects import (
     RejectedRow,
     build_record_doc,
     check_reject,
     record_canonical_json,
     sealed_record_bytes,
 )
-from dpone.dlq.refs import file_ref, run_row_ref
 
 JSON_SCALARS = (
     st.none()

@@ -22,15 +22,15 @@ from dpone.contracts.reasons import ReasonCode
 from dpone.dlq.encode import RecordEncoder
 from dpone.dlq.errors import DlqInvalidReject
 from dpone.dlq.index import entry
-from dpone.dlq.model import (
+from dpone.dlq.policy import DlqPolicy
+from dpone.dlq.refs import file_line_refs, file_ref, run_row_ref
+from dpone.dlq.rejects import (
     RejectedRow,
     build_record_doc,
     check_reject,
     record_canonical_json,
     sealed_record_bytes,
 )
-from dpone.dlq.policy import DlqPolicy
-from dpone.dlq.refs import file_line_refs, file_ref, run_row_ref
 from dpone.ids import UlidSequence
 from dpone.testing import FrozenClock
 

@@ -13,7 +13,7 @@ import pytest
 
 from dpone import durable
 from dpone.canonical import checksum
-from dpone.dlq.acks import replay_id_of
+from dpone.dlq.acks import read_ack, replay_id_of
 from dpone.dlq.errors import (
     DlqAckChecksumMismatch,
     DlqChecksumMismatch,
@@ -316,7 +316,7 @@ def test_a_tampered_ack(store: DlqStore, root: Path, closed: list[str]) -> None:
         ("DPONE_DLQ_ACK_CHECKSUM_MISMATCH", f"acks/run-1/{second.name}", 1)
     ]
     with pytest.raises(DlqAckChecksumMismatch):
-        store.read_ack("run-1", closed[0])  # every ack segment of the run is verified
+        read_ack(store, "run-1", closed[0])  # every ack segment of the run is verified
     _assert_not_repaired(store, findings)
     assert first.name == f"{replay_id_of('plan-1')}-000001.jsonl"
 

@@ -17,7 +17,7 @@ ROUNDS = 1000
 
 CONTENDER = r"""
 import os, sys
-from dpone.dlq.rundir import release_lock, take_lock
+from dpone.dlq.lock import release_lock, take_lock
 
 run_dir, rounds = sys.argv[1], int(sys.argv[2])
 run_fd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY)

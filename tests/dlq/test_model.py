@@ -11,9 +11,9 @@ import pytest
 
 from dpone.contracts.reasons import REASONS, ReasonCode
 from dpone.dlq.errors import DlqInvalidReject, DlqRecordInvalid
-from dpone.dlq.model import (
-    REDACTED,
-    DlqRecord,
+from dpone.dlq.model import REDACTED, DlqRecord
+from dpone.dlq.refs import file_ref
+from dpone.dlq.rejects import (
     RejectedRow,
     check_reject,
     mask,
@@ -21,7 +21,6 @@ from dpone.dlq.model import (
     rejected_rows,
     to_json_safe,
 )
-from dpone.dlq.refs import file_ref
 from dpone.dlq.store import DlqStore
 from tests.support.dlqrows import rows
 

@@ -11,15 +11,16 @@ import pytest
 
 from dpone.contracts.reasons import ReasonCode
 from dpone.dlq.errors import DlqError
-from dpone.dlq.model import RejectedRow, rejected_rows
 from dpone.dlq.partition import (
     PartitionSegments,
-    PartitionWriter,
+    finish,
     partition_ids,
     partition_segment_name,
+    partition_writer,
 )
 from dpone.dlq.policy import DlqPolicy
 from dpone.dlq.refs import file_refs
+from dpone.dlq.rejects import RejectedRow, rejected_rows
 from dpone.dlq.store import DlqStore
 from dpone.ids import is_ulid, ulid_time_ms
 from dpone.testing import FrozenClock
@@ -48,10 +49,10 @@ def _rows(path: str, first: int, count: int) -> list[RejectedRow]:
 def _partition(
     store: DlqStore, partition: int, chunks: list[list[RejectedRow]]
 ) -> PartitionSegments:
-    writer = PartitionWriter(store, RUN, partition, STARTED)
+    writer = partition_writer(store, RUN, partition, STARTED)
     for chunk in chunks:
         writer.write_chunk(chunk)
-    return writer.finish()
+    return finish(writer)
 
 
 def test_partition_ids_are_ulids_of_the_run_start_ordered_by_partition_chunk_row() -> None:

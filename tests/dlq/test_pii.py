@@ -17,7 +17,8 @@ from click.testing import CliRunner
 
 from dpone.cli.ops_dlq import dlq_group
 from dpone.dlq.errors import DlqError, DlqPreserveRefused
-from dpone.dlq.model import REDACTED, to_json_safe
+from dpone.dlq.model import REDACTED
+from dpone.dlq.rejects import to_json_safe
 from dpone.dlq.store import DlqStore
 from dpone.logs import capture
 from dpone.ops.verification import verify_store

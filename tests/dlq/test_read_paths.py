@@ -12,7 +12,8 @@ import orjson
 import pytest
 
 from dpone.canonical import checksum
-from dpone.dlq.acks import parse_ack_segment, sealed_ack_columns
+from dpone.dlq.acklines import sealed_ack_columns
+from dpone.dlq.acks import ack_segment_ids, parse_ack_segment
 from dpone.dlq.compaction import all_identifiers
 from dpone.dlq.errors import (
     DlqAckChecksumMismatch,
@@ -92,7 +93,7 @@ def test_a_tampered_ack_segment_is_refused_by_retention_reads(store: DlqStore, a
     with pytest.raises(DlqAckChecksumMismatch):
         store.ack_checksums("run-1")
     with pytest.raises(DlqAckChecksumMismatch):
-        store.ack_segment_ids("run-1")
+        ack_segment_ids(store, "run-1")
 
 
 def test_acks_in_another_json_form_are_read_the_full_way(store: DlqStore, acked: Path) -> None:
@@ -104,7 +105,7 @@ def test_acks_in_another_json_form_are_read_the_full_way(store: DlqStore, acked:
     acked.chmod(0o644)
     acked.write_bytes(redone)
     assert store.ack_checksums("run-1") == {d["record_id"]: d["sha256"] for d in docs}
-    assert sorted(store.ack_segment_ids("run-1")[0][2]) == sorted(d["record_id"] for d in docs)
+    assert sorted(ack_segment_ids(store, "run-1")[0][2]) == sorted(d["record_id"] for d in docs)
 
 
 def test_an_ack_of_a_run_whose_id_extends_this_one_is_not_taken(

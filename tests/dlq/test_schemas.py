@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from dpone.contracts.reasons import REASONS, ReasonCode
-from dpone.dlq.ack import ACK_OUTCOMES
+from dpone.dlq.acks import ACK_OUTCOMES
 from dpone.dlq.index import RUN_STATUSES, STATUS_REASONS
 from dpone.dlq.model import REPLAY_STATUSES
 from dpone.dlq.policy import PII_POLICIES, RETENTION_DAYS

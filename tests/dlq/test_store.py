@@ -12,7 +12,7 @@ import pytest
 
 from dpone.canonical import checksum, verify_checksum
 from dpone.contracts.reasons import ReasonCode
-from dpone.dlq.acks import replay_id_of
+from dpone.dlq.acks import read_ack, replay_id_of
 from dpone.dlq.errors import (
     DlqAckConflict,
     DlqAckMismatch,
@@ -116,13 +116,12 @@ def test_same_row_twice_is_one_record(store: DlqStore, root: Path) -> None:
     writer.close()
 
 
-def test_same_id_same_checksum_is_a_noop(store: DlqStore, root: Path) -> None:
+def test_same_record_written_again_is_a_noop(store: DlqStore, root: Path) -> None:
     writer = store.open_run("run-1", "load-1")
     [record_id] = writer.write_chunk(rows(1))
     [path] = segment_files(root, "run-1")
     before = path.stat()
-    record = store.read_record("run-1", record_id)
-    assert writer.put_records([record]) == [record_id]
+    assert writer.write_chunk(rows(1)) == [record_id]
     assert segment_files(root, "run-1") == [path]  # no second segment holding it again
     after = path.stat()
     assert (after.st_ino, after.st_mtime_ns, after.st_size) == (
@@ -148,12 +147,19 @@ def test_same_id_other_checksum_is_a_conflict(store: DlqStore, root: Path) -> No
     doc = other.to_json()
     doc.pop("sha256")
     forged = DlqRecord.from_json({**doc, "sha256": checksum(doc)})
+    # Another record under the same id, in the segment the writer publishes next.
+    planted = path.with_name("00000002.jsonl")
+    planted.write_bytes(orjson.dumps(forged.to_json(), option=orjson.OPT_SORT_KEYS) + b"\n")
+    planted_bytes = planted.read_bytes()
     with pytest.raises(DlqRecordConflict) as caught:
-        writer.put_records([forged])
+        writer.write_chunk(rows(1, start=2))
     assert caught.value.code == "DPONE_DLQ_RECORD_CONFLICT"
-    assert segment_files(root, "run-1") == [path]  # nothing published under that id
-    assert path.read_bytes() == original
-    assert writer.abort().record_ids == (record_id,)
+    assert path.read_bytes() == original  # both files kept as they are
+    assert planted.read_bytes() == planted_bytes
+    assert store.read_record("run-1", record_id) == record
+    planted.unlink()  # the operator removes the forged file: the chunk can be retried
+    [second] = writer.write_chunk(rows(1, start=2))
+    assert writer.close().record_ids == (record_id, second)
     assert store.read_record("run-1", record_id) == record
     assert verify_store(store) == []
 
@@ -253,7 +259,7 @@ def test_acks_are_create_only(store: DlqStore, clock: FrozenClock, root: Path) -
     record = store.read_record("run-1", record_id)
     ack = store.write_ack("run-1", record_id, {**ACK, "record_sha256": record.sha256})
     assert ack.acknowledged_at == "2026-03-01T12:00:00.000000Z"
-    assert store.read_ack("run-1", record_id) == ack
+    assert read_ack(store, "run-1", record_id) == ack
     clock.advance(minutes=5)
     again = store.write_ack("run-1", record_id, ack)  # the same acknowledgement: a no-op
     assert again == ack

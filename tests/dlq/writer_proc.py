@@ -20,9 +20,9 @@ import structlog
 
 import dpone.faults
 from dpone.contracts.reasons import ReasonCode
-from dpone.dlq.model import rejected_rows
 from dpone.dlq.policy import DlqPolicy
 from dpone.dlq.refs import file_refs
+from dpone.dlq.rejects import rejected_rows
 from dpone.dlq.store import DlqStore
 from dpone.testing import FrozenClock
 

@@ -12,9 +12,9 @@ import pytest
 
 from dpone.contracts.reasons import ReasonCode
 from dpone.dlq.errors import DlqChecksumMismatch
-from dpone.dlq.model import rejected_rows
 from dpone.dlq.policy import DlqPolicy
 from dpone.dlq.refs import file_refs, run_row_refs
+from dpone.dlq.rejects import rejected_rows
 from dpone.dlq.store import DlqStore
 from dpone.ops.replay import ReplayItem, _plan_columns, plan, read_run
 from dpone.testing import FrozenClock

@@ -15,8 +15,8 @@ from click.testing import CliRunner
 from dpone.canonical import with_checksum
 from dpone.cli.main import cli
 from dpone.contracts.reasons import ReasonCode
-from dpone.dlq.model import rejected_rows
 from dpone.dlq.refs import file_refs
+from dpone.dlq.rejects import rejected_rows
 from dpone.dlq.store import DlqStore
 from dpone.dlq.writer import RunWriter
 from dpone.ops.retention import (

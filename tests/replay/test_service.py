@@ -10,8 +10,9 @@ import pytest
 
 from dpone.canonical import checksum
 from dpone.contracts.reasons import ReasonCode
-from dpone.dlq.model import DlqRecord, rejected_rows
+from dpone.dlq.model import DlqRecord
 from dpone.dlq.refs import file_refs, run_row_refs
+from dpone.dlq.rejects import rejected_rows
 from dpone.dlq.store import DlqStore
 from dpone.ops.replay import (
     ReplayError,

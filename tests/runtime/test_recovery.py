@@ -26,7 +26,7 @@ DEAD_WRITER = textwrap.dedent(
     """
     import os, sys
     from dpone.contracts.reasons import ReasonCode
-    from dpone.dlq.model import rejected_rows
+    from dpone.dlq.rejects import rejected_rows
     from dpone.dlq.refs import file_refs
     from dpone.dlq.store import DlqStore
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from dpone.contracts.reasons import ReasonCode
-from dpone.dlq.model import RejectedRow, rejected_rows
 from dpone.dlq.refs import file_refs
+from dpone.dlq.rejects import RejectedRow, rejected_rows
 from dpone.dlq.store import DlqStore
 
 #: The writer process :func:`start_writer` runs.

@@ -44,7 +44,8 @@ from dpone import durable
 from dpone.assertions.engine import AssertionEngine
 from dpone.connectors.fs import standard_variables
 from dpone.contracts.types import sink_schema
-from dpone.dlq.writer import RunResult, RunWriter
+from dpone.dlq.result import RunResult
+from dpone.dlq.writer import RunWriter
 from dpone.errors import DponeError
 from dpone.faults import checkpoint
 from dpone.logs import get_logger

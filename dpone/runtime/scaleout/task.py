@@ -3,7 +3,7 @@
 A task runs the local run's own stream (``runtime/stream.py``: read, enforce, row
 assertions, quarantine, stage) over its partition, with three parts swapped:
 
-- the DLQ pipe writes through a :class:`~dpone.dlq.partition.PartitionWriter` into the run
+- the DLQ pipe writes through a partition's writer (:mod:`dpone.dlq.partition`) into the run
   the driver holds open: ids, names and bytes derived from (run, partition, chunk, row);
 - the sink is :class:`StagedParquet`: each chunk's valid rows become one Parquet file under
   the run's staging folder, published create-only under a name derived from (partition,
@@ -44,9 +44,11 @@ from dpone.connectors.errors import SourceDecodeError, SourceUnavailable
 from dpone.connectors.fs import SourceFile
 from dpone.connectors.sources.file import FileSource
 from dpone.contracts.names import Renamed
-from dpone.dlq.partition import PartitionSegments, PartitionWriter
+from dpone.dlq import partition as dlq_partition
+from dpone.dlq.partition import PartitionSegments
+from dpone.dlq.result import RunResult
 from dpone.dlq.store import DlqStore
-from dpone.dlq.writer import RunResult, RunWriter
+from dpone.dlq.writer import RunWriter
 from dpone.durable import create_only
 from dpone.errors import DponeError, Stage
 from dpone.manifest.plan import Plan
@@ -307,7 +309,7 @@ class PartitionPipe(DlqPipe):
 
     def _open(self) -> RunWriter:
         if self._writer is None and self._store is not None:
-            self._writer = PartitionWriter(
+            self._writer = dlq_partition.partition_writer(
                 self._store, self._spec.run_id, self._partition, self._spec.started
             )
         return super()._open()
@@ -315,8 +317,8 @@ class PartitionPipe(DlqPipe):
     def close(self) -> RunResult | None:
         self.drain()
         self.stop()
-        if isinstance(self._writer, PartitionWriter):
-            self.segments = self._writer.finish()
+        if self._writer is not None:
+            self.segments = dlq_partition.finish(self._writer)
         return None
 
 
