@@ -23,12 +23,9 @@ from dpone.connectors.errors import (
     SourceNoFiles,
     SourceRowTooLong,
 )
-from dpone.connectors.sources.file import (
-    MAX_FAILURE_TEXT,
-    SALVAGE_BYTES,
-    FileSource,
-    _nth_newline,
-)
+from dpone.connectors.sources.file import FileSource
+from dpone.connectors.sources.file.blocks import MAX_FAILURE_TEXT, nth_newline
+from dpone.connectors.sources.file.csv import SALVAGE_BYTES
 from dpone.errors import ManifestError
 from dpone.manifest.specs import FileSourceSpec
 
@@ -502,7 +499,7 @@ def test_the_nth_line_break_is_found_from_either_side_of_the_guess(
     total = body.count(b"\n")
     n = data.draw(st.integers(min_value=1, max_value=total))
     breaks = [lo + i for i, byte in enumerate(body) if byte == 0x0A]
-    assert _nth_newline(buf, n, total, lo, hi) == breaks[n - 1]
+    assert nth_newline(buf, n, total, lo, hi) == breaks[n - 1]
 
 
 @pytest.mark.parametrize(
