@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import codecs
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from dpone.connectors.errors import SourceRowTooLong
 from dpone.connectors.fs import SourceFile
+from dpone.connectors.sources.file.quotes import Records
 
 #: How much of an undecodable line a DecodeFailure keeps (for ``pii_policy: preserve``).
 MAX_FAILURE_TEXT = 16 << 10
@@ -25,6 +27,9 @@ class Block:
     #: it holds a quote character, and a \r that is not part of a \r\n.
     quoted: bool | None = None
     lone_cr: bool | None = None
+    #: The block is one line that opens a quoted value which does not close within
+    #: ``max_row_bytes`` or before the end of the file (see :func:`record_blocks`).
+    open_quote: bool = False
 
     @property
     def raw(self) -> bytes:
@@ -44,33 +49,18 @@ def line_blocks(
     encoding: str,
     block_size: int,
     max_row_bytes: int,
-    quote: bytes | None = None,
 ) -> Iterator[Block]:
     """The file (decompressed by extension: .gz, .bz2, .zst, ...) in blocks that end at a
-    newline; a line longer than ``max_row_bytes`` is :class:`SourceRowTooLong`.
-
-    With ``quote`` (CSV with ``newlines_in_values``) a block ends only at a newline after an
-    even number of quote characters, so a quoted value spanning lines stays in one block.
-    """
-    utf8 = codecs.lookup(encoding).name == "utf-8"
-    decoder = None if utf8 else codecs.getincrementaldecoder(encoding)("surrogateescape")
+    newline; a line longer than ``max_row_bytes`` is :class:`SourceRowTooLong`."""
     line = 1
     pending = b""
     # Reads no longer than the limit: a line past it then always spans two reads, where the
     # check below sees it.
     read_size = min(block_size, max_row_bytes)
     with path.open_stream() as stream:
-        while True:
-            data = stream.read(read_size)
-            eof = not data
-            if decoder is not None:
-                # Bytes that do not decode survive as themselves and fail Arrow's UTF-8
-                # check, which pins them to their line.
-                data = decoder.decode(data, final=eof).encode("utf-8", "surrogateescape")
-            if line == 1 and not pending:
-                data = data.removeprefix(b"\xef\xbb\xbf")
+        for data, eof in _decoded(stream, encoding, lambda: read_size):
             buf = pending + data if pending else data
-            cut = _cut(buf, quote)
+            cut = buf.rfind(b"\n")
             if (cut < 0 and len(buf) > max_row_bytes) or buf.find(b"\n") > max_row_bytes:
                 raise row_too_long(partition, line, max_row_bytes)
             if eof:
@@ -84,6 +74,89 @@ def line_blocks(
             newlines = block.count(b"\n")
             yield Block(block, line, newlines)
             line += newlines
+
+
+def record_blocks(
+    path: SourceFile,
+    partition: str,
+    encoding: str,
+    block_size: int,
+    max_row_bytes: int,
+    records: Records,
+) -> Iterator[Block]:
+    """The CSV file (decompressed by extension) in blocks of whole records, where a quoted
+    value may span lines.
+
+    A quoted value that does not close within ``max_row_bytes`` of its record's start, or
+    before the end of the file, would take every line after it: instead the record's first
+    line comes out alone as an ``open_quote`` block (a decode failure of that line), and
+    reading goes on from the next line. A line longer than ``max_row_bytes`` is
+    :class:`SourceRowTooLong`.
+    """
+    line = 1
+    pending = b""
+    read_size = min(block_size, max_row_bytes)
+
+    def next_read() -> int:
+        # A record longer than a read grows the read with it, so that the record's bytes are
+        # looked at a bounded number of times on the way to ``max_row_bytes``.
+        return max(read_size, min(len(pending), max_row_bytes + 1 - len(pending)))
+
+    with path.open_stream() as stream:
+        for data, eof in _decoded(stream, encoding, next_read):
+            buf = pending + data if pending else data
+            while buf:
+                first_line = buf.find(b"\n")
+                if first_line > max_row_bytes or (first_line < 0 and len(buf) > max_row_bytes):
+                    raise row_too_long(partition, line, max_row_bytes)
+                end = records.complete(buf)
+                # Only the first record can be longer than the limit: the others start in
+                # the bytes just read, which are no more than the limit.
+                if end > max_row_bytes + 1 and records.first(buf) > max_row_bytes + 1:
+                    end = -1
+                if end > 0:
+                    block, buf = buf[:end], buf[end:]
+                    newlines = block.count(b"\n")
+                    yield Block(block, line, newlines)
+                    line += newlines
+                    continue
+                if end == 0 and not eof and len(buf) <= max_row_bytes:
+                    break  # the record goes on in the next read
+                if end == 0 and eof and records.closed(buf):
+                    yield Block(buf, line, buf.count(b"\n"))
+                    buf = b""
+                    break
+                # A quoted value that does not close: its record's first line is one bad line.
+                cut = len(buf) if first_line < 0 else first_line + 1
+                yield Block(buf[:cut], line, int(first_line >= 0), open_quote=True)
+                buf = buf[cut:]
+                line += 1
+            pending = buf
+            if eof:
+                return
+
+
+def _decoded(
+    stream: Any, encoding: str, read_size: Callable[[], int]
+) -> Iterator[tuple[bytes, bool]]:
+    """(UTF-8 bytes, whether the file ended) of successive reads of ``read_size()`` bytes; the
+    last one is empty. A UTF-8 byte order mark at the start is dropped."""
+    utf8 = codecs.lookup(encoding).name == "utf-8"
+    decoder = None if utf8 else codecs.getincrementaldecoder(encoding)("surrogateescape")
+    first = True
+    while True:
+        data = stream.read(read_size())
+        eof = not data
+        if decoder is not None:
+            # Bytes that do not decode survive as themselves and fail Arrow's UTF-8 check,
+            # which pins them to their line.
+            data = decoder.decode(data, final=eof).encode("utf-8", "surrogateescape")
+        if first and data:
+            data = data.removeprefix(b"\xef\xbb\xbf")
+            first = False
+        yield data, eof
+        if eof:
+            return
 
 
 def row_blocks(
@@ -281,12 +354,3 @@ def parts(block: Block, size: int) -> Iterator[Block]:
         yield Block(part, line)
         line += part.count(b"\n")
         start = end
-
-
-def _cut(buf: bytes, quote: bytes | None) -> int:
-    """The index of the newline that ends the last complete record of ``buf``, or -1."""
-    cut = buf.rfind(b"\n")
-    if quote is not None:
-        while cut >= 0 and buf.count(quote, 0, cut) % 2:
-            cut = buf.rfind(b"\n", 0, cut)
-    return cut

@@ -14,6 +14,7 @@ import pyarrow.csv as pacsv
 from dpone.connectors.base import DecodeFailure
 from dpone.connectors.errors import SourceDecodeError, SourceTooManyColumns
 from dpone.connectors.sources.file.blocks import MAX_FAILURE_TEXT, Block, parts
+from dpone.connectors.sources.file.quotes import Records
 from dpone.manifest.specs import CsvOptions
 
 #: A block that fails to parse is parsed again in parts of this size, and only a part that
@@ -55,6 +56,10 @@ class CsvReader:
         self.failures = failures
         self.names: list[str] | None = None
         self.quote = None if opts.quote_char is None else opts.quote_char.encode()
+        #: Where records end under the quoting rules (None: no quoting, a line is a row).
+        self.records = (
+            None if opts.quote_char is None else Records(opts.delimiter, opts.quote_char.encode())
+        )
         self.parse_options = pacsv.ParseOptions(
             delimiter=opts.delimiter,
             quote_char=opts.quote_char if opts.quote_char is not None else False,
@@ -62,6 +67,15 @@ class CsvReader:
         )
 
     def parse(self, block: Block) -> Iterator[pa.RecordBatch]:
+        if block.open_quote:
+            if self.names is None:
+                if self.opts.header:
+                    raise self._not_a_header(block.line)
+                self._header(block)  # the line's fields name the columns f0, f1, ...
+            body = block.raw.removesuffix(b"\n").removesuffix(b"\r")
+            what = "a quoted value opened on this line is not closed within max_row_bytes "
+            self._fail(block.line, what + "or before the end of the file", body)
+            return
         if self.names is None:
             block = self._header(block)
             if not block.data:
@@ -117,18 +131,21 @@ class CsvReader:
                 parse_options=self.parse_options,
             )
         except (pa.ArrowInvalid, UnicodeDecodeError):
-            raise SourceDecodeError(
-                f"{self.partition}: line {line} is not a CSV header row",
-                path=self.partition,
-                line=line,
-                fixes=("fix the header line (one name per column, valid text)",),
-            ) from None
+            raise self._not_a_header(line) from None
         self.names = list(table.schema.names)
         if self.opts.header:
             if end < 0:
                 return Block(b"", block.line + 1, 0)
             return Block(block.data[end + 1 :], block.line + 1, max(newlines - 1, -1))
         return block
+
+    def _not_a_header(self, line: int) -> SourceDecodeError:
+        return SourceDecodeError(
+            f"{self.partition}: line {line} is not a CSV header row",
+            path=self.partition,
+            line=line,
+            fixes=("fix the header line (one name per column, valid text)",),
+        )
 
     def _refuse_wide(self, first: bytes, line: int) -> None:
         """A first line of more than ``max_columns`` fields is refused before Arrow parses
@@ -196,29 +213,25 @@ class CsvReader:
         return table
 
     def _salvage(self, block: Block) -> Iterator[pa.RecordBatch]:
-        """The good lines of a block that failed, every bad line a DecodeFailure (with
-        ``newlines_in_values`` a row is its lines up to an even number of quotes)."""
-        lines: list[tuple[int, bytes]] = []
-        record: list[bytes] = []
-        for i, raw in enumerate(block.raw.split(b"\n")):
-            body = raw.removesuffix(b"\r")
-            if record:  # a quoted value spanning lines (newlines_in_values) goes on
-                record.append(raw)
-                if b"\n".join(record).count(self.quote or b"") % 2 == 0:
-                    lines[-1] = (lines[-1][0], b"\n".join(record).removesuffix(b"\r"))
-                    record = []
-                continue
-            if not body:
-                continue
-            if self.quote is not None and _unterminated(body, self.opts.delimiter, self.quote):
-                if self.opts.newlines_in_values:
-                    record = [raw]
-                    lines.append((block.line + i, body))
+        """The good rows of a block that failed, every bad one a DecodeFailure of its first
+        line (a row is a line, or with ``newlines_in_values`` a record of lines)."""
+        data = block.raw
+        rows: list[tuple[int, bytes]] = []
+        if self.records is not None and self.opts.newlines_in_values:
+            for offset, record in self.records.split(data):
+                body = record.removesuffix(b"\r")
+                if body.strip(b"\r\n"):
+                    rows.append((block.line + offset, body))
+        else:
+            for i, raw in enumerate(data.split(b"\n")):
+                body = raw.removesuffix(b"\r")
+                if not body:
                     continue
-                self._fail(block.line + i, "a quoted value is not closed on its line", body)
-            else:
-                lines.append((block.line + i, body))
-        for table in self._bisect(lines):
+                if self.records is not None and not self.records.closed(body):
+                    self._fail(block.line + i, "a quoted value is not closed on its line", body)
+                else:
+                    rows.append((block.line + i, body))
+        for table in self._bisect(rows):
             yield from table.to_batches()
 
     def _bisect(self, lines: list[tuple[int, bytes]]) -> Iterator[pa.Table]:
@@ -255,34 +268,6 @@ def _one_row_per_line(
         lone_cr = b"\r" in data and data.count(b"\r") != data.count(b"\r\n")
     lines = newlines + (not data or data[-1] != 0x0A)
     return rows == lines and not lone_cr
-
-
-def _unterminated(body: bytes, delimiter: str, quote: bytes) -> bool:
-    """Whether a quoted field of this line is still open at its end (Arrow's rules: a quote
-    opens a field only at its start, a doubled quote inside it is a literal quote)."""
-    if body.count(quote) % 2 == 0:
-        return False
-    delim, q = delimiter.encode()[0], quote[0]
-    inside = False
-    at_start = True
-    i, n = 0, len(body)
-    while i < n:
-        c = body[i]
-        if inside:
-            if c == q:
-                if i + 1 < n and body[i + 1] == q:
-                    i += 1
-                else:
-                    inside = False
-        elif c == delim:
-            at_start = True
-            i += 1
-            continue
-        elif c == q and at_start:
-            inside = True
-        at_start = False
-        i += 1
-    return inside
 
 
 def _csv_problem(body: bytes, columns: int) -> str:

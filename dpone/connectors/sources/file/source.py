@@ -14,7 +14,7 @@ from dpone.connectors.errors import SourceConfigError, SourceDecodeError, Source
 from dpone.connectors.fs import SourceFile, open_inputs
 from dpone.connectors.presence import split_presence
 from dpone.connectors.progress import ReadProgress
-from dpone.connectors.sources.file.blocks import Block, line_blocks, row_blocks
+from dpone.connectors.sources.file.blocks import Block, line_blocks, record_blocks, row_blocks
 from dpone.connectors.sources.file.csv import CsvReader
 from dpone.connectors.sources.file.jsonl import MAX_JSONL_LINE, jsonl_batches
 from dpone.connectors.sources.file.parquet import parquet_batches
@@ -157,14 +157,18 @@ class FileSource:
                     max_columns=self.max_columns,
                 )
                 blocks: Iterator[Block]
-                if self.csv.newlines_in_values:
-                    blocks = line_blocks(
+                if self.csv.newlines_in_values and reader.records is not None:
+                    blocks = record_blocks(
                         path,
                         partition,
                         self.csv.encoding,
                         self.block_size,
                         self.csv.max_row_bytes,
-                        reader.quote,
+                        reader.records,
+                    )
+                elif self.csv.newlines_in_values:  # no quoting: a line is a row
+                    blocks = line_blocks(
+                        path, partition, self.csv.encoding, self.block_size, self.csv.max_row_bytes
                     )
                 else:
                     # A line is a row: blocks of a chunk's lines parse into the chunk itself,
