@@ -11,15 +11,15 @@ import pytest
 from dpone.connectors._util import rechunk
 from dpone.connectors.presence import PRESENT_PREFIX, rows_batch, split_presence
 from dpone.connectors.sources.dlt_source import _typed_or_text
-from dpone.connectors.sources.file import _jsonl_batch
+from dpone.connectors.sources.file.jsonl import jsonl_batch
 from dpone.connectors.sources.rest_api import _text_batch
 
 ROWS: list[dict[str, Any]] = [{"id": 1, "kind": "a"}, {"id": 2}, {"id": 3, "kind": None}]
 
 BUILDERS: dict[str, Callable[[list[dict[str, Any]]], pa.RecordBatch]] = {
     "python": rows_batch,
-    "jsonl_typed": lambda rows: _jsonl_batch(rows, False),
-    "jsonl_text": lambda rows: _jsonl_batch(
+    "jsonl_typed": lambda rows: jsonl_batch(rows, False),
+    "jsonl_text": lambda rows: jsonl_batch(
         [{k: None if v is None else str(v) for k, v in r.items()} for r in rows], True
     ),
     "rest_api": _text_batch,
@@ -60,8 +60,8 @@ def test_rows_without_any_key_are_still_rows() -> None:
     # JSON `{}` lines (or empty dicts from a python source): Arrow's builders make no row of
     # them, so a chunk of only such rows was lost.
     from dpone.connectors.presence import rows_batch
-    from dpone.connectors.sources.file import _jsonl_batch
+    from dpone.connectors.sources.file.jsonl import jsonl_batch
 
     assert rows_batch([{}, {}]).num_rows == 2
-    assert _jsonl_batch([{}, {}, {}], as_text=True).num_rows == 3
-    assert _jsonl_batch([{}, {}, {}], as_text=False).num_rows == 3
+    assert jsonl_batch([{}, {}, {}], as_text=True).num_rows == 3
+    assert jsonl_batch([{}, {}, {}], as_text=False).num_rows == 3

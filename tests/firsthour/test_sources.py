@@ -315,13 +315,20 @@ def test_preserve_keeps_the_raw_line_text(proj: Project) -> None:
     assert proj.loaded() == [(1, "a"), (3, "c")]
 
 
-def test_newlines_in_values_is_an_opt_in(proj: Project) -> None:
+def test_quoted_line_breaks_load_by_default_and_newlines_in_values_false_opts_out(
+    proj: Project,
+) -> None:
     (proj.project / "d").mkdir(parents=True)
     (proj.project / "d" / "x.csv").write_text('id,name\n1,"two\nlines"\n2,b\n')
-    proj.write_manifest("d/x.csv", options={"csv": {"newlines_in_values": True}})
+    proj.write_manifest("d/x.csv")
     assert proj.validate().exit_code == 0
     assert proj.run().exit_code == 0
     assert proj.loaded() == [(1, "two\nlines"), (2, "b")]
+
+    proj.write_manifest("d/x.csv", options={"csv": {"newlines_in_values": False}})
+    result = proj.run()
+    assert result.exit_code == 0
+    assert set(quarantined_lines(proj, result.doc["dlq"]["run_id"])) == {2, 3}
 
 
 def test_a_long_row_loads_up_to_max_row_bytes(proj: Project) -> None:

@@ -77,7 +77,7 @@ def manifest(tmp: Path, data: Path, table: str, sink: dict[str, Any], dataset: s
             "type": "file",
             "format": "csv",
             "path": str(data),
-            "options": {"csv": {"null_values": list(NULL_MARKERS), "newlines_in_values": True}},
+            "options": {"csv": {"null_values": list(NULL_MARKERS)}},
         },
         "sink": {
             **sink,

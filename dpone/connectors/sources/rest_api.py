@@ -9,7 +9,7 @@ iterated lazily, page by page, its items grouped into Arrow chunks of ``chunk_si
 and the bounds on what the API's responses can make the session do (``_http``: credentials
 only to ``base_url``'s origin, pagination that ends, bodies of bounded size, stops honoured).
 
-Items are JSON objects, so they become rows as a JSONL line does (``file.py``): columns are
+Items are JSON objects, so they become rows as a JSONL line does (``file/jsonl.py``): columns are
 the union of keys, every value its JSON text (strings as they are, integers and booleans as
 JSON writes them, a fraction in the shortest form that reads back as the same number, nested
 values as compact JSON), so an item of the wrong shape reaches the contract, and the DLQ,
@@ -33,7 +33,7 @@ from dpone.connectors.base import SourceChunk
 from dpone.connectors.errors import SourceConfigError, SourceDecodeError, SourceError
 from dpone.connectors.presence import absent_keys, with_presence
 from dpone.connectors.sources import _dlt, _http
-from dpone.connectors.sources.file import _as_text
+from dpone.connectors.sources.file.jsonl import value_text
 from dpone.errors import DponeError
 
 
@@ -179,4 +179,4 @@ def _value_text(value: Any) -> str | None:
     if type(value) is float:
         # The shortest text that reads back as the same number (JSON's own NaN spelling).
         return repr(value) if math.isfinite(value) else json.dumps(value)
-    return _as_text(value)  # None, text, true/false, integers, nested values as JSON text
+    return value_text(value)  # None, text, true/false, integers, nested values as JSON text
