@@ -57,7 +57,7 @@ from dpone.dlq.fsio import check_identifier
 from dpone.dlq.index import (
     PIPELINE_PATTERN,
     DlqIndex,
-    RunStatus,
+    DlqRunStatus,
     StatusReason,
     build_index_doc,
     entry,
@@ -321,7 +321,7 @@ class DlqStore:
     def index_doc(
         self,
         header: RunHeader,
-        status: RunStatus,
+        status: DlqRunStatus,
         status_reason: StatusReason | None,
         *,
         owner: bool,
