@@ -141,8 +141,3 @@ def all_failed(arr: pa.Array, dtype: pa.DataType) -> Conversion:
     """Every present slot fails; the values are all NULL."""
     mask = pc.is_valid(arr)
     return Conversion(nulls(len(arr), dtype), mask if mask.true_count else None)
-
-
-def take_text(arr: pa.Array, mask: pa.BooleanArray) -> pa.Array:
-    """The text of ``arr`` where ``mask`` is true, NULL elsewhere (variant columns)."""
-    return pc.if_else(mask, arr, pa.scalar(None, arr.type))
