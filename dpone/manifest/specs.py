@@ -7,7 +7,7 @@ default nothing themselves, so no field here has a default either. Paths are abs
 identity: relative to the manifest's folder, else the bare file name, never absolute.
 Connection strings stay :class:`SecretRef` templates until a connector resolves them.
 
-Adding a source or sink type (Step 12: rest_api, dlt) is four small edits: its spec class and
+Adding a source or sink type is four small edits: its spec class and
 builder here (added to ``SourceSpec``/``SOURCE_SPECS`` or ``SinkSpec``/``SINK_SPECS``), its
 branch in the manifest schema (with its defaults), and its connector registered in
 ``dpone.connectors.sources.SOURCES`` (or ``sinks.SINKS``).
