@@ -104,8 +104,8 @@ def test_one_fsynced_temp_file_and_one_link_per_chunk(
         for calls in (creates, links, order):
             calls.clear()
         writer.write_chunk(rows(500, start=start))
-        [(_, temp, data, fsync, mode)] = creates
-        assert fsync is True
+        [(_, temp, data, synced, mode)] = creates
+        assert synced is True
         assert mode == 0o640
         assert temp.startswith(f".{number:08d}.jsonl.tmp-")
         assert len(lines_of(segment_files(root, "run-1")[-1])) == 500
@@ -189,7 +189,7 @@ def test_a_full_disk_is_transient_and_leaves_no_temp_file(
     def create(dir_fd: int, name: str, data: bytes, *, fsync: bool, mode: int) -> bool:
         if where == "temp file" and len(made) == 1:
             # A partial write, then ENOSPC: create_exclusive must remove what it created.
-            return real_create(dir_fd, name, _Short(data), fsync=fsync, mode=mode)  # type: ignore[arg-type]
+            return real_create(dir_fd, name, _Short(data), fsync=fsync, mode=mode)
         made.append(name)
         return real_create(dir_fd, name, data, fsync=fsync, mode=mode)
 
