@@ -38,9 +38,6 @@ _.rows_rejected
 # ``dpone.manifest.compiler.compile_text``: compiling a manifest held in memory, documented in
 # dpone.testing for users' own tests.
 _.compile_text
-# The types inference fixed so far, read by whoever drives ContractEnforcementService
-# directly (the contract tests, a notebook exploring a sample).
-_.inferred_types
 
 # --- closed vocabularies and code catalogs (STYLE habit 2) ---------------------------------
 
