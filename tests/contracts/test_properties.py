@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dpone.contracts import ColumnSpec, ContractEnforcementService
-from dpone.contracts import text as text_mod
+from dpone.contracts import text_numbers as text_mod
 from dpone.contracts.convert import convert
 from dpone.contracts.spec import ConflictPolicy, Enforcement, TypeInferenceSpec
 from tests.contracts.corpus import CASES
