@@ -66,7 +66,7 @@ def test_the_cycle_finder_names_a_loop() -> None:
 
 @pytest.mark.xfail(
     strict=False,
-    reason="the dlq/, manifest/, runtime/, ops/ and errors loops are broken on other branches; "
+    reason="the dlq/, manifest/, runtime/, ops/ and scale-out loops are broken on other branches; "
     "make this strict once they are merged",
 )
 def test_no_import_cycle_counting_type_checking_imports() -> None:
