@@ -48,11 +48,12 @@ test-crash: $(STAMP) ## the full fault-injection matrix
 test-dask: $(STAMP) ## engine: dask on LocalClusters and a scheduler with two workers (one process per test module)
 	$(BIN)/python -m pytest -p no:randomly -m dask tests
 
-lint: $(STAMP) ## ruff format check, ruff lint, mypy --strict on dpone/, the import layers
+lint: $(STAMP) ## ruff format check, ruff lint, mypy --strict on dpone/ and tests/, the import layers, dead code
 	$(BIN)/ruff format --check dpone tests bench
 	$(BIN)/ruff check dpone tests bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/vulture
 
 format: $(STAMP) ## apply ruff format and the safe ruff fixes
 	$(BIN)/ruff format dpone tests bench

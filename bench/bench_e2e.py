@@ -9,7 +9,7 @@ same core with ``taskset``, alternating (the first one of a pair alternates too)
   column as text) -> the exact kernel (:func:`bench.e2e_data.split_valid`) -> the valid rows
   into a DuckDB table in one transaction. No DLQ, no evidence, no state, no streaming.
 
-Targets in rows/s (Step 8): dpone >= 1.1x (a), and >= 25x (b) below. After each dpone run the
+Targets in rows/s: dpone >= 1.1x (a), and >= 25x (b) below. After each dpone run the
 bench checks its artifacts (as many DLQ segment lines as quarantined rows, evidence, state) and
 both programs' loaded tables must have the same checksum. Wall time is the target; CPU time
 (user + sys of the process, from ``wait4``) is printed beside it because this 2-core machine is

@@ -10,7 +10,7 @@ same core with ``taskset``, alternating, median of :data:`REPEATS`:
   .run(rest_api_source(...))`` in a .py file of its own, with no contract (dlt's extract,
   normalize and load with its default schema inference).
 
-Target (Step 12): dpone's time <= 1.25x dlt's. Both read the same server: a threaded
+Target: dpone's time <= 1.25x dlt's. Both read the same server: a threaded
 ``http.server`` in a process of its own, on the other core, serving pre-encoded pages
 (``?page=N``, 1,000 items each, then an empty page) over keep-alive HTTP/1.1. Each dpone run's
 artifacts are checked (one DLQ segment line per quarantined item, evidence, state) and both

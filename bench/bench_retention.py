@@ -6,7 +6,7 @@ and acknowledged. The clock then moves past their expiry and the bench times, as
 does them, ``plan_retention`` then ``apply_retention`` (which re-reads the store and judges
 every protection again before it deletes). Half of the runs lose every record (their
 segments are removed); the other half keep the records of one segment in four, unexpired
-because they were written later (their other segments go whole). Target (Step 8): < 10 s.
+because they were written later (their other segments go whole). Target: < 10 s.
 The per-record-file store this replaced deleted by unlinking one file per record.
 """
 

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 
 from dpone._lazy import exports
 from dpone._version import __version__
-from dpone.errors import ConfigError, DponeError, ErrorDetail, ManifestError, RunFailed
+from dpone.errors import ConfigError, DponeError, ErrorDetail, ManifestError
 
 if TYPE_CHECKING:
     from dpone import ops
-    from dpone.api import Validation, compile, run, validate
+    from dpone.api import RunFailed, Validation, compile, run, validate
     from dpone.manifest.plan import Plan
     from dpone.runtime.report import RowCounts, RunReport
 
@@ -32,6 +32,7 @@ __getattr__, __dir__ = exports(
         "compile": "dpone.api",
         "run": "dpone.api",
         "Validation": "dpone.api",
+        "RunFailed": "dpone.api",
         "Plan": "dpone.manifest.plan",
         "RunReport": "dpone.runtime.report",
         "RowCounts": "dpone.runtime.report",

@@ -3,7 +3,7 @@
 One error contract: a configuration problem (an invalid manifest, an unresolved secret, a
 bad option) raises :class:`~dpone.errors.ConfigError`; every other outcome of a run is in
 its :class:`~dpone.runtime.report.RunReport`. With ``check=True`` a failed run raises
-:class:`~dpone.errors.RunFailed` carrying that report. A run through this API installs no
+:class:`RunFailed` carrying that report. A run through this API installs no
 signal handler unless asked (``handle_signals=True``): the orchestrator owns the process.
 
 The CLI (``dpone validate|plan|run``) is a shell over these functions. Heavy modules
@@ -17,7 +17,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dpone.errors import ConfigError, DponeError, ErrorDetail, ManifestError, RunFailed
+from dpone import logs
+from dpone.errors import ConfigError, DponeError, ErrorDetail, ManifestError
 
 if TYPE_CHECKING:
     from dpone.contracts.spec import EvolutionMode
@@ -26,6 +27,26 @@ if TYPE_CHECKING:
     from dpone.runtime.report import RowCounts, RunReport
 
 VALIDATION_SCHEMA_ID = "dpone.validation.v1"
+
+
+class RunFailed(DponeError):
+    """A run that failed (``dpone.run(..., check=True)``): ``report`` is its run report.
+
+    The run stopped before the sink commit, so the sink and the state are untouched; the
+    report's ``error`` says why. ``report`` is None only for a run that never started (another
+    process holds the pipeline's lock) or was stopped at once by a second signal. It lives
+    here, beside the function that raises it, because its report is a runtime type that
+    ``dpone.errors`` (the bottom layer) must not name.
+    """
+
+    code = "DPONE_RUN_FAILED"
+    stage = "runtime"
+
+    def __init__(self, message: str, *, report: RunReport | None = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.report = report
+        if report is not None:
+            self.exit_code = report.exit_code
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,10 +146,9 @@ def run(
     caller already started (the CLI's).
     """
     from dpone.manifest.plan import Plan
-    from dpone.ops import stderr_logs
     from dpone.runtime.lifecycle import RunOptions, run_pipeline
 
-    stderr_logs()
+    logs.to_stderr()
     if isinstance(manifest_or_plan, Plan):
         from dpone.manifest.overrides import with_evolution
 
@@ -185,6 +205,7 @@ def _evolution(evolution: str | Mapping[str, str] | None) -> dict[str, Evolution
 
 __all__ = [
     "VALIDATION_SCHEMA_ID",
+    "RunFailed",
     "Validation",
     "compile",
     "run",

@@ -7,7 +7,7 @@ read or written yet.
 On Linux the process first opts out of transparent huge pages (``prctl``, as Redis does for
 its own process): a run allocates and frees chunk-sized Arrow buffers, and with THP each
 first touch of a 2 MiB region is a 2 MiB zeroing in the kernel, or a wait while it compacts
-memory for one. On the Step 8 benchmark (1,000,000 CSV rows, one core) that zeroing was a
+memory for one. On the end-to-end benchmark (1,000,000 CSV rows, one core) that zeroing was a
 fifth of the run's CPU time and its largest source of spread between runs; with 4 KiB pages
 the run took 3-5% less time and varied by a tenth as much.
 """

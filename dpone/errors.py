@@ -7,12 +7,11 @@ Messages never contain row values: callers pass column names, codes and counts o
 
 from __future__ import annotations
 
+import os
+import traceback
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
-
-if TYPE_CHECKING:
-    from dpone.runtime.report import RunReport
+from typing import Any, Literal
 
 Severity = Literal["error", "warning"]
 Stage = Literal[
@@ -94,8 +93,6 @@ class DponeError(Exception):
     code: str = "DPONE_ERROR"
     stage: Stage = "runtime"
     exit_code: int = EXIT_RUN_FAILED
-    #: Retryable failures (a dropped connection, a full disk) fail the run; they are never DLQ rows.
-    transient: bool = False
 
     def __init__(
         self,
@@ -161,9 +158,12 @@ class DponeError(Exception):
 
 
 class TransientError(DponeError):
-    """Infrastructure that may work on retry; fails the run, never becomes a DLQ record."""
+    """Infrastructure that may work on retry; fails the run, never becomes a DLQ record.
 
-    transient = True
+    Retryable vs terminal is this type, not a flag: dpone itself retries nothing (dlt retries
+    its HTTP requests, a scheduler reruns the run), so the only reader is code that asks
+    ``isinstance(err, TransientError)``; every other ``DponeError`` is terminal.
+    """
 
 
 # --- configuration (exit 2) -------------------------------------------------------------------
@@ -218,24 +218,6 @@ class SecretError(ConfigError):
 # --- runtime (exit 1) ---------------------------------------------------------------------------
 
 
-class RunFailed(DponeError):
-    """A run that failed (``dpone.run(..., check=True)``): ``report`` is its run report.
-
-    The run stopped before the sink commit, so the sink and the state are untouched; the
-    report's ``error`` says why. ``report`` is None only for a run that never started (another
-    process holds the pipeline's lock) or was stopped at once by a second signal.
-    """
-
-    code = "DPONE_RUN_FAILED"
-    stage = "runtime"
-
-    def __init__(self, message: str, *, report: RunReport | None = None, **kwargs: Any) -> None:
-        super().__init__(message, **kwargs)
-        self.report = report
-        if report is not None:
-            self.exit_code = report.exit_code
-
-
 class PathIsSymlink(DponeError):
     """A symbolic link (or a non-folder) where dpone keeps a folder or file of its own.
 
@@ -254,8 +236,27 @@ class Interrupted(DponeError):
     exit_code = EXIT_INTERRUPTED
 
 
-def codes_of(errors: Iterable[ErrorDetail]) -> list[str]:
-    return [e.code for e in errors]
+class InternalError(DponeError):
+    """A bug, or a library failure dpone did not foresee, as the error a user reports."""
+
+    code = "DPONE_INTERNAL"
+    stage = "runtime"
+
+    @classmethod
+    def wrapping(cls, exc: BaseException, *, consequence: str = "") -> InternalError:
+        """The error that stands for ``exc``: only its class name, since its text may quote a
+        row value; ``consequence`` says what it left undone. With ``DPONE_DEBUG=1`` the
+        traceback is printed to stderr first."""
+        if os.environ.get("DPONE_DEBUG") == "1":
+            traceback.print_exception(exc)
+        message = f"an unexpected {type(exc).__name__}"
+        return cls(
+            f"{message} {consequence}" if consequence else message,
+            fixes=(
+                "rerun with DPONE_DEBUG=1 for the traceback and report it with the manifest "
+                "(without secrets) and the dpone version",
+            ),
+        )
 
 
 # Manifest and configuration codes. Stable: tests and users match on them.

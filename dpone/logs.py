@@ -152,6 +152,20 @@ def configure(*, verbose: bool = False, json: bool | None = None) -> None:
     )
 
 
+def to_stderr() -> None:
+    """dpone's events on stderr at info level, as the CLI writes them, unless this process
+    configured them already (the CLI does, first thing) or the host application configured
+    structlog itself. Every entry point that may run without the CLI calls it: unconfigured,
+    structlog prints every event, debug included, to stdout, which is the calling program's
+    output (a script printing JSON, an orchestrator task's return value)."""
+    if _configured:
+        return
+    import structlog
+
+    if not structlog.is_configured():
+        configure()
+
+
 @contextlib.contextmanager
 def capture() -> Iterator[list[dict[str, Any]]]:
     """Inside the block, every event (DEBUG too) is kept in the list it yields instead of
@@ -165,4 +179,13 @@ def capture() -> Iterator[list[dict[str, Any]]]:
         _writer = before
 
 
-__all__ = ["Logger", "bind", "capture", "configure", "get_logger", "is_configured", "unbind"]
+__all__ = [
+    "Logger",
+    "bind",
+    "capture",
+    "configure",
+    "get_logger",
+    "is_configured",
+    "to_stderr",
+    "unbind",
+]

@@ -67,10 +67,6 @@ BUILTIN_TYPES: dict[str, AssertionTypeInfo] = {
 CUSTOM = AssertionTypeInfo("custom", "row", "any", target="module:attr predicates")
 
 
-class PluginError(Exception):
-    """A plugin that does not load; reported by ``dpone plugins list``, never fatal there."""
-
-
 @functools.cache
 def registry() -> dict[str, AssertionTypeInfo]:
     """Built-ins, then entry points (a third-party name may not shadow a built-in)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from dpone import __version__
+from dpone._version import __version__
 from dpone.cli.manifest_cmds import plan_cmd, validate_cmd
 from dpone.cli.plugins_cmd import plugins_group
 from dpone.cli.run_cmd import run_cmd

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
+from dpone import logs
 from dpone.cli.output import (
     ALLOW_UNSIGNED_OPTION,
     FORMAT_OPTION,
@@ -34,14 +34,6 @@ def _store_at(directory: Path) -> DlqStore:
     from dpone.ops import open_store
 
     return open_store(directory)
-
-
-def _logs_to_stderr() -> None:
-    """Keep stdout for the report: unconfigured structlog would print logs there."""
-    import structlog
-
-    if not structlog.is_configured():
-        structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
 
 
 @click.group("dlq")
@@ -73,7 +65,7 @@ def verify_cmd(
     def body() -> int:
         from dpone import ops
 
-        _logs_to_stderr()
+        logs.to_stderr()
         result = ops.verify(
             directory,
             run_id=run_id,
@@ -126,7 +118,7 @@ def summary_cmd(
         from dpone.ops.summary import summarize
         from dpone.signing import required
 
-        _logs_to_stderr()
+        logs.to_stderr()
         store = _store_at(directory)
         store.require_signature = required(allow_unsigned=allow_unsigned)
         summary = summarize(store, run_id, evidence_dir=evidence_dir)

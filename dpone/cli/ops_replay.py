@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from dpone.cli.ops_dlq import _logs_to_stderr
+from dpone import logs
 from dpone.cli.output import (
     ALLOW_ANY_IMPORT_OPTION,
     ALLOW_UNSIGNED_OPTION,
@@ -95,7 +95,7 @@ def quarantine_replay_cmd(
         from dpone import api, ops
         from dpone.ops import replay
 
-        _logs_to_stderr()
+        logs.to_stderr()
         if (yes or execute) and (not execute or manifest is None):
             raise replay.ReplayExecutorRequired(
                 "no replay executor: generic replay is plan-only and nothing was applied",

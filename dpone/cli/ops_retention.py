@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from dpone.cli.ops_dlq import _logs_to_stderr
+from dpone import logs
 from dpone.cli.output import (
     ALLOW_UNSIGNED_OPTION,
     REQUIRE_SIGNATURE_OPTION,
@@ -68,7 +68,7 @@ def plan_cmd(
     def body() -> int:
         from dpone import ops
 
-        _logs_to_stderr()
+        logs.to_stderr()
         doc = ops.retention_plan(
             directory,
             now=now,
@@ -127,7 +127,7 @@ def apply_cmd(
     def body() -> int:
         from dpone import ops
 
-        _logs_to_stderr()
+        logs.to_stderr()
         result = ops.retention_apply(
             plan_file,
             dlq_dir=directory,

@@ -8,16 +8,14 @@ traceback unless ``DPONE_DEBUG=1``.
 
 from __future__ import annotations
 
-import os
 import sys
-import traceback
 from collections.abc import Callable
 from typing import Any, NoReturn
 
 import click
 import orjson
 
-from dpone.errors import EXIT_CONFIG, EXIT_RUN_FAILED, DponeError, ErrorDetail
+from dpone.errors import EXIT_CONFIG, EXIT_RUN_FAILED, DponeError, ErrorDetail, InternalError
 
 FORMAT_OPTION = click.option(
     "--format",
@@ -114,14 +112,7 @@ def run_command(fmt: str, body: Callable[[], int | None]) -> NoReturn:
             fmt,
         )
     except Exception as exc:  # an internal bug: say so without dumping a traceback on the user
-        if os.environ.get("DPONE_DEBUG") == "1":
-            traceback.print_exc()
-        internal = DponeError(
-            f"internal error ({type(exc).__name__}); rerun with DPONE_DEBUG=1 for the traceback",
-            code="DPONE_INTERNAL",
-            fixes=("report it with the manifest (without secrets) and the dpone version",),
-        )
-        fail(internal, fmt)
+        fail(InternalError.wrapping(exc), fmt)
     sys.exit(code or 0)
 
 

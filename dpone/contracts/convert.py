@@ -36,7 +36,8 @@ from dpone.contracts.kernels import (
     null_where,
 )
 from dpone.contracts.spec import ColumnSpec
-from dpone.contracts.text import parse_float, parse_json, parse_text
+from dpone.contracts.text import parse_json, parse_text
+from dpone.contracts.text_numbers import parse_float
 from dpone.contracts.types import (
     TIME_UNIT,
     UTC,

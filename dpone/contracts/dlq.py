@@ -98,10 +98,6 @@ class DlqPolicy:
             )
         return bad
 
-    def preserve_allowed(self, environment: str) -> bool:
-        """Whether this policy may run in ``environment`` (preserve never in production)."""
-        return self.pii_policy != "preserve" or not is_production(environment)
-
     def to_json(self) -> dict[str, Any]:
         return {
             "enabled": self.enabled,

@@ -162,11 +162,6 @@ class ContractEnforcementService:
 
     # --- inference -------------------------------------------------------------------------------
 
-    @property
-    def inferred_types(self) -> dict[str, ColumnSpec]:
-        """The types inference fixed so far, by column name."""
-        return dict(self._inferred)
-
     def needs_inference(self, schema: pa.Schema) -> bool:
         """Whether ``schema`` has a column whose type inference has yet to fix."""
         return self.contract.type_inference.enabled and any(

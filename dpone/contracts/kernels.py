@@ -143,6 +143,25 @@ def all_failed(arr: pa.Array, dtype: pa.DataType) -> Conversion:
     return Conversion(nulls(len(arr), dtype), mask if mask.true_count else None)
 
 
-def take_text(arr: pa.Array, mask: pa.BooleanArray) -> pa.Array:
-    """The text of ``arr`` where ``mask`` is true, NULL elsewhere (variant columns)."""
-    return pc.if_else(mask, arr, pa.scalar(None, arr.type))
+def whole_cast(arr: pa.Array, dtype: pa.DataType) -> pa.Array | None:
+    """The clean-chunk fast path: one cast of the whole column, or None if any value fails.
+
+    Only used where Arrow's parser accepts a subset of the mode's grammar (checked by the
+    callers for the few forms where it does not) and enforces the same calendar and bounds,
+    so a cast that succeeds cannot have lost or invented anything. Its error (which quotes a
+    value) is dropped; the exact path then finds the failing values.
+    """
+    try:
+        return pc.cast(arr, dtype)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+
+
+def matches(arr: pa.Array, pattern: str) -> pa.BooleanArray:
+    """Clean mask of the slots of a ``string`` array that match the RE2 ``pattern``."""
+    return clean(pc.match_substring_regex(arr, pattern))
+
+
+def trim(arr: pa.Array) -> pa.Array:
+    """ASCII whitespace stripped from both ends of every slot."""
+    return pc.ascii_trim_whitespace(arr)

@@ -301,21 +301,6 @@ class EnforcementResult:
     def rejected_rows(self) -> int:
         return len(self.rejects)
 
-    @property
-    def valid_rows(self) -> int:
-        return int(self.valid.num_rows)
-
-    @property
-    def violation_count(self) -> int:
-        return int(sum(self.counts.values()))
-
     def raise_for_failure(self) -> None:
         if self.error is not None:
             raise self.error
-
-    def counts_json(self) -> list[dict[str, Any]]:
-        """``counts`` as sorted JSON rows (column, reason, count) for evidence."""
-        return [
-            {"column": col, "reason": code.value, "count": n}
-            for (col, code), n in sorted(self.counts.items())
-        ]

@@ -45,8 +45,8 @@ from dpone.ids import is_identifier, is_ulid
 from dpone.signing import well_formed
 
 INDEX_SCHEMA = "dpone.dlq-index.v1"
-RunStatus = Literal["open", "closed", "aborted"]
-RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
+DlqRunStatus = Literal["open", "closed", "aborted"]
+RUN_STATUSES: tuple[str, ...] = get_args(DlqRunStatus)
 # Why a run ended as it did; null while open and when closed normally.
 StatusReason = Literal["run_failed", "writer_gone", "index_missing"]
 STATUS_REASONS: tuple[str, ...] = get_args(StatusReason)
@@ -100,7 +100,7 @@ def build_index_doc(
     run_id: str,
     load_id: str,
     pipeline: str | None,
-    status: RunStatus,
+    status: DlqRunStatus,
     status_reason: StatusReason | None,
     pii_policy: PiiPolicy,
     retention_days: int,
@@ -172,7 +172,7 @@ class DlqIndex:
     run_id: str
     load_id: str
     pipeline: str | None
-    status: RunStatus
+    status: DlqRunStatus
     status_reason: StatusReason | None
     pii_policy: PiiPolicy
     retention_days: int
@@ -441,8 +441,8 @@ __all__ = [
     "RUN_STATUSES",
     "STATUS_REASONS",
     "DlqIndex",
+    "DlqRunStatus",
     "IndexEntry",
-    "RunStatus",
     "StatusReason",
     "build_index_doc",
     "entry",

@@ -25,7 +25,7 @@ from dpone.clock import Clock, format_timestamp, utc_now
 from dpone.dlq import fsio
 from dpone.dlq.errors import DlqError, DlqRunLocked, DlqRunNotFound
 from dpone.dlq.fsio import check_identifier
-from dpone.dlq.index import DlqIndex, RunStatus, StatusReason, build_index_doc, entry
+from dpone.dlq.index import DlqIndex, DlqRunStatus, StatusReason, build_index_doc, entry
 from dpone.dlq.indexfile import IndexCache, read_index_at
 from dpone.dlq.layout import INDEX_FILE, RUNS_DIR, dumps, index_where, run_where
 from dpone.dlq.lock import release_lock, take_lock
@@ -144,7 +144,7 @@ class RunDir:
     def index_doc(
         self,
         header: RunHeader,
-        status: RunStatus,
+        status: DlqRunStatus,
         status_reason: StatusReason | None,
         *,
         owner: bool,

@@ -18,7 +18,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dpone import __version__, durable
+from dpone import durable
+from dpone._version import __version__
 from dpone.assertions.spec import AssertionVerdict
 from dpone.ids import ulid_to_uuid
 

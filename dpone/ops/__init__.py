@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dpone import logs
 from dpone.errors import UsageError
 
 if TYPE_CHECKING:
@@ -36,20 +37,6 @@ PathLike = str | os.PathLike[str]
 
 #: What a DLQ root holds at its top (SPEC §5); anything else alone is not a DLQ store.
 STORE_FOLDERS = ("runs", "acks")
-
-
-def stderr_logs() -> None:
-    """dpone's log events on stderr at info level, as the CLI writes them, unless the caller
-    configured structlog itself. Unconfigured, structlog prints every event, debug included,
-    to stdout, which is the calling program's output (a script printing JSON, a task's XCom)."""
-    from dpone import logs
-
-    if logs.is_configured():  # the CLI's (it never imports structlog for JSON lines)
-        return
-    import structlog
-
-    if not structlog.is_configured():
-        logs.configure()
 
 
 def open_store(directory: PathLike) -> DlqStore:
@@ -116,7 +103,7 @@ def verify(
     from dpone.ops.verification import repair_store, signature_findings, verify_store
     from dpone.signing import required
 
-    stderr_logs()
+    logs.to_stderr()
     require = required(require_signature=require_signature, allow_unsigned=allow_unsigned)
     store = open_store(dlq_dir)
     store.require_signature = require
@@ -180,7 +167,7 @@ def replay_execute(
     from dpone.ops.replay_run import execute_replay
     from dpone.signing import required
 
-    stderr_logs()
+    logs.to_stderr()
     require = required(require_signature=require_signature, allow_unsigned=allow_unsigned)
     binding = _binding(manifest, run_id, dlq_dir, env)
     binding.store.require_signature = require
@@ -285,7 +272,7 @@ def retention_apply(
     from dpone.ops.retention import apply_retention, load_plan
     from dpone.signing import required
 
-    stderr_logs()
+    logs.to_stderr()
     require = required(require_signature=require_signature, allow_unsigned=allow_unsigned)
     for folder in evidence_dirs:
         if not Path(folder).is_dir():

@@ -17,14 +17,20 @@ that died), ``stream.py`` (the chunks), ``dlq_pipe.py`` (the DLQ writer thread),
 
 from __future__ import annotations
 
-import os
-import traceback
 from dataclasses import replace
 from time import perf_counter
 from typing import Any
 
 from dpone.assertions.engine import AssertionEngine
-from dpone.errors import EXIT_OK, ConfigError, DponeError, ErrorDetail, Interrupted, UsageError
+from dpone.errors import (
+    EXIT_OK,
+    ConfigError,
+    DponeError,
+    ErrorDetail,
+    InternalError,
+    Interrupted,
+    UsageError,
+)
 from dpone.evidence import lineage
 from dpone.evidence.model import DataOutcome, SchemaChange
 from dpone.faults import checkpoint
@@ -339,18 +345,10 @@ def _as_dpone_error(exc: BaseException) -> DponeError:
         return exc
     if isinstance(exc, KeyboardInterrupt):
         return Interrupted("the run was interrupted")
-    # A bug or an unforeseen library failure: its text may quote a row value, so only its
-    # class name is kept; DPONE_DEBUG=1 shows the traceback.
-    if os.environ.get("DPONE_DEBUG") == "1":
-        traceback.print_exception(exc)
-    return DponeError(
-        f"an unexpected {type(exc).__name__} stopped the run before the sink commit; "
-        "nothing was loaded and the state was not advanced",
-        code="DPONE_INTERNAL",
-        fixes=(
-            "rerun with DPONE_DEBUG=1 for the traceback and report it with the manifest "
-            "(without secrets) and the dpone version",
-        ),
+    return InternalError.wrapping(
+        exc,
+        consequence="stopped the run before the sink commit; nothing was loaded and the "
+        "state was not advanced",
     )
 
 

@@ -65,10 +65,11 @@ def test_every_public_name_imports() -> None:
 
 
 def test_errors_are_the_errors_module_classes() -> None:
-    from dpone import errors
+    from dpone import api, errors
 
     assert dpone.ConfigError is errors.ConfigError
-    assert dpone.RunFailed is errors.RunFailed
+    assert dpone.RunFailed is api.RunFailed
+    assert issubclass(dpone.RunFailed, errors.DponeError)
     assert issubclass(dpone.ManifestError, dpone.ConfigError)
     assert dpone.RunFailed.code == "DPONE_RUN_FAILED"
     assert dpone.ConfigError.code == "DPONE_CONFIG_INVALID"

@@ -106,7 +106,7 @@ def test_a_jsonl_line_without_the_key_is_warned_and_loads(project: Project) -> N
     assert report["data_outcome"] == "passed_with_warnings"
     assert report["rows"]["loaded"] == 3
     assert report["rows"]["warned"] == 1
-    assert project.rows() == [loaded(1), nameless(2), loaded(3)]  # type: ignore[arg-type]
+    assert project.rows() == [loaded(1), nameless(2), loaded(3)]
     assert verdict(project, report) == ("warned", 1)
 
 
@@ -118,7 +118,7 @@ def test_a_jsonl_key_carrying_null_passes(project: Project) -> None:
 
     assert report["exit_code"] == 0
     assert report["data_outcome"] == "passed"
-    assert project.rows() == [loaded(1), nameless(2), loaded(3)]  # type: ignore[arg-type]
+    assert project.rows() == [loaded(1), nameless(2), loaded(3)]
     assert verdict(project, report) == ("passed", 0)
 
 

@@ -115,7 +115,7 @@ class Target:
             try:
                 cur = conn.cursor()
                 cur.execute("SELECT to_regclass(%s)", (f'"{self.dataset}".orders',))
-                if cur.fetchone()[0] is None:  # type: ignore[index]
+                if cur.fetchone()[0] is None:
                     return None
                 cur.execute(f'SELECT * FROM "{self.dataset}".orders')
                 names = [d[0] for d in cur.description]

@@ -22,8 +22,8 @@ BUILDERS: dict[str, Callable[[list[dict[str, Any]]], pa.RecordBatch]] = {
     "jsonl_text": lambda rows: jsonl_batch(
         [{k: None if v is None else str(v) for k, v in r.items()} for r in rows], True
     ),
-    "rest_api": _text_batch,
-    "dlt": lambda rows: _typed_or_text(rows, "resource"),
+    "rest_api": lambda rows: _text_batch([*rows]),
+    "dlt": lambda rows: _typed_or_text([*rows], "resource"),
 }
 
 

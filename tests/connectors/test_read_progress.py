@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Generator
 from pathlib import Path
 
 import pyarrow as pa
@@ -127,6 +128,7 @@ def test_each_read_starts_from_zero(tmp_path: Path) -> None:
     assert _read(source, 20)[-1] == (size, size)
 
     again = source.chunks(20)
+    assert isinstance(again, Generator)
     next(again)
 
     read, total = source.read_progress()

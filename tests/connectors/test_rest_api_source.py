@@ -14,7 +14,7 @@ from pytest_httpserver import HTTPServer
 
 from dpone.connectors import make_source
 from dpone.connectors.errors import SourceConfigError, SourceError, SourceUnavailable
-from dpone.errors import SecretError
+from dpone.errors import SecretError, TransientError
 from tests.connectors.restapi import PAGINATORS, PER_PAGE, OrdersApi, item, rest_source
 from tests.connectors.specs import dlt_backed_spec
 
@@ -126,7 +126,7 @@ def test_a_status_that_stays_is_transient_after_the_attempts(httpserver: HTTPSer
     with pytest.raises(SourceUnavailable) as caught:
         read(config)
     assert caught.value.code == "DPONE_SOURCE_UNAVAILABLE"
-    assert caught.value.transient
+    assert isinstance(caught.value, TransientError)
     assert "503" in caught.value.message
     assert len(httpserver.log) == 2
 
@@ -140,7 +140,7 @@ def test_an_error_status_is_terminal_and_names_no_secret(httpserver: HTTPServer)
         read(config, API_KEY=TOKEN)
     error = caught.value
     assert error.code == "DPONE_SOURCE_HTTP_STATUS"
-    assert not error.transient
+    assert not isinstance(error, TransientError)
     assert "401" in error.message
     assert TOKEN not in json.dumps(error.to_json())
     assert error.__cause__ is None

@@ -253,7 +253,7 @@ def test_load_spec_validation() -> None:
         with pytest.raises(SinkConfigError):
             LoadSpec(
                 **{"pipeline": PIPELINE, "run_id": "r", "load_id": "l", "schema": SCHEMA, **bad}
-            )  # type: ignore[arg-type]
+            )
     with pytest.raises(SinkConfigError):
         LoadSpec(PIPELINE, "r", "l", SCHEMA, "merge", ("nope",))
     with pytest.raises(SinkConfigError):

@@ -20,11 +20,11 @@ MIN64 = -(2**63)
 
 
 def ts(*args: int) -> dt.datetime:
-    return dt.datetime(*args, tzinfo=UTC)  # type: ignore[misc]
+    return naive(*args).replace(tzinfo=UTC)
 
 
 def naive(*args: int) -> dt.datetime:
-    return dt.datetime(*args)  # type: ignore[misc]
+    return dt.datetime(*args)  # type: ignore[arg-type]
 
 
 D = Decimal

@@ -12,6 +12,7 @@ from dpone.contracts import (
     Action,
     ColumnSpec,
     ContractEnforcementService,
+    EnforcementResult,
     ReasonCode,
     SchemaFrozen,
 )
@@ -191,6 +192,11 @@ def test_json_metadata_of_a_sink_column_is_honoured() -> None:
 # --- inference ---------------------------------------------------------------------------------
 
 
+def _types(result: EnforcementResult) -> dict[str, str]:
+    """The logical type of each column as the sink receives it (the ``dpone.type`` metadata)."""
+    return {f.name: (f.metadata or {})[b"dpone.type"].decode() for f in result.valid.schema}
+
+
 def test_inference_picks_the_narrowest_type_that_fits_every_sampled_value() -> None:
     svc = _svc()
     rows = text_batch(
@@ -206,20 +212,18 @@ def test_inference_picks_the_narrowest_type_that_fits_every_sampled_value() -> N
         empty=[None, None],
     )
     result = svc.enforce(rows, existing_schema=None)
-    types = {name: spec.type for name, spec in svc.inferred_types.items()}
-    assert types == {
+    assert _types(result) == {
+        "id": "integer",  # declared
         "n": "integer",
         "f": "float",
         "b": "boolean",
         "d": "date",
-        "t": "timestamp",
+        "t": "timestamp(tz)",
         "naive": "timestamp",
         "clock": "time",
         "s": "string",
         "empty": "string",
     }
-    assert svc.inferred_types["t"].timezone is True
-    assert svc.inferred_types["naive"].timezone is False
     assert result.valid.column("d").to_pylist() == [dt.date(2024, 1, 1), dt.date(2024, 2, 29)]
 
 
@@ -228,7 +232,7 @@ def test_inferred_types_are_fixed_after_the_sample() -> None:
         contract(DECLARED, type_inference=TypeInferenceSpec(sample_rows=2))
     )
     first = svc.enforce(text_batch(id=["1", "2", "3"], n=["1", "2", "x"]))
-    assert svc.inferred_types["n"].type == "integer"
+    assert _types(first)["n"] == "integer"
     assert first.rejects.positions.to_pylist() == [2]  # beyond the sample: a conflict
     later = svc.enforce(text_batch(id=["4"], n=["4.5"]))
     assert later.counts == {("n", TM): 1}
@@ -239,7 +243,8 @@ def test_prime_fixes_types_from_several_chunks() -> None:
         contract(DECLARED, type_inference=TypeInferenceSpec(sample_rows=2))
     )
     svc.prime([text_batch(id=["1"], n=["1"]), text_batch(id=["2", "3"], n=["2.5", "x"])])
-    assert svc.inferred_types["n"].type == "float"  # "x" is the 3rd row: outside the sample
+    later = svc.enforce(text_batch(id=["4"], n=["4"]))
+    assert _types(later)["n"] == "float"  # "x" is the 3rd row: outside the sample
 
 
 def test_inference_disabled_keeps_text_as_string_and_typed_as_typed() -> None:
@@ -247,7 +252,7 @@ def test_inference_disabled_keeps_text_as_string_and_typed_as_typed() -> None:
     result = svc.enforce(batch(id=pa.array(["1"]), n=pa.array(["1"]), k=pa.array([1], pa.int32())))
     assert result.valid.schema.field("n").type == pa.string()
     assert result.valid.schema.field("k").type == pa.int64()
-    assert svc.inferred_types == {}
+    assert _types(result) == {"id": "integer", "n": "string", "k": "integer"}
 
 
 def test_inference_respects_empty_string_is_null() -> None:
@@ -255,5 +260,5 @@ def test_inference_respects_empty_string_is_null() -> None:
         contract(DECLARED, type_inference=TypeInferenceSpec(empty_string_is_null=True))
     )
     result = svc.enforce(text_batch(id=["1", "2"], n=["", "5"]))
-    assert svc.inferred_types["n"].type == "integer"
+    assert _types(result)["n"] == "integer"
     assert result.valid.column("n").to_pylist() == [None, 5]

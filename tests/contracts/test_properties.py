@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dpone.contracts import ColumnSpec, ContractEnforcementService
-from dpone.contracts import text as text_mod
+from dpone.contracts import text_numbers as text_mod
 from dpone.contracts.convert import convert
-from dpone.contracts.spec import Enforcement, TypeInferenceSpec
+from dpone.contracts.spec import ConflictPolicy, Enforcement, TypeInferenceSpec
 from tests.contracts.corpus import CASES
 from tests.contracts.helpers import contract, same_value, spec_of
 
@@ -86,18 +86,18 @@ def batches(draw: st.DrawFn) -> pa.RecordBatch:
     return pa.RecordBatch.from_pydict(data)
 
 
-def _service(mode: Enforcement, policy: str = "fail") -> ContractEnforcementService:
+def _service(mode: Enforcement, policy: ConflictPolicy = "fail") -> ContractEnforcementService:
     return ContractEnforcementService(
         contract(
             *COLUMNS, enforcement=mode, type_inference=TypeInferenceSpec(conflict_policy=policy)
-        )  # type: ignore[arg-type]
+        )
     )
 
 
 @SETTINGS
 @given(batches(), st.sampled_from(MODES), st.sampled_from(["fail", "quarantine", "variant_column"]))
 def test_valid_and_rejected_partition_the_input(
-    rows: pa.RecordBatch, mode: Enforcement, policy: str
+    rows: pa.RecordBatch, mode: Enforcement, policy: ConflictPolicy
 ) -> None:
     result = _service(mode, policy).enforce(rows)
     valid = result.valid_positions.to_pylist()
@@ -187,7 +187,7 @@ def _rows_of(batch: pa.RecordBatch) -> list[dict[str, Any]]:
 def test_a_chunk_equals_its_rows_split_into_smaller_chunks(
     rows: pa.RecordBatch, mode: Enforcement, cuts: list[int], variant: bool
 ) -> None:
-    policy = "variant_column" if variant else "fail"
+    policy: ConflictPolicy = "variant_column" if variant else "fail"
     whole_svc = _service(mode, policy)
     whole_svc.prime(rows)
     whole = whole_svc.enforce(rows)

@@ -59,11 +59,11 @@ def test_every_logical_type_has_an_arrow_type() -> None:
         arrow_type(
             ColumnSpec(
                 "c",
-                kind,
+                kind,  # type: ignore[arg-type]
                 precision=10 if kind == "decimal" else None,
                 scale=2 if kind == "decimal" else None,
             )
-        )  # type: ignore[arg-type]
+        )
 
 
 def test_defaults_timestamp_is_aware_and_decimal_is_38_9() -> None:

@@ -38,8 +38,8 @@ from dpone.ops.verification import verify_store
 from dpone.published import schema_errors
 from dpone.runtime.journal import RunJournal
 from tests import dltkit
-from tests.support.processes import dpone_subprocess
-from tests.support.project import CANARY, CliRun, Project
+from tests.support.processes import CliRun, dpone_subprocess
+from tests.support.project import CANARY, Project
 
 Mode = Literal["strict", "strict_bad", "quarantine", "warn"]
 Strategy = Literal["append", "merge"]

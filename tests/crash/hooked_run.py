@@ -125,7 +125,7 @@ def dlt_kill(where: str, table: str) -> None:
             kill()
         return done
 
-    PackageStorage.save_pending_transition = dying_save  # type: ignore[method-assign]
+    PackageStorage.save_pending_transition = dying_save  # type: ignore[method-assign, assignment]
 
 
 def install(argv: list[str]) -> list[str]:

@@ -64,8 +64,8 @@ REFS = st.one_of(
 @st.composite
 def chunks(draw: st.DrawFn) -> list[RejectedRow]:
     """Rows drawn from small pools, so that shapes repeat within the chunk."""
+    reasons = st.sampled_from(draw(st.lists(st.sampled_from(list(ReasonCode)), min_size=1)))
     pick = {
-        "reason": st.sampled_from(draw(st.lists(st.sampled_from(list(ReasonCode)), min_size=1))),
         "column": st.sampled_from(draw(st.lists(st.none() | NAMES, min_size=1, max_size=3))),
         "actual": st.sampled_from(draw(st.lists(st.none() | TOKENS, min_size=1, max_size=2))),
         "expected": st.sampled_from(draw(st.lists(st.none() | TOKENS, min_size=1, max_size=2))),
@@ -80,7 +80,7 @@ def chunks(draw: st.DrawFn) -> list[RejectedRow]:
         rows.append(
             RejectedRow(
                 ref,
-                draw(pick["reason"]),
+                draw(reasons),
                 draw(pick["column"]),
                 draw(pick["actual"]),
                 draw(pick["expected"]),
@@ -93,7 +93,7 @@ def chunks(draw: st.DrawFn) -> list[RejectedRow]:
     return rows
 
 
-def _encoder(policy: Any, **limits: int) -> RecordEncoder:
+def _encoder(policy: Any, **limits: Any) -> RecordEncoder:
     return RecordEncoder(
         run_id="run-1",
         load_id="load-1",

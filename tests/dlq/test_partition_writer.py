@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,6 +23,7 @@ from dpone.dlq.policy import DlqPolicy
 from dpone.dlq.refs import file_refs
 from dpone.dlq.rejects import RejectedRow, rejected_rows
 from dpone.dlq.store import DlqStore
+from dpone.dlq.writer import EntryColumns
 from dpone.ids import is_ulid, ulid_time_ms
 from dpone.testing import FrozenClock
 
@@ -29,7 +31,7 @@ STARTED = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 RUN, LOAD = "01JQ0000000000000000000RUN", "01JQ0000000000000000000LOD"
 
 
-def _store(tmp_path: Path, **policy: int) -> DlqStore:
+def _store(tmp_path: Path, **policy: Any) -> DlqStore:
     root = tmp_path / "dlq"
     return DlqStore(
         root, DlqPolicy(directory=str(root), **policy), clock=FrozenClock("2026-03-01T12:05:00Z")
@@ -100,8 +102,8 @@ def _adopting(tmp_path: Path) -> tuple[DlqStore, PartitionSegments]:
     return store, _partition(store, 0, [_rows("a.csv", 1, 3), _rows("a.csv", 50, 2)])
 
 
-def _entries(found: PartitionSegments) -> tuple[tuple[str, ...], ...]:
-    return (found.record_ids, found.sha256s, found.codes, found.columns)  # type: ignore[return-value]
+def _entries(found: PartitionSegments) -> EntryColumns:
+    return (found.record_ids, found.sha256s, found.codes, found.columns)
 
 
 @pytest.mark.parametrize(

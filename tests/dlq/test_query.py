@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -25,13 +26,19 @@ def _documented_query(root: Path, which: int = 0) -> str:
     return query.replace(".dpone/dlq", str(root))
 
 
+def _fetch(query: str) -> list[tuple[Any, ...]]:
+    relation = duckdb.sql(query)
+    assert relation is not None  # a SELECT always has a result
+    return relation.fetchall()
+
+
 def test_the_documented_duckdb_query_counts_every_record(store: DlqStore, root: Path) -> None:
     for run_id in ("run-1", "run-2"):
         writer = store.open_run(run_id, "load-1")
         writer.write_chunk(rows(30, start=1))
         writer.write_chunk(rows(12, start=31, reason=ReasonCode.REQUIRED_NULL, column="id"))
         writer.close()
-    found = duckdb.sql(_documented_query(root)).fetchall()
+    found = _fetch(_documented_query(root))
     assert sorted(found) == [
         ("schema.required_null", "id", 24),
         ("schema.type_mismatch", "amount", 60),
@@ -45,7 +52,7 @@ def test_the_documented_row_query_names_the_rows_the_refs_name(store: DlqStore, 
     ids = writer.write_chunk(rows(3, start=7))
     writer.close()
     query = _documented_query(root, 1).replace("'01J…'", "'run-1'")
-    found = duckdb.sql(query).fetchall()
+    found = _fetch(query)
     assert [(r[0], r[1], r[2]) for r in found] == [
         (record_id, "data/orders.csv", row)
         for record_id, row in zip(sorted(ids), (7, 8, 9), strict=True)
@@ -60,7 +67,7 @@ def test_a_segment_holds_one_record_per_line_in_id_order(store: DlqStore, root: 
     writer.close()
     segments = sorted((root / "runs" / "run-1" / "segments").iterdir())
     assert [p.name for p in segments] == ["00000001.jsonl"]
-    lines = duckdb.sql(
+    lines = _fetch(
         f"SELECT record_id FROM read_json('{segments[0]}', format = 'newline_delimited')"
-    ).fetchall()
+    )
     assert [r for (r,) in lines] == sorted(ids)

@@ -1,6 +1,7 @@
 """The first hour of a new user: a manifest and its data in a fresh folder, `dpone validate`
 and `dpone run` through the CLI, and the outcome read back from the DuckDB file, the DLQ
-(`dpone ops dlq summary`) and the exit codes. One test per failure of the Step 9 issue."""
+(`dpone ops dlq summary`) and the exit codes. One test per way a first run went wrong for a
+new user."""
 
 from __future__ import annotations
 

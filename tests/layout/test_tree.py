@@ -27,11 +27,12 @@ def test_no_test_module_imports_from_a_conftest() -> None:
     found = []
     for path in sorted((ROOT / "tests").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_bytes(), str(path))):
-            names = []
             if isinstance(node, ast.ImportFrom):
                 names = [node.module or ""]
             elif isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
+            else:
+                continue
             if any(name.split(".")[-1] == "conftest" for name in names):
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert found == []

@@ -1,4 +1,4 @@
-"""File sources over S3 (issue #16, item 4): ``path: s3://bucket/prefix/*.csv`` read from a
+"""File sources over S3: ``path: s3://bucket/prefix/*.csv`` read from a
 local S3-compatible server (moto, tests/support/s3server.py) into DuckDB, with the credentials
 from the standard AWS variables or ``${ENV}`` references, and every failure a stable DPONE_*
 code that names no secret."""

@@ -1,4 +1,4 @@
-"""Step 10 (7): a record forged to name a file outside the manifest's source loads nothing.
+"""A record forged to name a file outside the manifest's source loads nothing.
 
 The forger can write the DLQ folder: it rewrites a record's ``record_ref`` to a file next to
 the source that the manifest's glob does not match (and that holds a row which would pass),

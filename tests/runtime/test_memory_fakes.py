@@ -97,7 +97,7 @@ def test_a_source_shorter_than_fail_at_fails_after_its_last_chunk() -> None:
 
 def test_a_source_refuses_what_it_cannot_read() -> None:
     with pytest.raises(TypeError):
-        MemorySource([pa.table({"id": [1]}), "not rows"])  # type: ignore[list-item]
+        MemorySource([pa.table({"id": [1]}), "not rows"])
     with pytest.raises(ValueError, match="from 1"):
         MemorySource([], fail_at=0)
     with pytest.raises(ValueError, match="positive"):

@@ -30,7 +30,7 @@ def test_a_marker_row_as_written_reads_back() -> None:
     ],
 )
 def test_an_edited_marker_row_is_refused_typed(position: int, value: object) -> None:
-    row = list(GOOD)
+    row: list[object] = list(GOOD)
     row[position] = value
     with pytest.raises(SinkMarkerInvalid) as caught:
         marker_from_row(row)

@@ -39,18 +39,18 @@ def read_png(path: Path) -> tuple[int, int, int, bytes]:
     prev = bytearray(stride)
     for y in range(height):
         start = y * (stride + 1)
-        kind, line = raw[start], bytearray(raw[start + 1 : start + 1 + stride])
+        row_filter, line = raw[start], bytearray(raw[start + 1 : start + 1 + stride])
         for i in range(stride):
             left = line[i - channels] if i >= channels else 0
             up = prev[i]
             corner = prev[i - channels] if i >= channels else 0
-            if kind == 1:
+            if row_filter == 1:
                 line[i] = (line[i] + left) & 0xFF
-            elif kind == 2:
+            elif row_filter == 2:
                 line[i] = (line[i] + up) & 0xFF
-            elif kind == 3:
+            elif row_filter == 3:
                 line[i] = (line[i] + (left + up) // 2) & 0xFF
-            elif kind == 4:
+            elif row_filter == 4:
                 p = left + up - corner
                 pa, pb, pc = abs(p - left), abs(p - up), abs(p - corner)
                 pred = left if pa <= pb and pa <= pc else up if pb <= pc else corner

@@ -337,7 +337,7 @@ class Project:
 
     @property
     def lake(self) -> Path:
-        return self.root / self.sink["path"]
+        return self.root / str(self.sink["path"])
 
     def committed_files(self) -> list[Path]:
         """The table's live Parquet files, replayed from the commit markers on disk."""
