@@ -23,7 +23,7 @@ from dpone.dlq.policy import DlqPolicy
 from dpone.dlq.refs import file_refs
 from dpone.dlq.rejects import RejectedRow, rejected_rows
 from dpone.dlq.store import DlqStore
-from dpone.dlq.writer import EntryColumns
+from dpone.dlq.ledger import EntryColumns
 from dpone.ids import is_ulid, ulid_time_ms
 from dpone.testing import FrozenClock
 

@@ -23,7 +23,8 @@ def _contract() -> dict[str, Any]:
         if c["type"] == "layers" and c.get("containers") == [CONTAINER]
     ]
     assert len(found) == 1
-    return found[0]
+    contract: dict[str, Any] = found[0]
+    return contract
 
 
 def _layers(contract: dict[str, Any]) -> list[grimp.Layer]:
