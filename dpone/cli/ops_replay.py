@@ -3,7 +3,7 @@
 Without ``--manifest`` the command prints the run's plan with ``unbound`` identities: it shows
 what a replay would touch and can never apply anything. ``--manifest M`` pins M's resolver and
 sink; ``--execute`` applies the plan with the first-party file executor
-(:mod:`dpone.ops.replay_run`). ``--yes`` is the old "apply" switch: it exits 4
+(:mod:`dpone.ops.replay.binding`). ``--yes`` is the old "apply" switch: it exits 4
 (``DPONE_DLQ_REPLAY_EXECUTOR_REQUIRED``) and applies nothing.
 """
 
@@ -93,11 +93,11 @@ def quarantine_replay_cmd(
 
     def body() -> int:
         from dpone import api, ops
-        from dpone.ops import replay
+        from dpone.ops.replay.errors import ReplayExecutorRequired
 
         _logs_to_stderr()
         if (yes or execute) and (not execute or manifest is None):
-            raise replay.ReplayExecutorRequired(
+            raise ReplayExecutorRequired(
                 "no replay executor: generic replay is plan-only and nothing was applied",
                 fixes=(EXECUTOR_FIX,),
             )

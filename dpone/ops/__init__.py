@@ -26,9 +26,9 @@ if TYPE_CHECKING:
     from dpone.ops.gate import GateReport
     from dpone.ops.pipeline_changes import DropResult, ResetDecision, ResetResult
     from dpone.ops.pipelines import PipelineInfo, PipelineList
-    from dpone.ops.replay import ReplayPlan
-    from dpone.ops.replay_executor import ReplayResult
-    from dpone.ops.replay_run import ReplayBinding
+    from dpone.ops.replay.binding import ReplayBinding
+    from dpone.ops.replay.document import ReplayPlan
+    from dpone.ops.replay.executor import ReplayResult
     from dpone.ops.report_html import OpsReport
     from dpone.ops.retention import RetentionPlan, RetentionResult
 
@@ -144,17 +144,17 @@ def replay_plan(
     """The replay plan of DLQ run ``run_id``: unbound (read-only) from ``dlq_dir`` alone, or
     bound to ``manifest``'s file source and sink (what :func:`replay_execute` applies). With a
     signing key configured the run's index must be signed (``allow_unsigned`` opts out)."""
-    from dpone.ops import replay
+    from dpone.ops.replay.document import replay_bound
+    from dpone.ops.replay.reading import plan
     from dpone.signing import required
 
     require = required(require_signature=require_signature, allow_unsigned=allow_unsigned)
     if manifest is None:
         if dlq_dir is None:
             raise UsageError("pass the DLQ root with --dir (or a manifest with --manifest)")
-        bound = max_items if max_items is not None else replay.DEFAULT_MAX_ITEMS
         store = open_store(dlq_dir)
         store.require_signature = require
-        return replay.plan(store, run_id, max_items=bound)
+        return plan(store, run_id, max_items=replay_bound(max_items))
     binding = _binding(manifest, run_id, dlq_dir, env)
     binding.store.require_signature = require
     return binding.plan(max_items=max_items)
@@ -176,8 +176,8 @@ def replay_execute(
     is refused unless it is the plan the store, the manifest and the sink give now. With a
     signing key configured the plan file and the run's index must be signed
     (``allow_unsigned`` opts out)."""
-    from dpone.ops import replay
-    from dpone.ops.replay_run import execute_replay
+    from dpone.ops.replay.binding import execute_replay
+    from dpone.ops.replay.document import load_plan
     from dpone.signing import required
 
     stderr_logs()
@@ -185,7 +185,7 @@ def replay_execute(
     binding = _binding(manifest, run_id, dlq_dir, env)
     binding.store.require_signature = require
     stored = (
-        replay.load_plan(Path(plan), require_signature=require)
+        load_plan(Path(plan), require_signature=require)
         if isinstance(plan, str | os.PathLike)
         else plan
     )
@@ -200,7 +200,7 @@ def _binding(
 ) -> ReplayBinding:
     from dpone.manifest.compiler import compile_manifest
     from dpone.manifest.plan import Plan
-    from dpone.ops.replay_run import bind
+    from dpone.ops.replay.binding import bind
 
     if dlq_dir is not None:
         open_store(dlq_dir)  # a missing folder is a usage error, as everywhere
