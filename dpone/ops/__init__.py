@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from dpone.ops.replay.document import ReplayPlan
     from dpone.ops.replay.executor import ReplayResult
     from dpone.ops.report_html import OpsReport
-    from dpone.ops.retention import RetentionPlan, RetentionResult
+    from dpone.ops.retention.model import RetentionPlan, RetentionResult
 
 PathLike = str | os.PathLike[str]
 
@@ -224,7 +224,7 @@ def retention_plan(
     a time zone or ISO-8601 text; default: now) judges expiry; ``output`` keeps the plan for
     :func:`retention_apply`. With a signing key configured every index must be signed
     (``allow_unsigned`` opts out) and the plan is signed."""
-    from dpone.ops.retention import plan_retention
+    from dpone.ops.retention.mark import plan_retention
     from dpone.signing import required
 
     store = open_store(dlq_dir)
@@ -282,7 +282,8 @@ def retention_apply(
     plan's; a plan that deletes unacknowledged records needs ``include_unacknowledged`` here
     too. With a signing key configured the plan file and every index must be signed
     (``allow_unsigned`` opts out)."""
-    from dpone.ops.retention import apply_retention, load_plan
+    from dpone.ops.retention.model import load_plan
+    from dpone.ops.retention.sweep import apply_retention
     from dpone.signing import required
 
     stderr_logs()
