@@ -17,11 +17,10 @@ import click
 from dpone.cli.ops_dlq import _logs_to_stderr
 from dpone.cli.output import (
     ALLOW_ANY_IMPORT_OPTION,
-    ALLOW_UNSIGNED_OPTION,
-    REQUIRE_SIGNATURE_OPTION,
     markdown_format_option,
     print_json,
     run_command,
+    signature_options,
 )
 from dpone.errors import UsageError
 
@@ -73,8 +72,7 @@ EXECUTOR_FIX = (
     help="Deprecated. Without --execute it exits 4 and applies nothing.",
 )
 @ALLOW_ANY_IMPORT_OPTION
-@REQUIRE_SIGNATURE_OPTION
-@ALLOW_UNSIGNED_OPTION
+@signature_options
 @markdown_format_option("the plan or result document")
 def quarantine_replay_cmd(
     directory: Path | None,

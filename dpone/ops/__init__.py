@@ -12,18 +12,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from dpone._lazy import exports
 from dpone.errors import UsageError
 
 if TYPE_CHECKING:
-    from dpone.dlq.integrity import Finding
     from dpone.dlq.store import DlqStore
     from dpone.manifest.plan import Plan
-    from dpone.ops.gate import GateReport
+    from dpone.ops.gate.report import GateReport
     from dpone.ops.pipeline_changes import DropResult, ResetDecision, ResetResult
     from dpone.ops.pipelines import PipelineInfo, PipelineList
     from dpone.ops.replay.binding import ReplayBinding
@@ -31,8 +30,11 @@ if TYPE_CHECKING:
     from dpone.ops.replay.executor import ReplayResult
     from dpone.ops.report_html import OpsReport
     from dpone.ops.retention.model import RetentionPlan, RetentionResult
+    from dpone.ops.verification import Verification
 
 PathLike = str | os.PathLike[str]
+
+__getattr__, __dir__ = exports(__name__, {"Verification": "dpone.ops.verification"})
 
 #: What a DLQ root holds at its top (SPEC §5); anything else alone is not a DLQ store.
 STORE_FOLDERS = ("runs", "acks")
@@ -52,13 +54,20 @@ def stderr_logs() -> None:
         logs.configure()
 
 
-def open_store(directory: PathLike) -> DlqStore:
+def open_store(
+    directory: PathLike, *, require_signature: bool = False, allow_unsigned: bool = False
+) -> DlqStore:
     """The store at ``directory``. A missing folder, or a folder with other things in it but
     neither ``runs/`` nor ``acks/`` (a work dir, the manifest's folder), is a usage error
     (exit 2): verifying it would say "ok" about a store that is not there. An empty folder is
-    an empty store (a DLQ root before its first rejected row) and verifies."""
-    from dpone.dlq.store import DlqStore
+    an empty store (a DLQ root before its first rejected row) and verifies.
 
+    With a signing key configured every index read must be signed (``allow_unsigned`` opts
+    out); ``require_signature`` without a key is a usage error."""
+    from dpone.dlq.store import DlqStore
+    from dpone.signing import required
+
+    require = required(require_signature=require_signature, allow_unsigned=allow_unsigned)
     directory = Path(directory)
     fix = "pass the DLQ root with --dir (dlq.directory, by default <work_dir>/dlq)"
     if not directory.is_dir():
@@ -72,33 +81,10 @@ def open_store(directory: PathLike) -> DlqStore:
             code="DPONE_DLQ_NOT_A_STORE",
             fixes=(fix,),
         )
-    return DlqStore(directory)
+    return DlqStore(directory, require_signature=require)
 
 
 # --- verify -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Verification:
-    """What ``dpone ops dlq verify`` found (and, with ``repair``, fixed)."""
-
-    directory: str
-    run_id: str | None
-    findings: tuple[Finding, ...]
-    repaired: tuple[Finding, ...] = ()
-
-    @property
-    def clean(self) -> bool:
-        return not self.findings
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "dir": self.directory,
-            "run_id": self.run_id,
-            "clean": self.clean,
-            "findings": [f.to_json() for f in self.findings],
-            "repaired": [f.to_json() for f in self.repaired],
-        }
 
 
 def verify(
@@ -113,16 +99,14 @@ def verify(
     ``repair`` first closes abandoned runs and removes crash leftovers. With a signing key
     configured every index must be signed (``allow_unsigned`` opts out); repair never
     rebuilds, and so never signs, an index that does not verify."""
-    from dpone.ops.verification import repair_store, signature_findings, verify_store
-    from dpone.signing import required
+    from dpone.ops.repair import repair_store
+    from dpone.ops.verification import Verification, signature_findings, verify_store
 
     stderr_logs()
-    require = required(require_signature=require_signature, allow_unsigned=allow_unsigned)
-    store = open_store(dlq_dir)
-    store.require_signature = require
+    store = open_store(dlq_dir, require_signature=require_signature, allow_unsigned=allow_unsigned)
     repaired = repair_store(store, run_id) if repair else []
     findings = verify_store(store, run_id)
-    if require:
+    if store.require_signature:
         seen = {(f.code, f.run_id) for f in findings}
         findings += [f for f in signature_findings(store, run_id) if (f.code, f.run_id) not in seen]
     return Verification(os.fspath(dlq_dir), run_id, tuple(findings), tuple(repaired))
@@ -152,8 +136,9 @@ def replay_plan(
     if manifest is None:
         if dlq_dir is None:
             raise UsageError("pass the DLQ root with --dir (or a manifest with --manifest)")
-        store = open_store(dlq_dir)
-        store.require_signature = require
+        store = open_store(
+            dlq_dir, require_signature=require_signature, allow_unsigned=allow_unsigned
+        )
         return plan(store, run_id, max_items=replay_bound(max_items))
     binding = _binding(manifest, run_id, dlq_dir, env)
     binding.store.require_signature = require
@@ -225,10 +210,8 @@ def retention_plan(
     :func:`retention_apply`. With a signing key configured every index must be signed
     (``allow_unsigned`` opts out) and the plan is signed."""
     from dpone.ops.retention.mark import plan_retention
-    from dpone.signing import required
 
-    store = open_store(dlq_dir)
-    store.require_signature = required(allow_unsigned=allow_unsigned)
+    store = open_store(dlq_dir, allow_unsigned=allow_unsigned)
     for folder in evidence_dirs:
         if not Path(folder).is_dir():
             raise UsageError(f"--pin-evidence {folder} is not a folder")
@@ -293,8 +276,11 @@ def retention_apply(
             raise UsageError(f"--pin-evidence {folder} is not a folder")
     if isinstance(plan, str | os.PathLike):
         plan = load_plan(Path(plan), require_signature=require)
-    store = open_store(dlq_dir if dlq_dir is not None else plan.directory)
-    store.require_signature = require
+    store = open_store(
+        dlq_dir if dlq_dir is not None else plan.directory,
+        require_signature=require_signature,
+        allow_unsigned=allow_unsigned,
+    )
     return apply_retention(
         store,
         plan,
@@ -324,7 +310,9 @@ def release_gate(
     The default policy blocks a failed run, a failed quality gate, a run that read rows but
     loaded none (``allow_empty=True`` allows it) and a quarantine ratio above 1%; ``policy``
     is a ``dpone.gate-policy.v1`` file whose values the other arguments override."""
-    from dpone.ops.gate import GatePolicy, evaluate, write_report
+    from dpone.ops.gate.checks import evaluate
+    from dpone.ops.gate.policy import GatePolicy
+    from dpone.ops.gate.report import write_report
 
     ratio = None if max_quarantine_ratio is None else str(max_quarantine_ratio)
     gate_policy = GatePolicy.parse(

@@ -26,6 +26,7 @@ from dpone.dlq.index import PIPELINE_PATTERN
 from dpone.dlq.model import TIMESTAMP_PATTERN
 from dpone.dlq.policy import MAX_RECORDS_PER_RUN
 from dpone.ids import is_identifier, is_ulid
+from dpone.ops.plan_files import PlanFileKind, read_plan_file
 from dpone.ops.replay.errors import ReplayPlanInvalid
 
 if TYPE_CHECKING:
@@ -319,38 +320,23 @@ def _item_from_json(doc: Any, position: int) -> ReplayItem:
     )
 
 
+_PLAN_FILE = PlanFileKind(
+    what="the replay plan",
+    schema=PLAN_SCHEMA,
+    error=ReplayPlanInvalid,
+    signature_code="DPONE_DLQ_REPLAY_PLAN_SIGNATURE_INVALID",
+    untouched="nothing was applied",
+    remake="print the plan again with the signing key set (`--format json > {name}`)",
+    unsigned_fix="or pass --allow-unsigned (anyone who can write the plan can forge it)",
+)
+
+
 def load_plan(path: Path, *, require_signature: bool = False) -> ReplayPlan:
     """A plan written earlier (``--plan FILE``), checked against its published schema and its
     keyed signature (``require_signature``: an unsigned plan is refused)."""
-    from dpone.published import schema_errors
-
-    try:
-        doc = orjson.loads(path.read_bytes())
-    except OSError as exc:
-        raise ReplayPlanInvalid(
-            f"cannot read the replay plan {path.name} ({type(exc).__name__})"
-        ) from None
-    except orjson.JSONDecodeError:
-        raise ReplayPlanInvalid(f"the replay plan {path.name} is not JSON") from None
-    errors = schema_errors(doc, PLAN_SCHEMA)
-    if errors:
-        raise ReplayPlanInvalid(f"the replay plan {path.name} breaks its schema: {errors[0]}")
-    found = signing.problem(
-        doc, signing.keyring(), require=require_signature, what=f"the replay plan {path.name}"
+    return ReplayPlan.from_json(
+        read_plan_file(path, _PLAN_FILE, require_signature=require_signature)
     )
-    if found is not None:
-        code, message = found
-        raise ReplayPlanInvalid(
-            f"{message} ({code}); nothing was applied",
-            code="DPONE_DLQ_REPLAY_PLAN_SIGNATURE_INVALID",
-            path=path.name,
-            fixes=(
-                f"print the plan again with the signing key set (`--format json > {path.name}`)",
-                *signing.FIXES[code],
-                "or pass --allow-unsigned (anyone who can write the plan can forge it)",
-            ),
-        )
-    return ReplayPlan.from_json(doc)
 
 
 __all__ = [

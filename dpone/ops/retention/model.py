@@ -2,10 +2,8 @@
 snapshot it was decided on, the result ``dpone.dlq-retention-result.v1``, the retention
 errors, and a plan file read back (schema, then keyed signature, then its ``plan_id``).
 
-A plan file is written by one command and read by another, so it is input: someone who can
-write it can rebuild a consistent one (``plan_id`` is only a checksum). So it must carry a
-keyed signature that verifies whenever a signing key is configured (unless
-``--allow-unsigned``): :func:`check_plan_signature`.
+A plan file is input (:mod:`dpone.ops.plan_files`): it must carry a keyed signature that
+verifies whenever a signing key is configured, unless ``--allow-unsigned``.
 """
 
 from __future__ import annotations
@@ -17,12 +15,11 @@ from operator import not_
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-import orjson
-
 from dpone import signing
 from dpone.canonical import checksum
 from dpone.dlq.index import columns_checksum
 from dpone.errors import EXIT_CONFIG, DponeError, Stage
+from dpone.ops.plan_files import PlanFileKind, read_plan_file
 
 if TYPE_CHECKING:
     from dpone.dlq.integrity import Finding
@@ -340,45 +337,25 @@ class RetentionResult:
 # --- a plan file read back -------------------------------------------------------------------
 
 
-def check_plan_signature(doc: Mapping[str, Any], name: str, *, require: bool) -> None:
-    """The plan's signature verifies (when present, or ``require``d); else refused."""
-    found = signing.problem(
-        doc, signing.keyring(), require=require, what=f"the retention plan {name}"
-    )
-    if found is not None:
-        code, message = found
-        raise RetentionPlanInvalid(
-            f"{message} ({code}); nothing was deleted",
-            code="DPONE_DLQ_RETENTION_PLAN_SIGNATURE_INVALID",
-            path=name,
-            fixes=(
-                f"make a new plan with `dpone ops retention plan --output {name}` with the "
-                "signing key set, and apply that one",
-                *signing.FIXES[code],
-                "or pass --allow-unsigned to apply an unsigned plan (anyone who can write it "
-                "can forge it)",
-            ),
-        )
+_PLAN_FILE = PlanFileKind(
+    what="the retention plan",
+    schema=PLAN_SCHEMA,
+    error=RetentionPlanInvalid,
+    signature_code="DPONE_DLQ_RETENTION_PLAN_SIGNATURE_INVALID",
+    untouched="nothing was deleted",
+    remake="make a new plan with `dpone ops retention plan --output {name}` with the signing "
+    "key set, and apply that one",
+    unsigned_fix="or pass --allow-unsigned to apply an unsigned plan (anyone who can write it "
+    "can forge it)",
+)
 
 
 def load_plan(path: Path, *, require_signature: bool = False) -> RetentionPlan:
     """A plan file written by ``dpone ops retention plan --output``, schema- and
     signature-checked (``require_signature``: an unsigned plan is refused)."""
-    from dpone.published import schema_errors
-
-    try:
-        doc = orjson.loads(path.read_bytes())
-    except OSError as exc:
-        raise RetentionPlanInvalid(
-            f"cannot read the retention plan {path.name} ({type(exc).__name__})"
-        ) from None
-    except orjson.JSONDecodeError:
-        raise RetentionPlanInvalid(f"the retention plan {path.name} is not JSON") from None
-    errors = schema_errors(doc, PLAN_SCHEMA)
-    if errors:
-        raise RetentionPlanInvalid(f"the retention plan {path.name} breaks its schema: {errors[0]}")
-    check_plan_signature(doc, path.name, require=require_signature)
-    return RetentionPlan.from_json(doc)
+    return RetentionPlan.from_json(
+        read_plan_file(path, _PLAN_FILE, require_signature=require_signature)
+    )
 
 
 __all__ = [
@@ -397,7 +374,6 @@ __all__ = [
     "RunSnapshot",
     "RunSweep",
     "acks_fingerprint",
-    "check_plan_signature",
     "counts",
     "load_plan",
     "snapshot_fingerprint",
