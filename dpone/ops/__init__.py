@@ -1,7 +1,7 @@
 """The operations planes of SPEC §8 as functions: replay, retention, verify, release gate.
 
-Each is a thin call over the service that does the work, in this package (``replay.py``,
-``retention.py``, ``verification.py``, ``gate.py``) and ``replay_run.py``, and returns
+Each is a thin call over the service that does the work, in this package (``replay/``,
+``retention/``, ``verification.py`` and ``repair.py``, ``gate/``), and returns
 the result object ``dpone ops ...`` renders; every one has a ``to_json()``. Errors follow the
 API's contract: a usage or configuration problem (a folder that is not a DLQ store, a bad
 policy) raises :class:`~dpone.errors.ConfigError`, other failures their ``DponeError``.
