@@ -178,7 +178,7 @@ def _timed(store: DlqStore, name: str, spent: list[float]) -> None:
 
 def _bench_execute(base: Path, kind: str) -> None:
     from dpone.manifest.compiler import compile_manifest
-    from dpone.ops.replay_run import bind, execute_replay
+    from dpone.ops.replay.binding import bind, execute_replay
     from dpone.runtime.lifecycle import RunOptions, run_pipeline
 
     folder = base / kind

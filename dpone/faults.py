@@ -26,8 +26,8 @@ POINTS: tuple[str, ...] = (
     "after_evidence",
     "during_state_replace",
     "after_state",
-    # Not on the path of `dpone run`: the replay executor (dpone/ops/replay.py and
-    # dpone/ops/replay_run.py), around each batch load and its acknowledgements.
+    # Not on the path of `dpone run`: the replay executor (dpone/ops/replay/executor.py and
+    # binding.py), around each batch load and its acknowledgements.
     "replay_before_batch_commit",  # the k-th batch is staged in the sink, not committed
     "replay_after_batch_commit",  # the k-th batch committed with its keys, not acknowledged
     "replay_during_acks",  # the k-th group of acknowledgements is durable, others are not

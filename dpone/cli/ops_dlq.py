@@ -11,14 +11,14 @@ from dpone import logs
 from dpone.cli.output import (
     ALLOW_UNSIGNED_OPTION,
     FORMAT_OPTION,
-    REQUIRE_SIGNATURE_OPTION,
     markdown_format_option,
     print_json,
     run_command,
+    signature_options,
 )
 
 if TYPE_CHECKING:
-    from dpone.dlq.store import DlqStore
+    from dpone.ops.summary import DlqSummary
 
 DIR_OPTION = click.option(
     "--dir",
@@ -28,12 +28,6 @@ DIR_OPTION = click.option(
     help="The DLQ root (dlq.directory, by default <work_dir>/dlq).",
 )
 RUN_OPTION = click.option("--run-id", default=None, help="Only this run (default: every run).")
-
-
-def _store_at(directory: Path) -> DlqStore:
-    from dpone.ops import open_store
-
-    return open_store(directory)
 
 
 @click.group("dlq")
@@ -49,8 +43,7 @@ def dlq_group() -> None:
     is_flag=True,
     help="Close abandoned runs as aborted and remove crash leftovers; never touches tampering.",
 )
-@REQUIRE_SIGNATURE_OPTION
-@ALLOW_UNSIGNED_OPTION
+@signature_options
 @FORMAT_OPTION
 def verify_cmd(
     directory: Path,
@@ -115,20 +108,70 @@ def summary_cmd(
     the runs recorded in their evidence (what would fix the rejected rows)."""
 
     def body() -> int:
+        from dpone.ops import open_store
         from dpone.ops.summary import summarize
-        from dpone.signing import required
 
         logs.to_stderr()
-        store = _store_at(directory)
-        store.require_signature = required(allow_unsigned=allow_unsigned)
+        store = open_store(directory, allow_unsigned=allow_unsigned)
         summary = summarize(store, run_id, evidence_dir=evidence_dir)
         if fmt == "json":
             print_json(summary.to_json())
         else:
-            click.echo(summary.to_markdown(), nl=False)
+            click.echo(render_summary(summary), nl=False)
         return 0
 
     run_command("json" if fmt == "json" else "text", body)
+
+
+def render_summary(summary: DlqSummary) -> str:
+    """The summary for people (``--format md``)."""
+    lines = ["# DLQ summary", ""]
+    if not summary.runs:
+        return "\n".join([*lines, "No runs.", ""])
+    lines += [
+        f"{len(summary.runs)} run(s), {summary.record_count} record(s).",
+        "",
+        "| run | pipeline | status | records |",
+        "| --- | --- | --- | ---: |",
+    ]
+    for run in summary.runs:
+        pipeline = _cell(run.pipeline) if run.pipeline else "-"
+        lines.append(f"| {run.run_id} | {pipeline} | {run.status} | {run.record_count} |")
+    for run in summary.runs:
+        lines += ["", f"## Run {run.run_id} ({run.status})", ""]
+        if not run.by_reason_column:
+            lines.append("No records.")
+            continue
+        lines += ["| reason | column | records |", "| --- | --- | ---: |"]
+        for item in run.by_reason_column:
+            column = _cell(item.column) if item.column is not None else "-"
+            lines.append(f"| {item.code} | {column} | {item.count} |")
+        if not run.hints and run.record_count:
+            lines += [
+                "",
+                "No hints: the run's evidence bundle was not found or recorded none "
+                "(`--evidence-dir` names where the bundles are).",
+            ]
+        if run.hints:
+            lines += ["", "Hints:", ""]
+        for hint in run.hints:
+            fix = f" Fix: `{hint['fix']}`" if hint.get("fix") else ""
+            lines.append(f"- {hint['message']}.{fix}")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _cell(text: str) -> str:
+    """A column name made safe for one Markdown table cell."""
+    return (
+        "`"
+        + text.replace("\\", "\\\\")
+        .replace("|", "\\|")
+        .replace("`", "'")
+        .replace("\n", " ")
+        .replace("\r", " ")
+        + "`"
+    )
 
 
 __all__ = ["dlq_group"]

@@ -7,11 +7,10 @@ from pathlib import Path
 import click
 
 from dpone.cli.output import (
-    ALLOW_UNSIGNED_OPTION,
-    REQUIRE_SIGNATURE_OPTION,
     markdown_format_option,
     print_json,
     run_command,
+    signature_options,
 )
 
 OUTCOMES = "passed, passed_with_quarantine, passed_with_warnings, failed_quality_gate"
@@ -62,8 +61,7 @@ OUTCOMES = "passed, passed_with_quarantine, passed_with_warnings, failed_quality
     default=None,
     help="Where release_gate.json and release_gate.md go. Default: the current directory.",
 )
-@REQUIRE_SIGNATURE_OPTION
-@ALLOW_UNSIGNED_OPTION
+@signature_options
 @markdown_format_option("the release_gate.json document")
 def release_gate_cmd(
     evidence: tuple[Path, ...],
@@ -84,7 +82,7 @@ def release_gate_cmd(
 
     def body() -> int:
         from dpone import ops
-        from dpone.ops.gate import render_markdown
+        from dpone.ops.gate.report import render_markdown
 
         doc = ops.release_gate(
             evidence,

@@ -3,7 +3,7 @@
 Without ``--manifest`` the command prints the run's plan with ``unbound`` identities: it shows
 what a replay would touch and can never apply anything. ``--manifest M`` pins M's resolver and
 sink; ``--execute`` applies the plan with the first-party file executor
-(:mod:`dpone.ops.replay_run`). ``--yes`` is the old "apply" switch: it exits 4
+(:mod:`dpone.ops.replay.binding`). ``--yes`` is the old "apply" switch: it exits 4
 (``DPONE_DLQ_REPLAY_EXECUTOR_REQUIRED``) and applies nothing.
 """
 
@@ -17,11 +17,10 @@ import click
 from dpone import logs
 from dpone.cli.output import (
     ALLOW_ANY_IMPORT_OPTION,
-    ALLOW_UNSIGNED_OPTION,
-    REQUIRE_SIGNATURE_OPTION,
     markdown_format_option,
     print_json,
     run_command,
+    signature_options,
 )
 from dpone.errors import UsageError
 
@@ -73,8 +72,7 @@ EXECUTOR_FIX = (
     help="Deprecated. Without --execute it exits 4 and applies nothing.",
 )
 @ALLOW_ANY_IMPORT_OPTION
-@REQUIRE_SIGNATURE_OPTION
-@ALLOW_UNSIGNED_OPTION
+@signature_options
 @markdown_format_option("the plan or result document")
 def quarantine_replay_cmd(
     directory: Path | None,
@@ -93,11 +91,11 @@ def quarantine_replay_cmd(
 
     def body() -> int:
         from dpone import api, ops
-        from dpone.ops import replay
+        from dpone.ops.replay.errors import ReplayExecutorRequired
 
         logs.to_stderr()
         if (yes or execute) and (not execute or manifest is None):
-            raise replay.ReplayExecutorRequired(
+            raise ReplayExecutorRequired(
                 "no replay executor: generic replay is plan-only and nothing was applied",
                 fixes=(EXECUTOR_FIX,),
             )

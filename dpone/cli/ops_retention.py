@@ -10,10 +10,10 @@ import click
 from dpone import logs
 from dpone.cli.output import (
     ALLOW_UNSIGNED_OPTION,
-    REQUIRE_SIGNATURE_OPTION,
     markdown_format_option,
     print_json,
     run_command,
+    signature_options,
 )
 
 FORMAT = markdown_format_option("the plan or result document")
@@ -108,8 +108,7 @@ def plan_cmd(
     help="A folder of evidence bundles to keep (repeatable), on top of the plan's: the DLQ "
     "runs they point at must not be touched.",
 )
-@REQUIRE_SIGNATURE_OPTION
-@ALLOW_UNSIGNED_OPTION
+@signature_options
 @FORMAT
 def apply_cmd(
     plan_file: Path,

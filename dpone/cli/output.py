@@ -37,6 +37,15 @@ ALLOW_UNSIGNED_OPTION = click.option(
     help="With a signing key configured, still accept unsigned documents (a bad signature "
     "is refused all the same). Unsigned documents are forgeable by anyone who can write them.",
 )
+
+
+def signature_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--require-signature`` and ``--allow-unsigned``, for a command that reads signed
+    documents and passes both on to :mod:`dpone.ops` (which turns them into one decision,
+    :func:`dpone.signing.required`)."""
+    return REQUIRE_SIGNATURE_OPTION(ALLOW_UNSIGNED_OPTION(command))
+
+
 ALLOW_ANY_IMPORT_OPTION = click.option(
     "--allow-any-import",
     is_flag=True,
@@ -128,4 +137,5 @@ __all__ = [
     "print_json",
     "render_error_text",
     "run_command",
+    "signature_options",
 ]

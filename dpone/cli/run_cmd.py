@@ -76,7 +76,7 @@ def run_cmd(
             signal.signal(signal.SIGTERM, previous)
             if progress is not None:
                 progress.stop()
-        from dpone.runtime.report import render_text
+        from dpone.cli.run_text import render_text
 
         doc = report.to_json()
         if fmt == "json":

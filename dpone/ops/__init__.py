@@ -1,7 +1,7 @@
 """The operations planes of SPEC §8 as functions: replay, retention, verify, release gate.
 
-Each is a thin call over the service that does the work, in this package (``replay.py``,
-``retention.py``, ``verification.py``, ``gate.py``) and ``replay_run.py``, and returns
+Each is a thin call over the service that does the work, in this package (``replay/``,
+``retention/``, ``verification.py`` and ``repair.py``, ``gate/``), and returns
 the result object ``dpone ops ...`` renders; every one has a ``to_json()``. Errors follow the
 API's contract: a usage or configuration problem (a folder that is not a DLQ store, a bad
 policy) raises :class:`~dpone.errors.ConfigError`, other failures their ``DponeError``.
@@ -12,40 +12,49 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dpone import logs
+from dpone._lazy import exports
 from dpone.errors import UsageError
 
 if TYPE_CHECKING:
-    from dpone.dlq.integrity import Finding
     from dpone.dlq.store import DlqStore
     from dpone.manifest.plan import Plan
-    from dpone.ops.gate import GateReport
+    from dpone.ops.gate.report import GateReport
     from dpone.ops.pipeline_changes import DropResult, ResetDecision, ResetResult
     from dpone.ops.pipelines import PipelineInfo, PipelineList
-    from dpone.ops.replay import ReplayPlan
-    from dpone.ops.replay_executor import ReplayResult
-    from dpone.ops.replay_run import ReplayBinding
+    from dpone.ops.replay.binding import ReplayBinding
+    from dpone.ops.replay.document import ReplayPlan
+    from dpone.ops.replay.executor import ReplayResult
     from dpone.ops.report_html import OpsReport
-    from dpone.ops.retention import RetentionPlan, RetentionResult
+    from dpone.ops.retention.model import RetentionPlan, RetentionResult
+    from dpone.ops.verification import Verification
 
 PathLike = str | os.PathLike[str]
+
+__getattr__, __dir__ = exports(__name__, {"Verification": "dpone.ops.verification"})
 
 #: What a DLQ root holds at its top (SPEC §5); anything else alone is not a DLQ store.
 STORE_FOLDERS = ("runs", "acks")
 
 
-def open_store(directory: PathLike) -> DlqStore:
+def open_store(
+    directory: PathLike, *, require_signature: bool = False, allow_unsigned: bool = False
+) -> DlqStore:
     """The store at ``directory``. A missing folder, or a folder with other things in it but
     neither ``runs/`` nor ``acks/`` (a work dir, the manifest's folder), is a usage error
     (exit 2): verifying it would say "ok" about a store that is not there. An empty folder is
-    an empty store (a DLQ root before its first rejected row) and verifies."""
-    from dpone.dlq.store import DlqStore
+    an empty store (a DLQ root before its first rejected row) and verifies.
 
+    With a signing key configured every index read must be signed (``allow_unsigned`` opts
+    out); ``require_signature`` without a key is a usage error."""
+    from dpone.dlq.store import DlqStore
+    from dpone.signing import required
+
+    require = required(require_signature=require_signature, allow_unsigned=allow_unsigned)
     directory = Path(directory)
     fix = "pass the DLQ root with --dir (dlq.directory, by default <work_dir>/dlq)"
     if not directory.is_dir():
@@ -59,33 +68,10 @@ def open_store(directory: PathLike) -> DlqStore:
             code="DPONE_DLQ_NOT_A_STORE",
             fixes=(fix,),
         )
-    return DlqStore(directory)
+    return DlqStore(directory, require_signature=require)
 
 
 # --- verify -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Verification:
-    """What ``dpone ops dlq verify`` found (and, with ``repair``, fixed)."""
-
-    directory: str
-    run_id: str | None
-    findings: tuple[Finding, ...]
-    repaired: tuple[Finding, ...] = ()
-
-    @property
-    def clean(self) -> bool:
-        return not self.findings
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "dir": self.directory,
-            "run_id": self.run_id,
-            "clean": self.clean,
-            "findings": [f.to_json() for f in self.findings],
-            "repaired": [f.to_json() for f in self.repaired],
-        }
 
 
 def verify(
@@ -100,16 +86,14 @@ def verify(
     ``repair`` first closes abandoned runs and removes crash leftovers. With a signing key
     configured every index must be signed (``allow_unsigned`` opts out); repair never
     rebuilds, and so never signs, an index that does not verify."""
-    from dpone.ops.verification import repair_store, signature_findings, verify_store
-    from dpone.signing import required
+    from dpone.ops.repair import repair_store
+    from dpone.ops.verification import Verification, signature_findings, verify_store
 
     logs.to_stderr()
-    require = required(require_signature=require_signature, allow_unsigned=allow_unsigned)
-    store = open_store(dlq_dir)
-    store.require_signature = require
+    store = open_store(dlq_dir, require_signature=require_signature, allow_unsigned=allow_unsigned)
     repaired = repair_store(store, run_id) if repair else []
     findings = verify_store(store, run_id)
-    if require:
+    if store.require_signature:
         seen = {(f.code, f.run_id) for f in findings}
         findings += [f for f in signature_findings(store, run_id) if (f.code, f.run_id) not in seen]
     return Verification(os.fspath(dlq_dir), run_id, tuple(findings), tuple(repaired))
@@ -131,17 +115,18 @@ def replay_plan(
     """The replay plan of DLQ run ``run_id``: unbound (read-only) from ``dlq_dir`` alone, or
     bound to ``manifest``'s file source and sink (what :func:`replay_execute` applies). With a
     signing key configured the run's index must be signed (``allow_unsigned`` opts out)."""
-    from dpone.ops import replay
+    from dpone.ops.replay.document import replay_bound
+    from dpone.ops.replay.reading import plan
     from dpone.signing import required
 
     require = required(require_signature=require_signature, allow_unsigned=allow_unsigned)
     if manifest is None:
         if dlq_dir is None:
             raise UsageError("pass the DLQ root with --dir (or a manifest with --manifest)")
-        bound = max_items if max_items is not None else replay.DEFAULT_MAX_ITEMS
-        store = open_store(dlq_dir)
-        store.require_signature = require
-        return replay.plan(store, run_id, max_items=bound)
+        store = open_store(
+            dlq_dir, require_signature=require_signature, allow_unsigned=allow_unsigned
+        )
+        return plan(store, run_id, max_items=replay_bound(max_items))
     binding = _binding(manifest, run_id, dlq_dir, env)
     binding.store.require_signature = require
     return binding.plan(max_items=max_items)
@@ -163,8 +148,8 @@ def replay_execute(
     is refused unless it is the plan the store, the manifest and the sink give now. With a
     signing key configured the plan file and the run's index must be signed
     (``allow_unsigned`` opts out)."""
-    from dpone.ops import replay
-    from dpone.ops.replay_run import execute_replay
+    from dpone.ops.replay.binding import execute_replay
+    from dpone.ops.replay.document import load_plan
     from dpone.signing import required
 
     logs.to_stderr()
@@ -172,7 +157,7 @@ def replay_execute(
     binding = _binding(manifest, run_id, dlq_dir, env)
     binding.store.require_signature = require
     stored = (
-        replay.load_plan(Path(plan), require_signature=require)
+        load_plan(Path(plan), require_signature=require)
         if isinstance(plan, str | os.PathLike)
         else plan
     )
@@ -187,7 +172,7 @@ def _binding(
 ) -> ReplayBinding:
     from dpone.manifest.compiler import compile_manifest
     from dpone.manifest.plan import Plan
-    from dpone.ops.replay_run import bind
+    from dpone.ops.replay.binding import bind
 
     if dlq_dir is not None:
         open_store(dlq_dir)  # a missing folder is a usage error, as everywhere
@@ -211,11 +196,9 @@ def retention_plan(
     a time zone or ISO-8601 text; default: now) judges expiry; ``output`` keeps the plan for
     :func:`retention_apply`. With a signing key configured every index must be signed
     (``allow_unsigned`` opts out) and the plan is signed."""
-    from dpone.ops.retention import plan_retention
-    from dpone.signing import required
+    from dpone.ops.retention.mark import plan_retention
 
-    store = open_store(dlq_dir)
-    store.require_signature = required(allow_unsigned=allow_unsigned)
+    store = open_store(dlq_dir, allow_unsigned=allow_unsigned)
     for folder in evidence_dirs:
         if not Path(folder).is_dir():
             raise UsageError(f"--pin-evidence {folder} is not a folder")
@@ -269,7 +252,8 @@ def retention_apply(
     plan's; a plan that deletes unacknowledged records needs ``include_unacknowledged`` here
     too. With a signing key configured the plan file and every index must be signed
     (``allow_unsigned`` opts out)."""
-    from dpone.ops.retention import apply_retention, load_plan
+    from dpone.ops.retention.model import load_plan
+    from dpone.ops.retention.sweep import apply_retention
     from dpone.signing import required
 
     logs.to_stderr()
@@ -279,8 +263,11 @@ def retention_apply(
             raise UsageError(f"--pin-evidence {folder} is not a folder")
     if isinstance(plan, str | os.PathLike):
         plan = load_plan(Path(plan), require_signature=require)
-    store = open_store(dlq_dir if dlq_dir is not None else plan.directory)
-    store.require_signature = require
+    store = open_store(
+        dlq_dir if dlq_dir is not None else plan.directory,
+        require_signature=require_signature,
+        allow_unsigned=allow_unsigned,
+    )
     return apply_retention(
         store,
         plan,
@@ -310,7 +297,9 @@ def release_gate(
     The default policy blocks a failed run, a failed quality gate, a run that read rows but
     loaded none (``allow_empty=True`` allows it) and a quarantine ratio above 1%; ``policy``
     is a ``dpone.gate-policy.v1`` file whose values the other arguments override."""
-    from dpone.ops.gate import GatePolicy, evaluate, write_report
+    from dpone.ops.gate.checks import evaluate
+    from dpone.ops.gate.policy import GatePolicy
+    from dpone.ops.gate.report import write_report
 
     ratio = None if max_quarantine_ratio is None else str(max_quarantine_ratio)
     gate_policy = GatePolicy.parse(

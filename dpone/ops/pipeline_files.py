@@ -23,6 +23,7 @@ import orjson
 from dpone import signing
 from dpone.canonical import verify_checksum
 from dpone.errors import UsageError
+from dpone.evidence.writer import EVIDENCE_FILE
 from dpone.ids import is_identifier
 from dpone.published import schema_errors
 
@@ -33,7 +34,6 @@ PathLike = str | os.PathLike[str]
 
 #: A pipeline name as the manifest allows it (and so as it names files).
 PIPELINE_NAME = re.compile(r"[a-z0-9_]{3,64}")
-EVIDENCE_FILE = "data_contract_evidence.json"
 EVIDENCE_SCHEMA = "dpone.data_contract_evidence.v1"
 MAX_EVIDENCE_BYTES = 16 * 1024 * 1024
 _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
@@ -220,7 +220,6 @@ def _evidence(path: Path, pipeline: str, run_id: str) -> dict[str, Any] | None:
 
 
 __all__ = [
-    "EVIDENCE_FILE",
     "PIPELINE_NAME",
     "PipelineDirs",
     "PipelineNameInvalid",

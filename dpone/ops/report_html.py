@@ -154,7 +154,8 @@ def _retention(dlq_dir: Path, now: datetime) -> RetentionView:
     from dpone.dlq.segments import SEGMENTS_DIR
     from dpone.dlq.store import DlqStore
     from dpone.errors import DponeError
-    from dpone.ops.retention import PROTECTIONS, plan_retention
+    from dpone.ops.retention.mark import plan_retention
+    from dpone.ops.retention.model import PROTECTIONS
 
     moment = iso_utc(now)
     empty = {name: 0 for name in PROTECTIONS}

@@ -21,6 +21,7 @@ import orjson
 
 from dpone.canonical import verify_checksum
 from dpone.dlq.fsio import check_identifier
+from dpone.evidence.writer import EVIDENCE_FILE
 
 if TYPE_CHECKING:
     from dpone.dlq.store import DlqStore
@@ -83,55 +84,6 @@ class DlqSummary:
             "runs": [run.to_json() for run in self.runs],
         }
 
-    def to_markdown(self) -> str:
-        lines = ["# DLQ summary", ""]
-        if not self.runs:
-            return "\n".join([*lines, "No runs.", ""])
-        lines += [
-            f"{len(self.runs)} run(s), {self.record_count} record(s).",
-            "",
-            "| run | pipeline | status | records |",
-            "| --- | --- | --- | ---: |",
-        ]
-        for run in self.runs:
-            pipeline = _cell(run.pipeline) if run.pipeline else "-"
-            lines.append(f"| {run.run_id} | {pipeline} | {run.status} | {run.record_count} |")
-        for run in self.runs:
-            lines += ["", f"## Run {run.run_id} ({run.status})", ""]
-            if not run.by_reason_column:
-                lines.append("No records.")
-                continue
-            lines += ["| reason | column | records |", "| --- | --- | ---: |"]
-            for item in run.by_reason_column:
-                column = _cell(item.column) if item.column is not None else "-"
-                lines.append(f"| {item.code} | {column} | {item.count} |")
-            if not run.hints and run.record_count:
-                lines += [
-                    "",
-                    "No hints: the run's evidence bundle was not found or recorded none "
-                    "(`--evidence-dir` names where the bundles are).",
-                ]
-            if run.hints:
-                lines += ["", "Hints:", ""]
-            for hint in run.hints:
-                fix = f" Fix: `{hint['fix']}`" if hint.get("fix") else ""
-                lines.append(f"- {hint['message']}.{fix}")
-        lines.append("")
-        return "\n".join(lines)
-
-
-def _cell(text: str) -> str:
-    """A column name made safe for one Markdown table cell."""
-    return (
-        "`"
-        + text.replace("\\", "\\\\")
-        .replace("|", "\\|")
-        .replace("`", "'")
-        .replace("\n", " ")
-        .replace("\r", " ")
-        + "`"
-    )
-
 
 #: An evidence bundle holds counts, not rows: anything this large is not one.
 _MAX_EVIDENCE_BYTES = 16 * 1024 * 1024
@@ -154,7 +106,7 @@ def _hints(evidence_dir: Path, pipeline: str | None, run_id: str) -> tuple[dict[
     its checksum does not verify (a summary never fails on a missing bundle)."""
     if not pipeline or pipeline.startswith(".") or "/" in pipeline or "\\" in pipeline:
         return ()
-    path = evidence_dir / pipeline / run_id / "data_contract_evidence.json"
+    path = evidence_dir / pipeline / run_id / EVIDENCE_FILE
     try:
         if path.is_symlink() or not path.is_file() or path.stat().st_size > _MAX_EVIDENCE_BYTES:
             return ()

@@ -4,7 +4,7 @@
 output, and fresh contract enforcers and assertion engines. Building them connects to
 nothing and reads no data, but it is where a manifest's secrets are resolved and its
 connectors configured, so every problem found here is a preflight problem (exit 2, nothing
-read). The run (``runtime/lifecycle.py``) and the replay executor (``runtime/replay_run.py``)
+read). The run (``runtime/lifecycle.py``) and the replay executor (``ops/replay/binding.py``)
 both build their parts here, so they bind a manifest the same way.
 
 A source or a sink may be injected instead of the manifest's (``dpone.testing``'s in-memory

@@ -24,7 +24,8 @@ from dpone.dlq.errors import (
 )
 from dpone.dlq.integrity import Finding
 from dpone.dlq.store import DlqStore
-from dpone.ops.verification import repair_store, verify_store
+from dpone.ops.repair import repair_store
+from dpone.ops.verification import verify_store
 from tests.support.dlqfiles import ack_files, lines_of, rewrite_line, segment_files, segments_dir
 from tests.support.dlqrows import StoreFactory, rows, run_writer
 

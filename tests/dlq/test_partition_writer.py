@@ -12,6 +12,7 @@ import pytest
 
 from dpone.contracts.reasons import ReasonCode
 from dpone.dlq.errors import DlqError
+from dpone.dlq.ledger import EntryColumns
 from dpone.dlq.partition import (
     PartitionSegments,
     finish,
@@ -23,7 +24,6 @@ from dpone.dlq.policy import DlqPolicy
 from dpone.dlq.refs import file_refs
 from dpone.dlq.rejects import RejectedRow, rejected_rows
 from dpone.dlq.store import DlqStore
-from dpone.dlq.ledger import EntryColumns
 from dpone.ids import is_ulid, ulid_time_ms
 from dpone.testing import FrozenClock
 

@@ -9,7 +9,8 @@ import pytest
 
 from dpone.dlq.errors import DlqPathEscape
 from dpone.dlq.store import DlqStore
-from dpone.ops.verification import repair_store, verify_store
+from dpone.ops.repair import repair_store
+from dpone.ops.verification import verify_store
 from tests.support.dlqfiles import segment_files, segments_dir, temp_files
 from tests.support.dlqrows import rows
 

@@ -27,7 +27,8 @@ from dpone.dlq.refs import file_line_refs, file_ref
 from dpone.dlq.store import DlqStore
 from dpone.manifest.compiler import compile_manifest
 from dpone.ops.replay import RowStillRejected
-from dpone.ops.replay_run import ReplayRefOutsideSource, bind
+from dpone.ops.replay.binding import bind
+from dpone.ops.replay.errors import ReplayRefOutsideSource
 from tests.support.processes import CliRun
 
 CANARY = "canary-9f3b"  # a value that must never leave the data files

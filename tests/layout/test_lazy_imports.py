@@ -95,7 +95,7 @@ def _kind_of(package: str, name: str, *, submodule_first: bool) -> str:
 
 def test_an_ops_submodule_never_shadows_an_api_function() -> None:
     # Importing a submodule binds its name on the package: ops/verification.py and
-    # ops/replay.py must not be called verify.py or replay_plan.py (SPEC §11's functions).
+    # ops/replay/ must not be called verify or replay_plan (SPEC §11's functions).
     import dpone.ops
 
     for info in pkgutil.iter_modules(dpone.ops.__path__, "dpone.ops."):

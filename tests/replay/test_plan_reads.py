@@ -16,7 +16,8 @@ from dpone.dlq.policy import DlqPolicy
 from dpone.dlq.refs import file_refs, run_row_refs
 from dpone.dlq.rejects import rejected_rows
 from dpone.dlq.store import DlqStore
-from dpone.ops.replay import ReplayItem, _plan_columns, plan, read_run
+from dpone.ops.replay import ReplayItem, plan, read_run
+from dpone.ops.replay.reading import _plan_columns
 from dpone.testing import FrozenClock
 from tests.support.dlqfiles import reseal_index, segment_files
 from tests.support.replay_pipeline import T0

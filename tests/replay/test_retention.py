@@ -19,6 +19,7 @@ from dpone.dlq.refs import file_refs
 from dpone.dlq.rejects import rejected_rows
 from dpone.dlq.store import DlqStore
 from dpone.dlq.writer import RunWriter
+from dpone.ops.repair import repair_store
 from dpone.ops.retention import (
     Cut,
     RetentionEvidenceInvalid,
@@ -28,7 +29,7 @@ from dpone.ops.retention import (
     apply_retention,
     plan_retention,
 )
-from dpone.ops.verification import repair_store, verify_store
+from dpone.ops.verification import verify_store
 from dpone.testing import FrozenClock
 from tests.support.dlqfiles import acked_ids, record_ids_on_disk, segment_files
 from tests.support.processes import dpone_killed_at

@@ -26,7 +26,8 @@ from dpone.ops.replay import (
     idempotency_key,
     plan,
 )
-from dpone.ops.replay_executor import OUTCOMES, DlqReplayService, Resolution, execute
+from dpone.ops.replay.executor import OUTCOMES, Resolution, execute
+from dpone.ops.replay.service import DlqReplayService
 from dpone.ops.verification import verify_store
 from dpone.published import load_schema
 from dpone.testing import FrozenClock
@@ -144,7 +145,7 @@ def test_execute_applies_each_row_once_and_acknowledges_after_the_sink(
     replay_plan = service.plan("run-1", FakeResolver.identity, FakeSink.identity)
     sink = FakeSink()
 
-    result = service.execute(replay_plan, resolver=FakeResolver(), sink=sink)
+    result = service.execute_batch(replay_plan, resolver=FakeResolver(), sink=sink)
 
     assert result.counts() == {
         "applied": 3,
@@ -167,7 +168,7 @@ def test_execute_applies_each_row_once_and_acknowledges_after_the_sink(
         assert ack.target_identity == FakeSink.identity
     assert verify_store(store) == []
 
-    again = service.execute(replay_plan, resolver=FakeResolver(), sink=sink)
+    again = service.execute_batch(replay_plan, resolver=FakeResolver(), sink=sink)
     assert again.counts()["already_acknowledged"] == 3
     assert sink.calls == 1
 

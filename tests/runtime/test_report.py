@@ -8,6 +8,7 @@ import json
 import pytest
 
 from dpone.assertions.engine import AssertionFailed, PredicateError
+from dpone.cli.run_text import render_text
 from dpone.connectors.errors import SinkError, SourceDecodeError
 from dpone.contracts.errors import ContractViolation, DuplicateColumn, SchemaFrozen
 from dpone.contracts.names import Renamed
@@ -26,7 +27,6 @@ from dpone.runtime.report import (
     StageSeconds,
     StateSection,
     Timings,
-    render_text,
 )
 
 

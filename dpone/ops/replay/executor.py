@@ -1,6 +1,6 @@
 """The replay executor: applies a plan once, through two small Protocols (SPEC §8).
 
-The plan is :mod:`dpone.ops.replay`'s. :func:`execute` applies it in this order:
+The plan is :mod:`dpone.ops.replay.document`'s. :func:`execute` applies it in this order:
 
 1. the plan checks itself (its id is the checksum of its body, its keys derive from it) and
    its identities must be the resolver's and the sink's;
@@ -16,7 +16,7 @@ The plan is :mod:`dpone.ops.replay`'s. :func:`execute` applies it in this order:
    only then are the batch's acknowledgements written (``store.write_acks``). A crash in
    between is harmless: step 4 of the next execution finds the keys.
 
-Nothing here knows about sources, contracts or databases; :mod:`dpone.ops.replay_run` is the
+Nothing here knows about sources, contracts or databases; :mod:`dpone.ops.replay.binding` is the
 first-party executor that binds a manifest's file source and sink.
 """
 
@@ -33,18 +33,9 @@ from dpone.dlq.errors import DlqAckMismatch
 from dpone.dlq.model import DlqRecord
 from dpone.faults import checkpoint
 from dpone.logs import get_logger
-from dpone.ops.replay import (
-    DEFAULT_MAX_ITEMS,
-    UNBOUND,
-    ReplayError,
-    ReplayItem,
-    ReplayPlan,
-    ReplayPlanMismatch,
-    RowStillRejected,
-    RunRead,
-    plan,
-    read_run,
-)
+from dpone.ops.replay.document import ReplayItem, ReplayPlan
+from dpone.ops.replay.errors import ReplayError, ReplayPlanMismatch, RowStillRejected
+from dpone.ops.replay.reading import RunRead, read_run
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -57,6 +48,11 @@ log = get_logger("dpone.replay")
 RESULT_SCHEMA = "dpone.dlq-replay-result.v1"
 Outcome = Literal["applied", "already_acknowledged", "still_rejected", "not_replayable"]
 OUTCOMES: tuple[str, ...] = get_args(Outcome)
+#: What to do about an unbound plan, and about one that pins another manifest's identities.
+MANIFEST_FIXES = (
+    "build the plan with --manifest M, or execute with --execute --manifest M",
+    "build a new plan against this manifest",
+)
 
 # --- the two Protocols --------------------------------------------------------------------------
 
@@ -182,24 +178,38 @@ class ReplayResult:
         }
 
 
-def _check_plan(plan_: ReplayPlan, resolver: RecordResolver, sink: ReplaySink) -> None:
+def check_identities(
+    plan_: ReplayPlan, resolver: str, sink: str, fixes: tuple[str, str] = MANIFEST_FIXES
+) -> None:
+    """Refuse a plan that does not check itself, is unbound, or pins other identities than
+    ``resolver`` and ``sink``; ``fixes``: what to do about an unbound plan, and about one
+    that pins other identities."""
     problems = plan_.problems()
     if problems:
         raise ReplayPlanMismatch(f"the replay plan does not check: {problems[0]}")
     if not plan_.bound:
         raise ReplayPlanMismatch(
             "the replay plan is unbound (no resolver or target was pinned); it cannot be executed",
-            fixes=("build the plan with --manifest M, or execute with --execute --manifest M",),
+            fixes=(fixes[0],),
         )
     for name, pinned, actual in (
-        ("resolver", plan_.resolver_identity, resolver.identity),
-        ("target", plan_.target_identity, sink.identity),
+        ("resolver", plan_.resolver_identity, resolver),
+        ("target", plan_.target_identity, sink),
     ):
         if pinned != actual:
             raise ReplayPlanMismatch(
                 f"the plan pins another {name} ({pinned}) than the one given ({actual})",
-                fixes=("build a new plan against this manifest",),
+                fixes=(fixes[1],),
             )
+
+
+def check_fresh(plan_: ReplayPlan, fresh: ReplayPlan) -> None:
+    """Refuse ``plan_`` unless it is ``fresh``, the plan of its run as the store holds it now."""
+    if fresh.plan_id != plan_.plan_id or fresh.items != plan_.items:
+        raise ReplayPlanMismatch(
+            f"the plan is not the plan of run {plan_.run_id} as the store holds it now",
+            fixes=("build a new plan; the run's records changed since this one was made",),
+        )
 
 
 def replay_id(plan_: ReplayPlan) -> str:
@@ -221,20 +231,15 @@ def execute(
     that built the plan from it saves reading every record twice); without it one is taken.
     """
     started_at = format_timestamp(store.now())
-    _check_plan(plan_, resolver, sink)
+    check_identities(plan_, resolver.identity, sink.identity)
     if run is None or run.index.run_id != plan_.run_id or run.max_items != plan_.max_items:
         run = read_run(store, plan_.run_id, plan_.max_items)
     index, acks, records = run.index, run.acks, run.pending
-    fresh = run.plan(plan_.resolver_identity, plan_.target_identity, plan_.created_at)
-    if fresh.plan_id != plan_.plan_id or fresh.items != plan_.items:
-        raise ReplayPlanMismatch(
-            f"the plan is not the plan of run {plan_.run_id} as the store holds it now",
-            fixes=("build a new plan; the run's records changed since this one was made",),
-        )
+    check_fresh(plan_, run.plan(plan_.resolver_identity, plan_.target_identity, plan_.created_at))
     outcomes, pending = _triage(plan_, acks)
 
     def acknowledge(items: Sequence[ReplayItem]) -> None:
-        store.write_acks(plan_.run_id, replay_id(plan_), _acks(plan_, items), index=index)
+        store.write_acks(plan_.run_id, replay_id(plan_), ack_docs(plan_, items), index=index)
         for item in items:
             outcomes[item.record_id] = ItemOutcome(item.record_id, item.idempotency_key, "applied")
         checkpoint("replay_during_acks")
@@ -324,7 +329,8 @@ def _check_resolution(resolution: Resolution, pending: Sequence[ReplayItem]) -> 
         )
 
 
-def _acks(plan_: ReplayPlan, items: Sequence[ReplayItem]) -> list[dict[str, Any]]:
+def ack_docs(plan_: ReplayPlan, items: Sequence[ReplayItem]) -> list[dict[str, Any]]:
+    """The acknowledgement documents of ``items``, applied under ``plan_``."""
     return [
         {
             "record_id": item.record_id,
@@ -339,39 +345,19 @@ def _acks(plan_: ReplayPlan, items: Sequence[ReplayItem]) -> list[dict[str, Any]
     ]
 
 
-class DlqReplayService:
-    """The batch replay service of one store: ``plan`` then ``execute`` through the batch
-    Protocols above. Seed 004's row-at-a-time service is ``dpone.ops.dlq.DlqReplayService``."""
-
-    def __init__(self, store: DlqStore) -> None:
-        self.store = store
-
-    def plan(
-        self,
-        run_id: str,
-        resolver_identity: str = UNBOUND,
-        target_identity: str = UNBOUND,
-        *,
-        max_items: int = DEFAULT_MAX_ITEMS,
-    ) -> ReplayPlan:
-        return plan(self.store, run_id, resolver_identity, target_identity, max_items=max_items)
-
-    def execute(
-        self, plan_: ReplayPlan, *, resolver: RecordResolver, sink: ReplaySink
-    ) -> ReplayResult:
-        return execute(self.store, plan_, resolver, sink)
-
-
 __all__ = [
+    "MANIFEST_FIXES",
     "OUTCOMES",
     "RESULT_SCHEMA",
-    "DlqReplayService",
     "ItemOutcome",
     "Outcome",
     "RecordResolver",
     "ReplayResult",
     "ReplaySink",
     "Resolution",
+    "ack_docs",
+    "check_fresh",
+    "check_identities",
     "execute",
     "replay_id",
 ]

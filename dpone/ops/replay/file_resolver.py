@@ -1,53 +1,30 @@
-"""The first-party replay executor for file sources (``quarantine-replay --execute --manifest``).
+"""Re-reading quarantined rows from a manifest's file source, for the first-party replay.
 
-Size (over 500 lines): the resolver and the target are the two halves of one binding
-(the same manifest, wiring and identities); apart, each would re-derive the other's.
-
-It binds :mod:`dpone.ops.replay` to a manifest, through the same component wiring as a run
-(``runtime/wiring.py``):
-
-* :class:`FileRowResolver` re-reads the quarantined rows from the manifest's file source by
-  their ``record_ref`` (path or object URI, SHA-256, row), through the source's own filesystem
-  layer (``dpone.connectors.fs``). Every file's SHA-256 is checked before any row is read: one
-  changed file refuses the whole replay (``DPONE_DLQ_REPLAY_SOURCE_CHANGED``). The
-  rows are then re-enforced exactly as a run enforces them (the same
-  :class:`~dpone.contracts.enforcer.ContractEnforcementService`, chunk by chunk as the source
-  yields them), checked by the manifest's row-scope assertions (one engine for the whole
-  replay, so ``unique_columns`` catches duplicates among the replayed rows, and a key the
-  target table already holds keeps its row out), and fitted to the target table's current
-  columns: a value the target cannot hold without loss (a ``decimal(12,3)`` into a
-  ``DECIMAL(12,2)`` column the sink would round) keeps the row pending as
-  ``sink.row_rejected`` instead of loading something else than the source said.
-* :class:`SinkReplayTarget` applies the rows in batches of ``runtime.chunk_size``: one load of
-  the manifest's sink per batch, carrying the rows' idempotency keys, which the sink commits in
-  the same transaction as the rows (``LoadSpec.keys``). The executor asks the sink which keys
-  it committed before applying anything, which is what lets a replay killed between a commit
-  and its acknowledgements simply run again. One sink connection serves the whole replay.
-
-The executor holds the pipeline's run lock, so a replay never overlaps a run of the same
-pipeline, and refuses a DLQ run whose own load never committed (the next run would read those
-rows again).
-
-Over 500 lines on purpose: the resolver, the target and the binding are one executor whose
-identities (plan id, idempotency keys) must agree, and reading them side by side is how that
-is checked.
+:class:`FileRowResolver` re-reads the quarantined rows from the manifest's file source by their
+``record_ref`` (path or object URI, SHA-256, row), through the source's own filesystem layer
+(``dpone.connectors.fs``). Every file's SHA-256 is checked before any row is read: one changed
+file refuses the whole replay (``DPONE_DLQ_REPLAY_SOURCE_CHANGED``). The rows are then
+re-enforced exactly as a run enforces them (the same
+:class:`~dpone.contracts.enforcer.ContractEnforcementService`, chunk by chunk as the source
+yields them), checked by the manifest's row-scope assertions (one engine for the whole replay,
+so ``unique_columns`` catches duplicates among the replayed rows, and a key the target table
+already holds keeps its row out), and fitted to the target table's current columns: a value
+the target cannot hold without loss (a ``decimal(12,3)`` into a ``DECIMAL(12,2)`` column the
+sink would round) keeps the row pending as ``sink.row_rejected`` instead of loading something
+else than the source said.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from dpone.canonical import checksum
-from dpone.clock import Clock, format_timestamp, utc_now
 from dpone.connectors._util import conform, position_mask
-from dpone.connectors.base import KeyedSink, LoadSpec
+from dpone.connectors.base import KeyedSink
 from dpone.connectors.errors import SinkSchemaError
 from dpone.connectors.sources.file import FileSource
 from dpone.contracts.enforcer import ContractEnforcementService
@@ -56,48 +33,22 @@ from dpone.contracts.reasons import ReasonCode
 from dpone.contracts.result import TABLE_SCOPE
 from dpone.dlq.model import DlqRecord
 from dpone.dlq.refs import FileRef, parse_ref
-from dpone.dlq.store import DlqStore
-from dpone.faults import checkpoint
-from dpone.logs import get_logger
 from dpone.manifest.plan import Plan
-from dpone.ops.replay import (
-    ReplayError,
-    ReplayLoadNotCommitted,
-    ReplayPlan,
-    ReplayPlanMismatch,
+from dpone.ops.replay.document import is_valid_identity
+from dpone.ops.replay.errors import (
+    ReplayRefOutsideSource,
     ReplaySourceChanged,
     ReplayUnsupported,
     RowStillRejected,
-    is_valid_identity,
-    plan,
-    read_run,
-    replayable_index,
 )
-from dpone.ops.replay_executor import ReplayResult, Resolution, execute
+from dpone.ops.replay.executor import Resolution
 from dpone.runtime import wiring
 from dpone.runtime.names import SourceNames
-
-log = get_logger("dpone.replay")
-
-
-class ReplayPipelineMismatch(ReplayError):
-    """The DLQ run belongs to another pipeline than the manifest's."""
-
-    code = "DPONE_DLQ_REPLAY_PIPELINE_MISMATCH"
-    exit_code = 2
-
-
-class ReplayRefOutsideSource(ReplayError):
-    """A record names a file the manifest's source glob does not match."""
-
-    code = "DPONE_DLQ_REPLAY_REF_OUTSIDE_SOURCE"
-    exit_code = 2
-
 
 # --- identities ---------------------------------------------------------------------------------
 
 
-def _bounded(identity: str, prefix: str) -> str:
+def bounded_identity(identity: str, prefix: str) -> str:
     """``identity`` when it is a valid identity, else its prefix and a digest of it."""
     if is_valid_identity(identity):
         return identity
@@ -111,7 +62,7 @@ def resolver_identity(manifest: Plan, source_identity: str) -> str:
     idempotency key, and the keys must not change when the contract is fixed once more after
     an interrupted execution, or the retry would load the rows already committed again.
     """
-    return _bounded(f"dpone-file:{manifest.name}:{source_identity}", "dpone-file")
+    return bounded_identity(f"dpone-file:{manifest.name}:{source_identity}", "dpone-file")
 
 
 # --- resolving ----------------------------------------------------------------------------------
@@ -376,169 +327,4 @@ def _unfit(column: pa.Array, field: pa.Field, offset: int) -> list[int]:
     )
 
 
-# --- applying -----------------------------------------------------------------------------------
-
-
-def batch_load_id(keys: Sequence[str]) -> str:
-    """The load id of one replay batch, derived from the keys it carries."""
-    return "replay-batch-" + hashlib.sha256("\n".join(keys).encode()).hexdigest()[:48]
-
-
-class SinkReplayTarget:
-    """A manifest's sink as a replay sink: one load per batch of at most ``chunk_size`` rows,
-    the rows' idempotency keys committed in the same transaction as the rows."""
-
-    def __init__(self, sink: KeyedSink, manifest: Plan, run_id: str) -> None:
-        strategy = manifest.sink.strategy
-        if strategy.mode == "replace":
-            raise ReplayUnsupported(
-                "the manifest's sink strategy is replace: a replayed row would replace the table",
-                fixes=("rerun the pipeline instead: a replace load reads the whole source again",),
-            )
-        self.sink = sink
-        self.identity = _bounded(sink.identity, "sink")
-        self.batch_rows = manifest.runtime.chunk_size
-        self._pipeline = manifest.name
-        self._run_id = run_id
-        self._mode = strategy.mode
-        self._unique_key = strategy.unique_key
-
-    def committed(self, keys: Sequence[str]) -> set[str]:
-        return self.sink.committed_keys(keys)
-
-    def apply(self, keys: Sequence[str], rows: pa.Table) -> None:
-        load = self.sink.begin(
-            LoadSpec(
-                pipeline=self._pipeline,
-                run_id=self._run_id,
-                load_id=batch_load_id(keys),
-                schema=rows.schema,
-                mode=self._mode,
-                unique_key=self._unique_key,
-                keys=tuple(keys),
-            )
-        )
-        try:
-            for batch in rows.to_batches():
-                load.write(batch)
-            checkpoint("replay_before_batch_commit")
-            load.commit()
-        except BaseException:
-            load.abort()
-            raise
-
-
-# --- binding a manifest -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ReplayBinding:
-    """A manifest bound for replaying one DLQ run: its store, resolver and target."""
-
-    manifest: Plan
-    run_id: str
-    store: DlqStore
-    resolver: FileRowResolver
-    target: SinkReplayTarget
-
-    def max_items(self, asked: int | None = None) -> int:
-        """The plan's bound: ``asked``, else the manifest's ``dlq.max_records_per_run``."""
-        return asked if asked is not None else self.manifest.sink.dlq.max_records_per_run
-
-    def plan(self, *, max_items: int | None = None) -> ReplayPlan:
-        """The bound plan of the run (nothing is read from the source or the sink)."""
-        return plan(
-            self.store,
-            self.run_id,
-            self.resolver.identity,
-            self.target.identity,
-            max_items=self.max_items(max_items),
-        )
-
-
-def bind(
-    manifest: Plan,
-    run_id: str,
-    *,
-    dlq_dir: Path | None = None,
-    env: Mapping[str, str] | None = None,
-    clock: Clock = utc_now,
-) -> ReplayBinding:
-    """Build the resolver and the target of ``manifest`` (connects to nothing yet)."""
-    if manifest.source.type != "file":
-        raise ReplayUnsupported(
-            f"the first-party replay executor re-reads file sources; this manifest reads "
-            f"a {manifest.source.type} source",
-            fixes=("replay through dpone.ops.replay with a resolver for that source",),
-        )
-    environ = dict(os.environ) if env is None else env
-    source, sink = wiring.connectors(manifest, environ, clock)
-    assert isinstance(source, FileSource)
-    store = wiring.dlq_store(manifest, clock, dlq_dir)
-    strategy = manifest.sink.strategy
-    unique_key = strategy.unique_key if strategy.mode == "merge" else ()
-    if not isinstance(sink, KeyedSink):
-        raise ReplayUnsupported(
-            f"the manifest's {manifest.sink.type} sink cannot commit idempotency keys with its "
-            "rows, so a replay could not be made exactly once",
-            fixes=(
-                "replay into a duckdb, postgres or filesystem sink: a manifest with the same "
-                "source and contract and one of those sinks",
-                "or rerun the pipeline once the source rows are fixed",
-            ),
-        )
-    resolver = FileRowResolver(manifest, source, sink, unique_key=unique_key)
-    return ReplayBinding(
-        manifest, run_id, store, resolver, SinkReplayTarget(sink, manifest, run_id)
-    )
-
-
-def execute_replay(
-    binding: ReplayBinding, stored: ReplayPlan | None = None, *, max_items: int | None = None
-) -> ReplayResult:
-    """Execute the replay of ``binding``'s run: ``stored`` (``--plan FILE``) must be the plan
-    the store, the resolver and the target give now; without it the fresh plan is used."""
-    manifest, store = binding.manifest, binding.store
-    journal = wiring.journal(manifest)
-    journal.lock()
-    try:
-        index = replayable_index(store, binding.run_id)
-        if index.pipeline is not None and index.pipeline != manifest.name:
-            raise ReplayPipelineMismatch(
-                f"run {binding.run_id} belongs to pipeline {index.pipeline}, "
-                f"not to {manifest.name}",
-                fixes=("replay a run with the manifest of the pipeline that quarantined it",),
-            )
-        if binding.target.sink.committed_load(index.load_id) is None:
-            raise ReplayLoadNotCommitted(
-                f"the load of run {binding.run_id} never committed: its rows are read again "
-                "by the pipeline's next run, which also closes this DLQ run as aborted",
-                fixes=("run the pipeline instead of replaying",),
-            )
-        if stored is not None and stored.run_id != binding.run_id:
-            raise ReplayPlanMismatch(
-                f"the plan is for run {stored.run_id}, not for run {binding.run_id}"
-            )
-        bound = stored.max_items if stored is not None else binding.max_items(max_items)
-        run = read_run(store, binding.run_id, bound, index=index)  # each record read once
-        chosen = stored or run.plan(
-            binding.resolver.identity, binding.target.identity, format_timestamp(store.now())
-        )
-        with binding.target.sink.session():  # one connection for the whole replay
-            return execute(store, chosen, binding.resolver, binding.target, run=run)
-    finally:
-        journal.unlock()
-
-
-__all__ = [
-    "FileRowResolver",
-    "ReplayBinding",
-    "ReplayPipelineMismatch",
-    "ReplayRefOutsideSource",
-    "SinkReplayTarget",
-    "batch_load_id",
-    "bind",
-    "execute_replay",
-    "fit_to_target",
-    "resolver_identity",
-]
+__all__ = ["FileRowResolver", "bounded_identity", "fit_to_target", "resolver_identity"]
