@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import dpone.ops
@@ -71,6 +73,9 @@ def catalog(project: Project) -> list[tuple[str, str, bool]]:
         finally:
             con.close()
         return [(str(n), str(t), v == "YES") for n, t, v in rows]
+    if project.kind == "filesystem":
+        schema = pa.unify_schemas([pq.read_schema(f) for f in project.committed_files()])
+        return [(f.name, str(f.type), f.nullable) for f in schema]
     rows = pg_query(
         PG_URL,
         "SELECT a.attname, format_type(a.atttypid, a.atttypmod), NOT a.attnotnull "
@@ -86,7 +91,7 @@ def columns_of(doc: dict[str, Any]) -> list[tuple[str, str, bool]]:
     return [(c["name"], c["type"], c["nullable"]) for c in doc["ddl"]["columns"]]
 
 
-@pytest.mark.parametrize("kind", ["duckdb", "postgres"])
+@pytest.mark.parametrize("kind", ["duckdb", "postgres", "filesystem"])
 def test_ddl_is_the_table_after_the_load_and_compatibility_classifies_each_change(
     request: pytest.FixtureRequest, tmp_path: Path, kind: str
 ) -> None:
@@ -96,7 +101,7 @@ def test_ddl_is_the_table_after_the_load_and_compatibility_classifies_each_chang
     first = run(project)
     dataset = project.sink["dataset"]
     assert first["ddl"]["table"] == f"{dataset}.{TABLE}"
-    assert first["ddl"]["dialect"] == kind
+    assert first["ddl"]["dialect"] == {"filesystem": "parquet"}.get(kind, kind)
     assert columns_of(first) == catalog(project)
     assert [c[0] for c in columns_of(first)] == list(HEADER)
     # the contract's NOT NULLs are the table's
