@@ -217,6 +217,45 @@ class SinkLoad(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class ColumnDefinition:
+    """One column as the sink's own catalog names it (``type`` in the sink's dialect)."""
+
+    name: str
+    type: str
+    nullable: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "type": self.type, "nullable": self.nullable}
+
+
+@dataclass(frozen=True, slots=True)
+class TableDefinition:
+    """A target table's definition as the sink reports it: names and types, never values."""
+
+    table: str
+    dialect: str
+    columns: tuple[ColumnDefinition, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "dialect": self.dialect,
+            "columns": [c.to_json() for c in self.columns],
+        }
+
+
+@runtime_checkable
+class DescribedLoad(SinkLoad, Protocol):
+    """A load that can say what its target table will be once it commits (the evidence's
+    ``ddl``, SPEC §7). Optional: a sink whose loads lack it gives no ``ddl``."""
+
+    def target_definition(self) -> TableDefinition:
+        """The target's columns as the commit leaves them, read from the sink's catalog
+        after every row is staged and before the commit (the commit applies exactly this)."""
+        ...
+
+
 @runtime_checkable
 class Sink(Protocol):
     """Where good rows go; ``identity`` holds no secret and no absolute path."""

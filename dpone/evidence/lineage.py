@@ -41,6 +41,27 @@ OUTPUT_STATS_SCHEMA = (
 RUN_STATES = ("START", "COMPLETE", "FAIL")
 
 
+def run_params(*, manifest_fingerprint: str, mode: str, engine: str) -> dict[str, str]:
+    """The run's parameters for lineage: what ran, how it loaded, where it ran. Built from
+    these three only, so no credential, DSN or environment value can reach them."""
+    return {"manifestFingerprint": manifest_fingerprint, "mode": mode, "engine": engine}
+
+
+def assertion_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """An assertion's configured parameters (the manifest's values: a row count, column
+    names, a predicate's ``module:attr``), kept only where they are plain JSON scalars or
+    lists of them."""
+    kept: dict[str, Any] = {}
+    for key, value in sorted(params.items()):
+        if _plain(value) or (isinstance(value, list) and all(_plain(v) for v in value)):
+            kept[key] = value
+    return kept
+
+
+def _plain(value: object) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
+
+
 def facets(
     verdicts: Sequence[AssertionVerdict],
     *,
@@ -48,8 +69,22 @@ def facets(
     rows_loaded: int,
     rows_quarantined: int,
     enforcement: str,
+    params: Mapping[str, str] | None = None,
+    assertion_params_by_name: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The evidence's ``openlineage_facets``: standard facets as the client serializes them."""
+    """The evidence's ``openlineage_facets``: standard facets as the client serializes them.
+
+    ``params`` (:func:`run_params`) go into the ``dpone`` facet; each assertion's ``params``
+    are its configured ones (:func:`assertion_params`), looked up by name."""
+    by_name = assertion_params_by_name or {}
+    dpone_facet: dict[str, Any] = {
+        "_producer": PRODUCER,
+        "_schemaURL": DPONE_FACET_SCHEMA,
+        "enforcement": enforcement,
+        "rowsQuarantined": rows_quarantined,
+    }
+    if params is not None:
+        dpone_facet["params"] = dict(params)
     return {
         "dataQualityAssertions": {
             "_producer": PRODUCER,
@@ -59,7 +94,7 @@ def facets(
                     "assertion": v.type,
                     "success": v.verdict == "passed",
                     "name": v.name,
-                    "params": {},
+                    "params": assertion_params(by_name.get(v.name, {})),
                 }
                 for v in verdicts
             ],
@@ -74,12 +109,7 @@ def facets(
             "_schemaURL": OUTPUT_STATS_SCHEMA,
             "rowCount": rows_loaded,
         },
-        "dpone": {
-            "_producer": PRODUCER,
-            "_schemaURL": DPONE_FACET_SCHEMA,
-            "enforcement": enforcement,
-            "rowsQuarantined": rows_quarantined,
-        },
+        "dpone": dpone_facet,
     }
 
 
@@ -140,7 +170,12 @@ class LineageEmitter:
             dq = data_quality_assertions_dataset
             quality = dq.DataQualityAssertionsDatasetFacet(
                 assertions=[
-                    dq.Assertion(assertion=a["assertion"], success=a["success"], name=a.get("name"))
+                    dq.Assertion(
+                        assertion=a["assertion"],
+                        success=a["success"],
+                        name=a.get("name"),
+                        params=a.get("params") or {},
+                    )
                     for a in facets_doc["dataQualityAssertions"]["assertions"]
                 ]
             )
@@ -167,13 +202,23 @@ class LineageEmitter:
         event = RunEvent(
             eventType=RunState[state],
             eventTime=event_time,
-            run=Run(runId=_uuid_of(run_id)),
+            run=Run(runId=_uuid_of(run_id), facets=_run_facets(facets_doc)),
             job=Job(namespace=self.namespace, name=self.pipeline),
             producer=PRODUCER,
             inputs=inputs,
             outputs=outputs,
         )
         self.client.emit(event)
+
+
+def _run_facets(facets_doc: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The ``dpone`` run facet with the run's params (:func:`run_params`), once known."""
+    from openlineage.client.facet_v2 import RunFacet
+
+    params = (facets_doc or {}).get("dpone", {}).get("params")
+    if params is None:
+        return {}
+    return {"dpone": RunFacet(producer=PRODUCER).with_additional_properties(params=dict(params))}
 
 
 def _uuid_of(run_id: str) -> str:
@@ -184,4 +229,4 @@ def _uuid_of(run_id: str) -> str:
         return str(uuid.uuid5(uuid.NAMESPACE_URL, f"dpone:{run_id}"))
 
 
-__all__ = ["RUN_STATES", "LineageEmitter", "facets"]
+__all__ = ["RUN_STATES", "LineageEmitter", "assertion_params", "facets", "run_params"]

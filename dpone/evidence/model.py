@@ -50,6 +50,10 @@ class Summary:
         return doc
 
 
+#: How many record ids of the DLQ run the evidence names (SPEC §7: bounded).
+MAX_RECORD_IDS = 100
+
+
 @dataclass(frozen=True, slots=True)
 class DlqEvidence:
     record_count: int
@@ -57,6 +61,9 @@ class DlqEvidence:
     index_ref: str | None
     index_fingerprint: str | None
     run_status: str | None
+    #: the run's record ids in the index's order (sorted); the bundle names the first
+    #: :data:`MAX_RECORD_IDS`, ``record_count`` is the total
+    record_ids: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -65,6 +72,8 @@ class DlqEvidence:
             "index_ref": self.index_ref,
             "index_fingerprint": self.index_fingerprint,
             "run_status": self.run_status,
+            "record_ids": list(self.record_ids[:MAX_RECORD_IDS]),
+            "record_ids_truncated": len(self.record_ids) > MAX_RECORD_IDS,
         }
 
 
@@ -137,6 +146,12 @@ class Evidence:
     failure_record_refs: tuple[str, ...] = ()
     #: the run report's hints (``dpone.run.v1`` ``hints``), when it has any
     hints: tuple[Mapping[str, Any], ...] = ()
+    #: the target table as the sink reports it after the load (``TableDefinition.to_json``);
+    #: None when the run failed or the sink cannot describe its table
+    ddl: Mapping[str, Any] | None = None
+    #: the schema changes classified additive or breaking (``CompatibilityReport.to_json``);
+    #: None when the run failed (nothing committed)
+    compatibility: Mapping[str, Any] | None = None
 
     @property
     def execution_status(self) -> ExecutionStatus:
@@ -163,6 +178,10 @@ class Evidence:
             doc["failure_record_refs"] = list(self.failure_record_refs)
         if self.hints:
             doc["hints"] = [dict(h) for h in self.hints]
+        if self.ddl is not None:
+            doc["ddl"] = dict(self.ddl)
+        if self.compatibility is not None:
+            doc["compatibility"] = dict(self.compatibility)
         return doc
 
     def _doc(self) -> dict[str, Any]:

@@ -101,11 +101,17 @@ def render_markdown(doc: dict[str, Any]) -> str:
             f"| {c['change']} | {c['table']} | {c['column'] or ''} | {c['type'] or ''} |"
             for c in changes
         ]
+    lines += _compatibility_lines(doc.get("compatibility"))
+    lines += _ddl_lines(doc.get("ddl"))
     dlq = doc["dlq"]
     lines += ["", "## Dead letters", "", f"- records: {dlq['record_count']}"]
     if dlq["index_ref"]:
         lines.append(f"- index: `{dlq['index_ref']}` (`{dlq['index_fingerprint']}`)")
     lines += [f"- {code}: {count}" for code, count in dlq["reasons"].items()]
+    ids = dlq.get("record_ids") or []
+    if ids:
+        more = f" (the first {len(ids)})" if dlq.get("record_ids_truncated") else ""
+        lines += ["", f"Record ids{more}:", ""] + [f"- `{rid}`" for rid in ids]
     sink, state = doc["sink"], doc["state"]
     lines += [
         "",
@@ -118,3 +124,28 @@ def render_markdown(doc: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _compatibility_lines(compat: dict[str, Any] | None) -> list[str]:
+    if not compat or not compat["changes"]:
+        return []
+    lines = ["", f"## Compatibility: {compat['level']}", ""]
+    lines += ["| change | column | before | after | class |", "| --- | --- | --- | --- | --- |"]
+    lines += [
+        f"| {c['change']} | {c['column'] or ''} | {c['before'] or ''} | {c['after'] or ''} "
+        f"| {c['compatibility']} |"
+        for c in compat["changes"]
+    ]
+    return lines
+
+
+def _ddl_lines(ddl: dict[str, Any] | None) -> list[str]:
+    if not ddl:
+        return []
+    lines = ["", f"## Table after the load ({ddl['dialect']} `{ddl['table']}`)", ""]
+    lines += ["| column | type | nullable |", "| --- | --- | --- |"]
+    lines += [
+        f"| {c['name']} | {c['type']} | {'yes' if c['nullable'] else 'no'} |"
+        for c in ddl["columns"]
+    ]
+    return lines

@@ -3,7 +3,7 @@
 The bundle is the real ``dpone.data_contract_evidence.v1`` (the evidence model and writer of
 ``dpone run``, create-only, checksummed, signed when a key is configured): counts, violations
 per column and reason, the DLQ run's record count, reasons, index reference and fingerprint,
-and the first record ids (bounded) in the ``dpone`` OpenLineage facet. It never holds the
+and the first record ids (bounded; also in the ``dpone`` OpenLineage facet). It never holds the
 target rows or a value. With no manifest, ``manifest_fingerprint`` is the fingerprint of the
 contract that was enforced.
 """
@@ -15,12 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dpone.evidence import lineage
-from dpone.evidence.model import DlqEvidence, Evidence, Summary
+from dpone.evidence.model import MAX_RECORD_IDS, DlqEvidence, Evidence, Summary
 from dpone.evidence.writer import bundle_dir, write_evidence
 from dpone.type_system.enforcement import EnforcementOutcome
-
-#: How many record ids of the DLQ run the evidence names (SPEC §7: bounded).
-MAX_RECORD_IDS = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +86,7 @@ class DataContractEvidenceBundleWriter:
                 index_ref=index_ref,
                 index_fingerprint=outcome.index_fingerprint,
                 run_status=outcome.dlq_run_status,
+                record_ids=tuple(outcome.dlq_record_ids),
             ),
             sink={"type": sink_type, "table": table or pipeline, "load_id": outcome.load_id},
             state={"advanced": outcome.state_commit_allowed, "from": None, "to": None},

@@ -10,6 +10,7 @@ from dpone.assertions.engine import AssertionFailed
 from dpone.contracts.errors import ContractViolation, SchemaFrozen
 from dpone.errors import DponeError
 from dpone.evidence import lineage
+from dpone.evidence.compatibility import compatibility
 from dpone.evidence.model import DlqEvidence, Evidence, Summary, schema_changes
 from dpone.manifest.plan import Plan
 from dpone.runtime.report import StateSection
@@ -64,6 +65,10 @@ def evidence(
     if dlq_result is not None:
         index_ref = relative(ctx.paths.dlq_dir / dlq_result.index_ref, folder)
     loaded = counts.loaded if failure is None else 0
+    changes = (
+        () if failure is not None else schema_changes(ctx.target, staging.existing, staging.written)
+    )
+    ddl = staging.target_definition() if failure is None else None
     return Evidence(
         run_id=ctx.run_id,
         pipeline=plan.name,
@@ -90,6 +95,7 @@ def evidence(
             index_ref=index_ref,
             index_fingerprint=dlq_result.fingerprint if dlq_result else None,
             run_status=dlq_result.status if dlq_result else None,
+            record_ids=dlq_result.record_ids if dlq_result else (),
         ),
         sink={
             "type": plan.sink.type,
@@ -102,13 +108,11 @@ def evidence(
         ).to_json(),
         started_at=ctx.started_at,
         finished_at=ctx.now(),
-        schema_changes=()
+        schema_changes=changes,
+        ddl=ddl.to_json() if ddl is not None else None,
+        compatibility=None
         if failure is not None
-        else schema_changes(
-            ctx.target,
-            staging.existing,
-            staging.written,
-        ),
+        else compatibility(ctx.target, staging.existing, staging.written, changes).to_json(),
         scale_out=getattr(stream, "scale_out", None),
         hints=tuple(h.to_json() for h in stream.hints(loaded=loaded)),
         facets=lineage.facets(
@@ -117,6 +121,12 @@ def evidence(
             rows_loaded=loaded,
             rows_quarantined=counts.quarantined,
             enforcement=plan.sink.contract.enforcement,
+            params=lineage.run_params(
+                manifest_fingerprint=plan.fingerprint,
+                mode=plan.sink.strategy.mode,
+                engine=plan.runtime.engine,
+            ),
+            assertion_params_by_name={a.name: a.params for a in plan.quality.assertions},
         ),
     )
 

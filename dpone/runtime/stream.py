@@ -18,7 +18,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dpone.assertions.engine import AssertionEngine
-from dpone.connectors.base import LoadSpec, Sink, SinkLoad, Source, SourceChunk
+from dpone.connectors.base import (
+    DescribedLoad,
+    LoadSpec,
+    Sink,
+    SinkLoad,
+    Source,
+    SourceChunk,
+    TableDefinition,
+)
 from dpone.connectors.errors import SinkSchemaError, SourceDecodeError, SourceTooManyColumns
 from dpone.connectors.progress import MeasuredSource
 from dpone.contracts.enforcer import ContractEnforcementService
@@ -135,6 +143,12 @@ class Staging:
         if self._load is None:
             self._load = self._sink.begin(self._spec(schema))
             self.written = {f.name: f for f in schema}
+
+    def target_definition(self) -> TableDefinition | None:
+        """The target as this load's commit leaves it, when the sink can say (SPEC §7 ``ddl``)."""
+        if isinstance(self._load, DescribedLoad):
+            return self._load.target_definition()
+        return None
 
     def commit(self, cursor_to: str | None) -> None:
         assert self._load is not None, "begin_empty() runs before the commit"

@@ -105,3 +105,52 @@ def test_facets_are_what_the_openlineage_client_serializes() -> None:
     assert built["outputStatistics"] == client(
         output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(rowCount=5)
     )
+
+
+def test_assertion_params_are_their_configured_values_as_the_client_serializes_them() -> None:
+    from openlineage.client.facet_v2 import (
+        data_quality_assertions_dataset as dq,
+    )
+    from openlineage.client.serde import Serde
+
+    from dpone.assertions.spec import AssertionVerdict
+    from dpone.evidence.lineage import PRODUCER, facets, run_params
+
+    verdicts = [
+        AssertionVerdict("rows", "min_rows_per_load", "batch", "fail", "passed", 0, 3),
+        AssertionVerdict("keys", "required_columns", "row", "warn", "warned", 1, 3),
+        AssertionVerdict("mine", "custom", "row", "fail", "passed", 0, 3),
+    ]
+    configured = {
+        "rows": {"value": 1},
+        "keys": {"value": ["id", "amount"]},
+        # a nested value is not a plain parameter: left out rather than flattened
+        "mine": {"predicate": "checks:positive", "vectorized": True, "options": {"k": 1}},
+    }
+    params = run_params(manifest_fingerprint="sha256:" + "0" * 64, mode="merge", engine="dask")
+    built = facets(
+        verdicts,
+        rows_read=3,
+        rows_loaded=3,
+        rows_quarantined=0,
+        enforcement="strict",
+        params=params,
+        assertion_params_by_name=configured,
+    )
+    expected = [
+        {"value": 1},
+        {"value": ["id", "amount"]},
+        {"predicate": "checks:positive", "vectorized": True},
+    ]
+    quality = dq.DataQualityAssertionsDatasetFacet(
+        assertions=[
+            dq.Assertion(assertion=v.type, success=v.verdict == "passed", name=v.name, params=p)
+            for v, p in zip(verdicts, expected, strict=True)
+        ]
+    )
+    assert built["dataQualityAssertions"] == {**Serde.to_dict(quality), "_producer": PRODUCER}
+    assert built["dpone"]["params"] == {
+        "manifestFingerprint": "sha256:" + "0" * 64,
+        "mode": "merge",
+        "engine": "dask",
+    }

@@ -44,7 +44,7 @@ from dpone.connectors._util import (
     short_hash,
     utc_now,
 )
-from dpone.connectors.base import LoadMarker, LoadSpec
+from dpone.connectors.base import ColumnDefinition, LoadMarker, LoadSpec, TableDefinition
 from dpone.connectors.sinks._common import (
     KEY_COLUMN,
     KEYS_TABLE,
@@ -566,6 +566,30 @@ class DuckDbLoad(LoadState):
             if name.lower() not in present:
                 step.doing = f"adding column {quote_ident(name)} to {target}"
                 con.execute(f"ALTER TABLE {target} ADD COLUMN {quote_ident(name)} {dtype}")
+
+    def target_definition(self) -> TableDefinition:
+        """The target as this load's commit leaves it: the commit's own DDL (create the table
+        from the staged types, or add the columns it lacks) run in a transaction that is
+        rolled back, and the columns read from DuckDB's catalog inside it. A first load that
+        adopts the staging table gets the same columns, types and NOT NULLs this way."""
+        self._require_open()
+        con, sink = self._con, self._sink
+        self._step = Step(f"describing {sink._q(sink.table)}")
+        try:
+            with interruptible("DuckDB sink: describing the target"):
+                con.execute("BEGIN TRANSACTION")
+                try:
+                    self._prepare_target(con)
+                    columns = sink._columns(con, sink.table)
+                finally:
+                    con.execute("ROLLBACK")
+        except duckdb.Error as exc:
+            raise duck_error(exc, self._step.doing) from None
+        return TableDefinition(
+            sink.target,
+            "duckdb",
+            tuple(ColumnDefinition(name, dtype, nullable) for name, dtype, nullable in columns),
+        )
 
     def _abort(self) -> None:
         self._waiting, self._waiting_rows = [], 0

@@ -45,7 +45,13 @@ import pyarrow.parquet as pq
 from dpone import durable, signing
 from dpone.canonical import with_checksum
 from dpone.connectors._util import Clock, iso_utc, position_mask, utc_now
-from dpone.connectors.base import ID_PATTERN, LoadMarker, LoadSpec
+from dpone.connectors.base import (
+    ID_PATTERN,
+    ColumnDefinition,
+    LoadMarker,
+    LoadSpec,
+    TableDefinition,
+)
 from dpone.connectors.errors import SinkConfigError, SinkError, SinkFileCorrupt, SinkSchemaError
 from dpone.connectors.sinks._common import (
     PROBE_POSITION,
@@ -400,6 +406,31 @@ class FilesystemLoad(LoadState):
             return LoadMarker.from_json(sink._read_marker(sink.marker_path(spec.load_id)))
         sink.recover(spec.load_id)
         return LoadMarker.from_json(doc)
+
+    def target_definition(self) -> TableDefinition:
+        """The table as :meth:`FilesystemSink.existing_schema` reads it once this load has
+        committed: the schema of its Parquet files, unified. ``replace`` leaves only this
+        load's files; ``append`` and ``merge`` keep the live files (a merge rewrites some,
+        in their own schema) and add this load's. Types are Arrow's names of the columns."""
+        self._require_open()
+        schema = self.spec.schema
+        existing = None if self.spec.mode == "replace" else self._sink.existing_schema()
+        if existing is not None:
+            try:
+                schema = pa.unify_schemas([existing, schema])
+            except (pa.ArrowInvalid, pa.ArrowTypeError):
+                # Files of different types for one column: each file keeps its own, and the
+                # column is named with this load's type.
+                extra = [f for f in schema if existing.get_field_index(f.name) < 0]
+                schema = pa.schema(
+                    [schema.field(f.name) if f.name in schema.names else f for f in existing]
+                    + extra
+                )
+        return TableDefinition(
+            self._sink.target,
+            "parquet",
+            tuple(ColumnDefinition(f.name, str(f.type), f.nullable) for f in schema),
+        )
 
     def _plan(self) -> tuple[list[list[str]], list[str]]:
         """(adds as [staging, final] pairs, removes) relative to the root."""

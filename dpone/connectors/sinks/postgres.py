@@ -35,7 +35,7 @@ from dpone.connectors._util import (
     short_hash,
     utc_now,
 )
-from dpone.connectors.base import LoadMarker, LoadSpec
+from dpone.connectors.base import ColumnDefinition, LoadMarker, LoadSpec, TableDefinition
 from dpone.connectors.errors import SinkConfigError, SinkSchemaError
 from dpone.connectors.sinks._common import (
     KEY_COLUMN,
@@ -391,6 +391,30 @@ class PostgresLoad(LoadState):
                 column = quote_ident(field.name)
                 step.doing = f"adding column {column} to {target}"
                 cur.execute(f"ALTER TABLE {target} ADD COLUMN {column} {_pg.pg_type(field.type)}")
+
+    def target_definition(self) -> TableDefinition:
+        """The target as this load's commit leaves it, read from PostgreSQL's catalog inside
+        the load's own transaction: the commit's DDL (create the table, or add the columns it
+        lacks) runs under a savepoint that is rolled back, so the transaction goes on exactly
+        as it was and the commit applies the same DDL again."""
+        self._require_open()
+        sink = self._sink
+        self._step = Step(f"describing {sink._q(sink.table)}")
+        try:
+            with self._conn.cursor() as cur:
+                cur.execute("SAVEPOINT _dpone_describe")
+                cur.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(sink.dataset)}")
+                self._prepare_target(cur)
+                self._step.doing = f"reading the columns of {sink._q(sink.table)}"
+                columns = sink.columns(cur, sink.table)
+                cur.execute("ROLLBACK TO SAVEPOINT _dpone_describe")
+        except _pg.DRIVER_ERRORS as exc:
+            raise _pg.sink_error(exc, self._step.doing) from None
+        return TableDefinition(
+            sink.target,
+            "postgres",
+            tuple(ColumnDefinition(name, dtype, not notnull) for name, dtype, notnull in columns),
+        )
 
     def _abort(self) -> None:
         _rollback(self._conn)
