@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from dpone.manifest.compiler import compile_text
 from dpone.runtime.lifecycle import run_pipeline
@@ -121,7 +122,7 @@ def test_assertion_params_are_their_configured_values_as_the_client_serializes_t
         AssertionVerdict("keys", "required_columns", "row", "warn", "warned", 1, 3),
         AssertionVerdict("mine", "custom", "row", "fail", "passed", 0, 3),
     ]
-    configured = {
+    configured: dict[str, dict[str, Any]] = {
         "rows": {"value": 1},
         "keys": {"value": ["id", "amount"]},
         # a nested value is not a plain parameter: left out rather than flattened
@@ -137,7 +138,7 @@ def test_assertion_params_are_their_configured_values_as_the_client_serializes_t
         params=params,
         assertion_params_by_name=configured,
     )
-    expected = [
+    expected: list[dict[str, Any]] = [
         {"value": 1},
         {"value": ["id", "amount"]},
         {"predicate": "checks:positive", "vectorized": True},
