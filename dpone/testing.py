@@ -44,10 +44,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dpone.clock import iso_utc, utc_now
-from dpone.connectors._util import conform, position_mask, rechunk
 from dpone.connectors.base import LoadMarker, LoadSpec, Sink, Source, SourceChunk
+from dpone.connectors.batches import conform, position_mask, rechunk
 from dpone.connectors.errors import SinkUnavailable, SourceUnavailable
-from dpone.connectors.sinks._common import LoadState, keys_committed_twice
+from dpone.connectors.sinks.loadstate import LoadState, keys_committed_twice
 
 if TYPE_CHECKING:
     from dpone.manifest.plan import Plan

@@ -76,9 +76,8 @@ class Source(Protocol):
 
     ``identity`` is stable across runs and holds no secret and no absolute path.
     ``cursor_pushdown`` tells whether :meth:`chunks` filters on the incremental cursor itself.
-    An optional ``read_ahead = True`` lets the lifecycle read the next chunk on another thread
-    (only for sources whose iterator is bound to no thread and runs no user code). An optional
-    ``read_progress()`` says how many bytes of how many are read (``connectors/progress.py``).
+    Optional capabilities, each its own Protocol: :class:`ReadsAhead`, :class:`Partitionable`,
+    and ``read_progress()`` (``connectors/progress.py``).
     """
 
     identity: str
@@ -94,6 +93,71 @@ class Source(Protocol):
         it: the lifecycle filters after enforcement, on the typed column, and de-duplicates
         the boundary rows for every source. Every call starts afresh.
         """
+        ...
+
+
+@runtime_checkable
+class ReadsAhead(Protocol):
+    """A source whose :meth:`Source.chunks` the lifecycle may read on another thread, one chunk
+    ahead, when ``read_ahead`` is True: only a source whose iterator is bound to no thread and
+    runs no user code declares it."""
+
+    read_ahead: bool
+
+
+def reads_ahead(source: Source) -> bool:
+    """Whether ``source`` allows its chunks to be read ahead on another thread."""
+    return isinstance(source, ReadsAhead) and bool(source.read_ahead)
+
+
+PartitionKind = Literal["file", "row_groups", "key_range", "whole"]
+
+
+@dataclass(frozen=True, slots=True)
+class Partition:
+    """One task's share of the source; small and picklable (it travels to a worker)."""
+
+    index: int
+    kind: PartitionKind
+    #: the file (as the glob spells it) or the table: what its chunks call their partition
+    label: str
+    #: file partitions: the glob's spelling of the file (resolved by the worker's source)
+    file: str | None = None
+    #: Parquet: the row groups, and the file row number of the first one's first row
+    row_groups: tuple[int, ...] = ()
+    first_row: int = 1
+    #: key ranges: the SQL predicate on the key (literals only, built by the source)
+    where: str | None = None
+    order_by: str | None = None
+    #: rows of the run before this partition (the row numbers of run-scoped DLQ refs)
+    row_offset: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Partitioning:
+    """A source's partitions in the order every attempt sees them."""
+
+    partitions: tuple[Partition, ...]
+    #: why the source runs as one partition (None: it was split)
+    single_reason: str | None = None
+
+    @classmethod
+    def whole(cls, label: str, reason: str) -> Partitioning:
+        """The source as one partition named ``label``, and why it was not split."""
+        return cls((Partition(0, "whole", label),), reason)
+
+
+@runtime_checkable
+class Partitionable(Protocol):
+    """A source that splits itself into deterministic partitions for a scale-out run (SPEC §12).
+
+    The same source and state always give the same partitions in the same order, so a
+    partition's index names its DLQ segments and staged files the same way on every attempt.
+    """
+
+    def partitions(self, chunk_size: int, after: object | None) -> Partitioning:
+        """The partitions of this source; ``after`` is the run's lower bound on the cursor (a
+        database source pushes it down, so it decides each partition's row offset)."""
         ...
 
 

@@ -41,7 +41,6 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 
 from dpone import sourcepaths
-from dpone.connectors._util import sha256_file
 from dpone.connectors.errors import (
     SourceAccessDenied,
     SourceBucketNotFound,
@@ -121,6 +120,12 @@ def open_inputs(
 
 
 # --- local files ----------------------------------------------------------------------------------
+
+
+def sha256_file(path: Path) -> str:
+    """Hex SHA-256 of a file, read into one reused buffer (``hashlib.file_digest``)."""
+    with path.open("rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 @dataclass(frozen=True, slots=True)

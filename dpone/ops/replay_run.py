@@ -46,8 +46,8 @@ import pyarrow.compute as pc
 
 from dpone.canonical import checksum
 from dpone.clock import Clock, utc_now
-from dpone.connectors._util import conform, position_mask
 from dpone.connectors.base import KeyedSink, LoadSpec
+from dpone.connectors.batches import conform, position_mask
 from dpone.connectors.errors import SinkSchemaError
 from dpone.connectors.sources.file import FileSource
 from dpone.contracts.enforcer import ContractEnforcementService

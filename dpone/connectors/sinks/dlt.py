@@ -54,8 +54,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dpone.canonical import verify_checksum, with_checksum
-from dpone.connectors._util import Clock, conform, iso_utc, utc_now
+from dpone.clock import Clock, iso_utc, utc_now
 from dpone.connectors.base import LoadMarker, LoadSpec
+from dpone.connectors.batches import conform
 from dpone.connectors.dltlib import import_dlt, quiet_dlt
 from dpone.connectors.errors import (
     SinkConfigError,
@@ -63,7 +64,8 @@ from dpone.connectors.errors import (
     SinkMarkerInvalid,
     SinkUnavailable,
 )
-from dpone.connectors.sinks._common import LoadState, os_error
+from dpone.connectors.sinks._common import os_error
+from dpone.connectors.sinks.loadstate import LoadState
 from dpone.durable import create_only, fsync_dir
 from dpone.errors import DponeError
 from dpone.faults import checkpoint

@@ -36,30 +36,23 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from dpone.connectors._util import (
-    Clock,
-    iso_utc,
-    qualify,
-    quote_ident,
-    short_hash,
-    utc_now,
-)
+from dpone.clock import Clock, iso_utc, utc_now
 from dpone.connectors.base import LoadMarker, LoadSpec
 from dpone.connectors.sinks._common import (
     KEY_COLUMN,
     KEYS_TABLE,
     MARKER_COLUMNS,
     KeyProbes,
-    LoadState,
     Step,
-    keys_committed_twice,
     marker_from_row,
     marker_row,
     positioned,
     probe_join_sql,
 )
 from dpone.connectors.sinks._duck_errors import duck_error
+from dpone.connectors.sinks.loadstate import LoadState, keys_committed_twice
 from dpone.connectors.sources.duckdb import interruptible, utc_labels
+from dpone.connectors.sql.identifiers import qualify, quote_ident, short_hash
 from dpone.manifest.specs import DuckdbSinkSpec
 
 #: DuckDB's row group size (rows): staging inserts whole row groups (see DuckDbLoad._stage).

@@ -44,17 +44,11 @@ import pyarrow.parquet as pq
 
 from dpone import durable, signing
 from dpone.canonical import with_checksum
-from dpone.connectors._util import Clock, iso_utc, position_mask, utc_now
+from dpone.clock import Clock, iso_utc, utc_now
 from dpone.connectors.base import ID_PATTERN, LoadMarker, LoadSpec
+from dpone.connectors.batches import position_mask
 from dpone.connectors.errors import SinkConfigError, SinkError, SinkFileCorrupt, SinkSchemaError
-from dpone.connectors.sinks._common import (
-    PROBE_POSITION,
-    LoadState,
-    keys_committed_twice,
-    os_error,
-    positioned,
-    widen_parquet,
-)
+from dpone.connectors.sinks._common import PROBE_POSITION, os_error, positioned, widen_parquet
 from dpone.connectors.sinks.fsmarkers import (
     LOADS,
     MARKER_SCHEMA,
@@ -66,6 +60,7 @@ from dpone.connectors.sinks.fsmarkers import (
     require_signed,
     token_doc,
 )
+from dpone.connectors.sinks.loadstate import LoadState, keys_committed_twice
 from dpone.errors import DponeError
 from dpone.manifest.specs import FilesystemSinkSpec
 
