@@ -262,12 +262,6 @@ class MemorySink:
                 return load.marker
         return None
 
-    def last_load(self, pipeline: str) -> LoadMarker | None:
-        for load in reversed(self.loads):
-            if load.marker.pipeline == pipeline:
-                return load.marker
-        return None
-
     def begin(self, load: LoadSpec) -> _MemoryLoad:
         self._maybe_fail("begin")
         self.staged.pop(load.load_id, None)  # anything staged earlier under the id goes

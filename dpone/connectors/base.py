@@ -18,9 +18,10 @@ from typing import Any, Literal, Protocol, get_args, runtime_checkable
 import pyarrow as pa
 
 from dpone.connectors.errors import SinkConfigError
+from dpone.manifest.plan import StrategyMode
 
-LoadMode = Literal["append", "replace", "merge"]
-LOAD_MODES: tuple[str, ...] = get_args(LoadMode)
+#: How a load applies its rows: the strategy the manifest chose (one vocabulary, in the plan).
+LOAD_MODES: tuple[str, ...] = get_args(StrategyMode)
 
 #: load ids and run ids end up in table names, file names and markers.
 ID_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
@@ -169,7 +170,7 @@ class LoadSpec:
     run_id: str
     load_id: str
     schema: pa.Schema
-    mode: LoadMode = "append"
+    mode: StrategyMode = "append"
     unique_key: tuple[str, ...] = ()
     cursor_to: str | None = None
     #: Idempotency keys the load carries (a replay batch: one per row), committed in the same
@@ -219,7 +220,7 @@ class LoadMarker:
     cursor_to: str | None
     committed_at: str
     target: str
-    mode: LoadMode
+    mode: StrategyMode
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -293,10 +294,6 @@ class Sink(Protocol):
 
     def committed_load(self, load_id: str) -> LoadMarker | None:
         """The marker of ``load_id`` if that load committed."""
-        ...
-
-    def last_load(self, pipeline: str) -> LoadMarker | None:
-        """The most recently committed marker of ``pipeline`` into this sink's table."""
         ...
 
     def begin(self, load: LoadSpec) -> SinkLoad:

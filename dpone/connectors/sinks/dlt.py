@@ -410,15 +410,6 @@ class DltSink:
         at = self.loaded_at(doc["dlt_load_id"])
         return None if at is None else _marker(doc, at)
 
-    def last_load(self, pipeline: str) -> LoadMarker | None:
-        for doc in reversed(self._records("packages")):
-            if doc["pipeline"] != pipeline or doc["target"] != self.target:
-                continue
-            at = self.loaded_at(doc["dlt_load_id"])
-            if at is not None:
-                return _marker(doc, at)
-        return None
-
     def begin(self, load: LoadSpec) -> DltLoad:
         return DltLoad(self, load)
 

@@ -231,16 +231,6 @@ class DuckDbSink(KeyProbes):
         )
         return marker_from_row(rows[0]) if rows else None
 
-    def last_load(self, pipeline: str) -> LoadMarker | None:
-        rows = self._read(
-            lambda: (
-                f"SELECT {MARKER_COLUMNS} FROM {self._q(_LOADS)} WHERE "
-                '"pipeline" = ? AND "target" = ? ORDER BY "load_seq" DESC LIMIT 1'
-            ),
-            [pipeline, self.target],
-        )
-        return marker_from_row(rows[0]) if rows else None
-
     def begin(self, load: LoadSpec) -> DuckDbLoad:
         con = self.connect(create=True)
         assert con is not None

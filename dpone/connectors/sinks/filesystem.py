@@ -146,14 +146,6 @@ class FilesystemSink:
         require_signed(doc, f"{LOADS}/{doc['load_id']}.json")  # recovery acts on it
         return LoadMarker.from_json(doc)
 
-    def last_load(self, pipeline: str) -> LoadMarker | None:
-        mine = [
-            d
-            for d in self._marker_docs()
-            if d["pipeline"] == pipeline and d["target"] == self.target
-        ]
-        return LoadMarker.from_json(mine[-1]) if mine else None
-
     def session(self) -> contextlib.AbstractContextManager[None]:
         """Nothing to pin: a file system has no connection."""
         return contextlib.nullcontext()

@@ -180,12 +180,6 @@ class PostgresSink(KeyProbes):
     def committed_load(self, load_id: str) -> LoadMarker | None:
         return self._read_markers(f"{_ID} = $1", (load_id,))
 
-    def last_load(self, pipeline: str) -> LoadMarker | None:
-        return self._read_markers(
-            '"pipeline" = $1 AND "target" = $2 ORDER BY "load_seq" DESC LIMIT 1',
-            (pipeline, self.target),
-        )
-
     def begin(self, load: LoadSpec) -> PostgresLoad:
         long = [f.name for f in load.schema if too_long(f.name)]
         if long:
