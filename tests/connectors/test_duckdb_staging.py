@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from dpone.connectors.sinks import duckdb as duck_sink
-from dpone.connectors.sinks.duckdb import ROW_GROUP_ROWS, DuckDbLoad
+from dpone.connectors.sinks.duckdb_load import ROW_GROUP_ROWS, DuckDbLoad
 
 from .sinkkit import SCHEMA, Target, spec
 
