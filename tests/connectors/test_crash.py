@@ -57,7 +57,7 @@ CHILD = textwrap.dedent(
     if point == "inside_commit" and kind == "postgres":
         load._conn = Dying(load._conn)
     if point == "before_marker":
-        fs._create_json = die
+        fs.create_json = die
     if point == "after_marker":
         calls = []
         real_replace = os.replace
