@@ -65,7 +65,8 @@ def test_a_postgres_source_without_a_key_or_with_a_query_is_one_partition(tmp_pa
         tmp_path,
         read_all_as_text=False,
     )
-    assert isinstance(table, PostgresSource) and isinstance(query, PostgresSource)
+    assert isinstance(table, PostgresSource)
+    assert isinstance(query, PostgresSource)
     whole = table.partitions(100, None)
     assert [(p.index, p.kind, p.label) for p in whole.partitions] == [(0, "whole", "s.t")]
     assert whole.single_reason == "the postgres source has no partition_column"
