@@ -1,7 +1,8 @@
 """Filesystem sink: Parquet files under ``<root>/<dataset>/<table>/``.
 
-Size (over 500 lines): the marker protocol (stage, prepare, commit, recover) is one state
-machine over one folder layout; split, the commit point would be spread over modules.
+The marker protocol (stage, prepare, commit, recover) stays here as one state machine over one
+folder layout; the file helpers it calls are in ``fsfiles.py``, the marker documents in
+``fsmarkers.py``.
 
 A file system has no transactions, so the marker file is the commit point:
 
