@@ -44,10 +44,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dpone.clock import iso_utc, utc_now
-from dpone.connectors._util import conform, position_mask, rechunk
 from dpone.connectors.base import LoadMarker, LoadSpec, Sink, Source, SourceChunk
+from dpone.connectors.batches import conform, position_mask, rechunk
 from dpone.connectors.errors import SinkUnavailable, SourceUnavailable
-from dpone.connectors.sinks._common import LoadState, keys_committed_twice
+from dpone.connectors.sinks.loadstate import LoadState, keys_committed_twice
 
 if TYPE_CHECKING:
     from dpone.manifest.plan import Plan
@@ -259,12 +259,6 @@ class MemorySink:
     def committed_load(self, load_id: str) -> LoadMarker | None:
         for load in self.loads:
             if load.marker.load_id == load_id:
-                return load.marker
-        return None
-
-    def last_load(self, pipeline: str) -> LoadMarker | None:
-        for load in reversed(self.loads):
-            if load.marker.pipeline == pipeline:
                 return load.marker
         return None
 

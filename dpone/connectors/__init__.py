@@ -14,7 +14,6 @@ if TYPE_CHECKING:
     from dpone.connectors.base import (
         LOAD_MODES,
         LoadMarker,
-        LoadMode,
         LoadSpec,
         Sink,
         SinkLoad,
@@ -29,7 +28,6 @@ __getattr__, __dir__ = exports(
     {
         "LOAD_MODES": "dpone.connectors.base",
         "LoadMarker": "dpone.connectors.base",
-        "LoadMode": "dpone.connectors.base",
         "LoadSpec": "dpone.connectors.base",
         "Sink": "dpone.connectors.base",
         "SinkLoad": "dpone.connectors.base",
@@ -43,7 +41,6 @@ __getattr__, __dir__ = exports(
 __all__ = [
     "LOAD_MODES",
     "LoadMarker",
-    "LoadMode",
     "LoadSpec",
     "Sink",
     "SinkLoad",

@@ -18,9 +18,10 @@ from typing import Any, Literal, Protocol, get_args, runtime_checkable
 import pyarrow as pa
 
 from dpone.connectors.errors import SinkConfigError
+from dpone.manifest.plan import StrategyMode
 
-LoadMode = Literal["append", "replace", "merge"]
-LOAD_MODES: tuple[str, ...] = get_args(LoadMode)
+#: How a load applies its rows: the strategy the manifest chose (one vocabulary, in the plan).
+LOAD_MODES: tuple[str, ...] = get_args(StrategyMode)
 
 #: load ids and run ids end up in table names, file names and markers.
 ID_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
@@ -76,9 +77,8 @@ class Source(Protocol):
 
     ``identity`` is stable across runs and holds no secret and no absolute path.
     ``cursor_pushdown`` tells whether :meth:`chunks` filters on the incremental cursor itself.
-    An optional ``read_ahead = True`` lets the lifecycle read the next chunk on another thread
-    (only for sources whose iterator is bound to no thread and runs no user code). An optional
-    ``read_progress()`` says how many bytes of how many are read (``connectors/progress.py``).
+    Optional capabilities, each its own Protocol: :class:`ReadsAhead`, :class:`Partitionable`,
+    and ``read_progress()`` (``connectors/progress.py``).
     """
 
     identity: str
@@ -97,6 +97,71 @@ class Source(Protocol):
         ...
 
 
+@runtime_checkable
+class ReadsAhead(Protocol):
+    """A source whose :meth:`Source.chunks` the lifecycle may read on another thread, one chunk
+    ahead, when ``read_ahead`` is True: only a source whose iterator is bound to no thread and
+    runs no user code declares it."""
+
+    read_ahead: bool
+
+
+def reads_ahead(source: Source) -> bool:
+    """Whether ``source`` allows its chunks to be read ahead on another thread."""
+    return isinstance(source, ReadsAhead) and bool(source.read_ahead)
+
+
+PartitionKind = Literal["file", "row_groups", "key_range", "whole"]
+
+
+@dataclass(frozen=True, slots=True)
+class Partition:
+    """One task's share of the source; small and picklable (it travels to a worker)."""
+
+    index: int
+    kind: PartitionKind
+    #: the file (as the glob spells it) or the table: what its chunks call their partition
+    label: str
+    #: file partitions: the glob's spelling of the file (resolved by the worker's source)
+    file: str | None = None
+    #: Parquet: the row groups, and the file row number of the first one's first row
+    row_groups: tuple[int, ...] = ()
+    first_row: int = 1
+    #: key ranges: the SQL predicate on the key (literals only, built by the source)
+    where: str | None = None
+    order_by: str | None = None
+    #: rows of the run before this partition (the row numbers of run-scoped DLQ refs)
+    row_offset: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Partitioning:
+    """A source's partitions in the order every attempt sees them."""
+
+    partitions: tuple[Partition, ...]
+    #: why the source runs as one partition (None: it was split)
+    single_reason: str | None = None
+
+    @classmethod
+    def whole(cls, label: str, reason: str) -> Partitioning:
+        """The source as one partition named ``label``, and why it was not split."""
+        return cls((Partition(0, "whole", label),), reason)
+
+
+@runtime_checkable
+class Partitionable(Protocol):
+    """A source that splits itself into deterministic partitions for a scale-out run (SPEC §12).
+
+    The same source and state always give the same partitions in the same order, so a
+    partition's index names its DLQ segments and staged files the same way on every attempt.
+    """
+
+    def partitions(self, chunk_size: int, after: object | None) -> Partitioning:
+        """The partitions of this source; ``after`` is the run's lower bound on the cursor (a
+        database source pushes it down, so it decides each partition's row offset)."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class LoadSpec:
     """What one load is: who, which rows' schema, how to apply them, how far the cursor goes."""
@@ -105,7 +170,7 @@ class LoadSpec:
     run_id: str
     load_id: str
     schema: pa.Schema
-    mode: LoadMode = "append"
+    mode: StrategyMode = "append"
     unique_key: tuple[str, ...] = ()
     cursor_to: str | None = None
     #: Idempotency keys the load carries (a replay batch: one per row), committed in the same
@@ -155,7 +220,7 @@ class LoadMarker:
     cursor_to: str | None
     committed_at: str
     target: str
-    mode: LoadMode
+    mode: StrategyMode
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -268,10 +333,6 @@ class Sink(Protocol):
 
     def committed_load(self, load_id: str) -> LoadMarker | None:
         """The marker of ``load_id`` if that load committed."""
-        ...
-
-    def last_load(self, pipeline: str) -> LoadMarker | None:
-        """The most recently committed marker of ``pipeline`` into this sink's table."""
         ...
 
     def begin(self, load: LoadSpec) -> SinkLoad:

@@ -26,6 +26,7 @@ from dpone.connectors.base import (
     Source,
     SourceChunk,
     TableDefinition,
+    reads_ahead,
 )
 from dpone.connectors.errors import SinkSchemaError, SourceDecodeError, SourceTooManyColumns
 from dpone.connectors.progress import MeasuredSource
@@ -536,7 +537,7 @@ def _chunks(
     more than one core. Other sources run user code or hold driver connections bound to the
     thread that opened them: they are read inline. On a single core nothing overlaps, and the
     thread would only add switches and a chunk more in memory."""
-    if getattr(source, "read_ahead", False) and _usable_cores() > 1:
+    if reads_ahead(source) and _usable_cores() > 1:
 
         def make() -> Iterator[SourceChunk]:
             return source.chunks(chunk_size, after=after)

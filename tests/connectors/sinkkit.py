@@ -13,8 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dpone.connectors import LoadSpec
-from dpone.connectors.base import Sink
+from dpone.connectors.base import LoadMarker, Sink
 from dpone.connectors.sinks.filesystem import FilesystemSink
+from dpone.connectors.sinks.fsmarkers import LOADS, read_marker
 
 from .specs import build_sink
 
@@ -128,10 +129,68 @@ class Target:
         assert isinstance(sink, FilesystemSink)
         files = sink.committed_files()
         if not files:
-            return (
-                None if not sink.last_load(PIPELINE) else pa.table({"id": pa.array([], pa.int64())})
-            )
+            return None if not self.markers() else pa.table({"id": pa.array([], pa.int64())})
         return pa.concat_tables([pq.read_table(f) for f in files], promote_options="default")
+
+    def markers(self, pipeline: str = PIPELINE) -> list[LoadMarker]:
+        """The committed load markers of ``pipeline`` into the orders table, in commit order,
+        read from the target itself (the marker table, or the marker files)."""
+        columns = "load_id, pipeline, run_id, row_count, cursor_to, committed_at, target, load_mode"
+        where = "WHERE pipeline = {p} AND target = {p} ORDER BY load_seq"
+        target = f"{self.dataset}.orders"
+        rows: list[tuple[Any, ...]]
+        if self.kind == "duckdb":
+            path = self.base / self.config["database"]
+            if not path.exists():
+                return []
+            con = duckdb.connect(str(path))
+            try:
+                found = con.execute(
+                    "SELECT count(*) FROM information_schema.tables "
+                    "WHERE table_schema = ? AND table_name = '_dpone_loads'",
+                    [self.dataset],
+                ).fetchall()
+                if not found[0][0]:
+                    return []
+                rows = con.execute(
+                    f'SELECT {columns} FROM "{self.dataset}"._dpone_loads {where.format(p="?")}',
+                    [pipeline, target],
+                ).fetchall()
+            finally:
+                con.close()
+        elif self.kind == "postgres":
+            assert self.url is not None
+            conn = psycopg2.connect(self.url)
+            try:
+                cur = conn.cursor()
+                cur.execute("SELECT to_regclass(%s)", (f'"{self.dataset}"._dpone_loads',))
+                if cur.fetchone()[0] is None:
+                    return []
+                cur.execute(
+                    f'SELECT {columns} FROM "{self.dataset}"._dpone_loads {where.format(p="%s")}',
+                    (pipeline, target),
+                )
+                rows = cur.fetchall()
+            finally:
+                conn.close()
+        else:
+            root = self.base / self.config["path"]
+            docs = [read_marker(path, root) for path in (root / LOADS).glob("*.json")]
+            docs.sort(key=lambda d: (int(d["seq"]), d["load_id"]))
+            return [
+                LoadMarker.from_json(d)
+                for d in docs
+                if d["pipeline"] == pipeline and d["target"] == target
+            ]
+        names = ("load_id", "pipeline", "run_id", "rows", "cursor_to", "committed_at", "target")
+        return [
+            LoadMarker.from_json({**dict(zip(names, r, strict=False)), "mode": r[7]}) for r in rows
+        ]
+
+    def last_marker(self, pipeline: str = PIPELINE) -> LoadMarker | None:
+        """The most recently committed marker of ``pipeline`` into the orders table."""
+        found = self.markers(pipeline)
+        return found[-1] if found else None
 
     def leftovers(self) -> list[str]:
         """Staging that is still around (tables or folders)."""

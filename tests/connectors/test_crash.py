@@ -57,7 +57,7 @@ CHILD = textwrap.dedent(
     if point == "inside_commit" and kind == "postgres":
         load._conn = Dying(load._conn)
     if point == "before_marker":
-        fs._create_json = die
+        fs.create_json = die
     if point == "after_marker":
         calls = []
         real_replace = os.replace
@@ -156,7 +156,7 @@ def test_killed_load_is_all_or_nothing(target: Target, point: str, landed: bool)
     else:
         assert names == WITHOUT
         assert after.committed_load("l2") is None
-        assert after.last_load(PIPELINE).load_id == "l1"  # type: ignore[union-attr]
+        assert target.last_marker().load_id == "l1"  # type: ignore[union-attr]
         assert removed == ([] if target.kind == "postgres" else ["l2"])
     if target.kind == "filesystem":
         assert target.final_files() == sorted(p.name for p in after.committed_files())  # type: ignore[attr-defined]

@@ -8,8 +8,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from dpone.connectors.sinks import duckdb as duck_sink
-from dpone.connectors.sinks.duckdb import ROW_GROUP_ROWS, DuckDbLoad
+from dpone.connectors.sinks.duckdb_load import ROW_GROUP_ROWS, DuckDbLoad
 
 from .sinkkit import SCHEMA, Target, spec
 
@@ -39,7 +38,7 @@ def inserts(monkeypatch: pytest.MonkeyPatch) -> list[pa.RecordBatch]:
         seen.append(batch)
         real(self, batch)
 
-    monkeypatch.setattr(duck_sink.DuckDbLoad, "_insert", insert)
+    monkeypatch.setattr(DuckDbLoad, "_insert", insert)
     return seen
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from dpone.connectors._util import rechunk
+from dpone.connectors.batches import rechunk
 from dpone.connectors.presence import PRESENT_PREFIX, rows_batch, split_presence
 from dpone.connectors.sources.dlt_source import _typed_or_text
 from dpone.connectors.sources.file.jsonl import jsonl_batch

@@ -93,7 +93,11 @@ def test_postgres_unreachable_never_leaks_the_connection_string(tmp_path: Path) 
     )
     assert "hunter2" not in sink.identity
     assert "hunter2" not in repr(sink)
-    for call in (sink.existing_schema, lambda: sink.begin(spec("l1")), lambda: sink.last_load("p")):
+    for call in (
+        sink.existing_schema,
+        lambda: sink.begin(spec("l1")),
+        lambda: sink.committed_load("l1"),
+    ):
         with pytest.raises(SinkUnavailable) as info:
             call()
         assert "hunter2" not in str(info.value)

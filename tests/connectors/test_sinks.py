@@ -29,7 +29,7 @@ def row(i: int, name: str | None, amount: str | None) -> dict[str, object]:
 def test_append_twice_and_markers(target: Target, clock: StepClock) -> None:
     sink = target.sink(clock=clock)
     assert sink.existing_schema() is None
-    assert sink.last_load(PIPELINE) is None
+    assert target.last_marker() is None
     assert sink.committed_load("l1") is None
 
     m1 = load(sink, spec("l1", cursor="2026-01-01T00:00:00Z"), batch([(1, "a", "1.50")]))
@@ -52,8 +52,8 @@ def test_append_twice_and_markers(target: Target, clock: StepClock) -> None:
     assert m1.committed_at.startswith("2026-01-01T00:00:0")  # from the injected clock
     assert m1.committed_at < m2.committed_at
     assert sink.committed_load("l1") == m1
-    assert sink.last_load(PIPELINE) == m2
-    assert sink.last_load("other_pipeline") is None
+    assert target.last_marker() == m2
+    assert target.last_marker("other_pipeline") is None
     schema = sink.existing_schema()
     assert schema is not None
     assert schema.names == ["id", "name", "amount"]
@@ -94,7 +94,7 @@ def test_merge_twice_with_overlapping_keys(target: Target) -> None:
         row(4, "d2", "44.00"),
         row(5, "e", "5.00"),
     ]
-    assert sink.last_load(PIPELINE).rows == 3  # type: ignore[union-attr]
+    assert target.last_marker().rows == 3  # type: ignore[union-attr]
     assert target.leftovers() == []
 
 
@@ -125,7 +125,7 @@ def test_abort_leaves_the_target_exactly_as_before(target: Target) -> None:
 
     assert target.read() == before
     assert sink.committed_load("l2") is None
-    assert sink.last_load(PIPELINE).load_id == "l1"  # type: ignore[union-attr]
+    assert target.last_marker().load_id == "l1"  # type: ignore[union-attr]
     assert target.leftovers() == []
     with pytest.raises(SinkError) as info:
         staged.write(batch([(3, "c", "3")]))
@@ -262,12 +262,12 @@ def test_load_spec_validation() -> None:
         LoadSpec(PIPELINE, "r", "l", SCHEMA, "upsert")  # type: ignore[arg-type]
 
 
-def test_last_load_follows_commit_order_under_a_frozen_clock(target: Target) -> None:
+def test_markers_follow_commit_order_under_a_frozen_clock(target: Target) -> None:
     frozen = datetime(2026, 1, 1, tzinfo=UTC)
     sink = target.sink(clock=lambda: frozen)
     load(sink, spec("z-first"), batch([(1, "a", "1")]))
     load(sink, spec("a-second", "replace"), batch([(2, "b", "2")]))
-    last = sink.last_load(PIPELINE)
+    last = target.last_marker()
     assert last is not None
     assert last.load_id == "a-second"
     assert target.rows() == [row(2, "b", "2.00")]
@@ -280,4 +280,4 @@ def test_commit_can_set_the_cursor_known_only_at_the_end(target: Target) -> None
     marker = staged.commit(cursor_to="2026-05-01T00:00:00.000000Z")
     assert marker.cursor_to == "2026-05-01T00:00:00.000000Z"
     assert sink.committed_load("l1") == marker
-    assert sink.last_load(PIPELINE) == marker
+    assert target.last_marker() == marker

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from dpone.cli.main import cli
-from dpone.connectors._util import qualify, quote_ident
+from dpone.connectors.sql.identifiers import qualify, quote_ident
 from tests.support import dlqfiles
 from tests.support.postgres import pg_url  # noqa: F401 (fixture)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .sinkkit import PIPELINE, SCHEMA, Target, batch, spec
+from .sinkkit import SCHEMA, Target, batch, spec
 
 
 def _staged(folder: Path, *batches: pa.RecordBatch) -> list[Path]:
@@ -42,7 +42,7 @@ def test_first_load_then_append_from_staged_files(target: Target, tmp_path: Path
         _row(3, "c", None),
         _row(4, "d", "4.00"),
     ]
-    assert sink.last_load(PIPELINE).rows == 2  # type: ignore[union-attr]
+    assert target.last_marker().rows == 2  # type: ignore[union-attr]
     assert target.leftovers() == []
 
 

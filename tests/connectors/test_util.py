@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dpone.connectors._util import conform, rechunk
+from dpone.connectors.batches import conform, rechunk
 from dpone.connectors.errors import SinkSchemaError
 
 

@@ -314,7 +314,7 @@ DRIVER_INTERRUPTED = textwrap.dedent(
     import duckdb
     import pyarrow as pa
 
-    from dpone.connectors import _pg
+    from dpone.connectors.sql import postgres as pg
     from dpone.connectors.sources.duckdb import interruptible
 
 
@@ -335,14 +335,14 @@ DRIVER_INTERRUPTED = textwrap.dedent(
                 ctrl_c_soon()
                 con.execute("INSERT INTO t SELECT * FROM batch")
         else:
-            conn = _pg.connect(sys.argv[2])
+            conn = pg.connect(sys.argv[2])
             try:
                 with conn.cursor() as cur:
                     ctrl_c_soon()
                     cur.execute("SELECT pg_sleep(60)")
                     cur.fetchall()
-            except _pg.DRIVER_ERRORS as exc:
-                raise _pg.sink_error(exc, "a long statement") from None
+            except pg.DRIVER_ERRORS as exc:
+                raise pg.sink_error(exc, "a long statement") from None
     except BaseException as exc:
         print(type(exc).__name__, getattr(exc, "code", ""))
     else:

@@ -21,7 +21,7 @@ import pytest
 
 from dpone.connectors import make_source
 from dpone.connectors.errors import SourceConfigError, SourceObjectChanged
-from dpone.connectors.fs import ObjectFile, object_filesystem
+from dpone.connectors.objectstore import ObjectFile, object_filesystem
 from dpone.connectors.sources.file import FileSource
 from dpone.manifest.secrets import SecretRef
 from dpone.manifest.specs import STORAGE_TEXT_KEYS, StorageOptions

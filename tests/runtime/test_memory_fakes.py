@@ -121,7 +121,7 @@ def test_staged_rows_are_invisible_until_the_commit() -> None:
 
     assert (marker.rows, marker.cursor_to, marker.target) == (1, "c-1", "memory.rows")
     assert sink.committed_load("l1") == marker
-    assert sink.last_load("pipe") == marker
+    assert [load.marker for load in sink.loads] == [marker]
     assert sink.existing_schema() == SCHEMA
     assert sink.staged == {}
     assert load.commit() == marker  # twice: the same marker

@@ -1,8 +1,4 @@
-"""DuckDB sink: a table in a database file, loaded natively from Arrow.
-
-Size (over 500 lines): staging, the commit's strategies, the idempotency keys and the
-scale-out commit from Parquet all run inside one connection and one transaction protocol;
-split, each part would reach into the others' connection state.
+"""DuckDB sink: a table in a database file, loaded natively from Arrow (a load: ``duckdb_load``).
 
 Every name reaches SQL quoted and qualified with the database's catalog
 (``"<catalog>"."<dataset>"."<table>"``, the catalog as DuckDB names the attached file), so a
@@ -30,59 +26,37 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import duckdb
 import pyarrow as pa
 
-from dpone.connectors._util import (
-    Clock,
-    iso_utc,
-    qualify,
-    quote_ident,
-    short_hash,
-    utc_now,
-)
-from dpone.connectors.base import ColumnDefinition, LoadMarker, LoadSpec, TableDefinition
+from dpone.clock import Clock, iso_utc, utc_now
+from dpone.connectors.base import LoadMarker, LoadSpec
 from dpone.connectors.sinks._common import (
-    KEY_COLUMN,
-    KEYS_TABLE,
     MARKER_COLUMNS,
     KeyProbes,
-    LoadState,
     Step,
-    keys_committed_twice,
     marker_from_row,
-    marker_row,
     positioned,
     probe_join_sql,
 )
 from dpone.connectors.sinks._duck_errors import duck_error
+from dpone.connectors.sinks.duckdb_load import (
+    EMPTY,
+    ID,
+    LOADS,
+    PROBE,
+    SEQ,
+    STAGES,
+    STAGES_DDL,
+    DuckDbLoad,
+    drop_stage,
+    rollback,
+)
 from dpone.connectors.sources.duckdb import interruptible, utc_labels
+from dpone.connectors.sql.identifiers import qualify, quote_ident, short_hash
 from dpone.manifest.specs import DuckdbSinkSpec
-
-#: DuckDB's row group size (rows): staging inserts whole row groups (see DuckDbLoad._stage).
-ROW_GROUP_ROWS = 122_880
-_LOADS = "_dpone_loads"
-_STAGES = "_dpone_stages"
-_SEQ = "_dpone_seq"
-_KEY, _ID = quote_ident(KEY_COLUMN), quote_ident("load_id")
-# Arrow objects registered on a connection for one statement.
-_PROBE, _EMPTY, _BATCH, _NEW_KEYS = "_dpone_probe", "_dpone_empty", "_dpone_batch", "_dpone_keys"
-
-_LOADS_DDL = (
-    'CREATE TABLE IF NOT EXISTS {t} ("load_id" VARCHAR PRIMARY KEY, "pipeline" VARCHAR NOT NULL, '
-    '"run_id" VARCHAR NOT NULL, "target" VARCHAR NOT NULL, "load_mode" VARCHAR NOT NULL, '
-    '"row_count" BIGINT NOT NULL, "cursor_to" VARCHAR, "committed_at" VARCHAR NOT NULL, '
-    '"load_seq" BIGINT NOT NULL)'
-)
-_KEYS_DDL = f"CREATE TABLE IF NOT EXISTS {{t}} ({_KEY} VARCHAR PRIMARY KEY, {_ID} VARCHAR NOT NULL)"
-_STAGES_DDL = (
-    'CREATE TABLE IF NOT EXISTS {t} ("stage_table" VARCHAR PRIMARY KEY, "load_id" VARCHAR '
-    'NOT NULL, "pipeline" VARCHAR NOT NULL, "target" VARCHAR NOT NULL, "created_at" VARCHAR '
-    "NOT NULL)"
-)
 
 
 class DuckDbSink(KeyProbes):
@@ -106,14 +80,14 @@ class DuckDbSink(KeyProbes):
         self.target = f"{spec.dataset}.{spec.table}"
         self.identity = f"duckdb:{spec.display}:{self.target}"
         self._config = dict(config or {})
-        self._clock = clock
+        self.clock = clock
         self._pinned: duckdb.DuckDBPyConnection | None = None
         #: The attached database's name as DuckDB reports it (``current_database()``).
         self._catalog: str | None = None
 
     # --- helpers ----------------------------------------------------------------------------------
 
-    def _q(self, name: str) -> str:
+    def q(self, name: str) -> str:
         """``"catalog"."dataset"."name"``: a bare ``dataset.name`` is ambiguous in DuckDB when
         the file is named like the dataset (``acc.duckdb`` holds the catalog ``acc``)."""
         assert self._catalog is not None, "connect() first"
@@ -146,7 +120,7 @@ class DuckDbSink(KeyProbes):
                 raise duck_error(exc, "reading the database's name") from None
         return con
 
-    def _exists(self, con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    def table_exists(self, con: duckdb.DuckDBPyConnection, name: str) -> bool:
         rows = con.execute(
             "SELECT count(*) FROM information_schema.tables WHERE table_catalog = ? "
             "AND table_schema = ? AND table_name = ?",
@@ -154,7 +128,9 @@ class DuckDbSink(KeyProbes):
         ).fetchall()
         return bool(rows[0][0])
 
-    def _columns(self, con: duckdb.DuckDBPyConnection, name: str) -> list[tuple[str, str, bool]]:
+    def table_columns(
+        self, con: duckdb.DuckDBPyConnection, name: str
+    ) -> list[tuple[str, str, bool]]:
         return [
             (str(r[0]), str(r[1]), bool(r[2]))
             for r in con.execute(
@@ -170,7 +146,7 @@ class DuckDbSink(KeyProbes):
         sql: Callable[[], str],
         params: list[object],
         *,
-        table: str = _LOADS,
+        table: str = LOADS,
         probe: pa.Table | None = None,
         doing: str = "reading load markers from",
     ) -> list[tuple[Any, ...]]:
@@ -180,13 +156,13 @@ class DuckDbSink(KeyProbes):
         con = self.connect(create=False)
         if con is None:
             return []
-        what = f"{doing} {self._q(table)}"
+        what = f"{doing} {self.q(table)}"
         try:
             with interruptible(f"DuckDB sink: {what}"):
-                if not self._exists(con, table):
+                if not self.table_exists(con, table):
                     return []
                 if probe is not None:
-                    con.register(_PROBE, probe)
+                    con.register(PROBE, probe)
                 return con.execute(sql(), params).fetchall()
         except duckdb.Error as exc:
             raise duck_error(exc, what) from None
@@ -195,7 +171,7 @@ class DuckDbSink(KeyProbes):
 
     def _matching(self, name: str, probe: pa.Table, columns: Sequence[str]) -> list[int]:
         def sql() -> str:
-            return probe_join_sql(quote_ident(_PROBE), self._q(name), columns)
+            return probe_join_sql(quote_ident(PROBE), self.q(name), columns)
 
         rows = self._read(sql, [], table=name, probe=positioned(probe), doing="looking up keys in")
         return [int(r[0]) for r in rows]
@@ -218,13 +194,13 @@ class DuckDbSink(KeyProbes):
         con = self.connect(create=False)
         if con is None:
             return None
-        what = f"reading the schema of {self._q(self.table)}"
+        what = f"reading the schema of {self.q(self.table)}"
         try:
             with interruptible(f"DuckDB sink: {what}"):
-                if not self._exists(con, self.table):
+                if not self.table_exists(con, self.table):
                     return None
-                table = con.sql(f"SELECT * FROM {self._q(self.table)} LIMIT 0").to_arrow_table()
-                nullable = {name: flag for name, _, flag in self._columns(con, self.table)}
+                table = con.sql(f"SELECT * FROM {self.q(self.table)} LIMIT 0").to_arrow_table()
+                nullable = {name: flag for name, _, flag in self.table_columns(con, self.table)}
             schema = pa.schema([f.with_nullable(nullable.get(f.name, True)) for f in table.schema])
             return utc_labels(schema)
         except duckdb.Error as exc:
@@ -234,17 +210,7 @@ class DuckDbSink(KeyProbes):
 
     def committed_load(self, load_id: str) -> LoadMarker | None:
         rows = self._read(
-            lambda: f"SELECT {MARKER_COLUMNS} FROM {self._q(_LOADS)} WHERE {_ID} = ?", [load_id]
-        )
-        return marker_from_row(rows[0]) if rows else None
-
-    def last_load(self, pipeline: str) -> LoadMarker | None:
-        rows = self._read(
-            lambda: (
-                f"SELECT {MARKER_COLUMNS} FROM {self._q(_LOADS)} WHERE "
-                '"pipeline" = ? AND "target" = ? ORDER BY "load_seq" DESC LIMIT 1'
-            ),
-            [pipeline, self.target],
+            lambda: f"SELECT {MARKER_COLUMNS} FROM {self.q(LOADS)} WHERE {ID} = ?", [load_id]
         )
         return marker_from_row(rows[0]) if rows else None
 
@@ -254,27 +220,27 @@ class DuckDbSink(KeyProbes):
         stage = "_dpone_stage_" + short_hash(load.pipeline, load.load_id, self.target)
         empty = load.schema.empty_table()
         if load.mode == "merge":
-            empty = empty.append_column(_SEQ, pa.array([], pa.int64()))
+            empty = empty.append_column(SEQ, pa.array([], pa.int64()))
         step = Step(f"creating the schema {self._schema}")
         try:
             with interruptible("DuckDB sink: creating the staging table"):
                 con.execute(f"CREATE SCHEMA IF NOT EXISTS {self._schema}")
-                step.doing = f"creating the staging list {self._q(_STAGES)}"
-                con.execute(_STAGES_DDL.format(t=self._q(_STAGES)))
-                step.doing = f"creating the staging table {self._q(stage)}"
+                step.doing = f"creating the staging list {self.q(STAGES)}"
+                con.execute(STAGES_DDL.format(t=self.q(STAGES)))
+                step.doing = f"creating the staging table {self.q(stage)}"
                 con.execute("BEGIN TRANSACTION")
-                con.execute(f"DROP TABLE IF EXISTS {self._q(stage)}")
-                con.execute(f'DELETE FROM {self._q(_STAGES)} WHERE "stage_table" = ?', [stage])
-                con.register(_EMPTY, empty)
-                con.execute(f"CREATE TABLE {self._q(stage)} AS SELECT * FROM {quote_ident(_EMPTY)}")
-                con.unregister(_EMPTY)
+                con.execute(f"DROP TABLE IF EXISTS {self.q(stage)}")
+                con.execute(f'DELETE FROM {self.q(STAGES)} WHERE "stage_table" = ?', [stage])
+                con.register(EMPTY, empty)
+                con.execute(f"CREATE TABLE {self.q(stage)} AS SELECT * FROM {quote_ident(EMPTY)}")
+                con.unregister(EMPTY)
                 con.execute(
-                    f"INSERT INTO {self._q(_STAGES)} VALUES (?, ?, ?, ?, ?)",
-                    [stage, load.load_id, load.pipeline, self.target, iso_utc(self._clock())],
+                    f"INSERT INTO {self.q(STAGES)} VALUES (?, ?, ?, ?, ?)",
+                    [stage, load.load_id, load.pipeline, self.target, iso_utc(self.clock())],
                 )
                 con.execute("COMMIT")
         except BaseException as exc:  # an interrupt too: nothing half-begun stays open
-            _rollback(con)
+            rollback(con)
             con.close()
             if isinstance(exc, duckdb.Error):
                 raise duck_error(exc, step.doing) from None
@@ -286,13 +252,13 @@ class DuckDbSink(KeyProbes):
         if con is None:
             return []
         removed: list[str] = []
-        what = f"dropping abandoned staging listed in {self._q(_STAGES)}"
+        what = f"dropping abandoned staging listed in {self.q(STAGES)}"
         try:
             with interruptible(f"DuckDB sink: {what}"):
-                if not self._exists(con, _STAGES):
+                if not self.table_exists(con, STAGES):
                     return []
                 rows = con.execute(
-                    f'SELECT "stage_table", {_ID} FROM {self._q(_STAGES)} WHERE "pipeline" = ? '
+                    f'SELECT "stage_table", {ID} FROM {self.q(STAGES)} WHERE "pipeline" = ? '
                     'ORDER BY "created_at"',
                     [pipeline],
                 ).fetchall()
@@ -306,303 +272,3 @@ class DuckDbSink(KeyProbes):
             raise duck_error(exc, what) from None
         finally:
             con.close()
-
-
-def drop_stage(con: duckdb.DuckDBPyConnection, sink: DuckDbSink, stage: str) -> None:
-    con.execute("BEGIN TRANSACTION")
-    con.execute(f"DROP TABLE IF EXISTS {sink._q(stage)}")
-    con.execute(f'DELETE FROM {sink._q(_STAGES)} WHERE "stage_table" = ?', [stage])
-    con.execute("COMMIT")
-
-
-class DuckDbLoad(LoadState):
-    """One load staged into a DuckDB table."""
-
-    def __init__(
-        self, sink: DuckDbSink, con: duckdb.DuckDBPyConnection, spec: LoadSpec, stage: str
-    ) -> None:
-        super().__init__(spec)
-        self._sink = sink
-        self._con = con
-        self._stage_table = stage
-        self._step = Step(f"committing the load into {sink._q(sink.table)}")
-        # Staged rows short of a whole row group, not inserted yet (see _stage).
-        self._waiting: list[pa.RecordBatch] = []
-        self._waiting_rows = 0
-        #: Parquet files the commit reads itself (:meth:`commit_staged_parquet`)
-        self._parquet: tuple[Path, ...] = ()
-        #: the staging table's columns in its order (a widened load appends to it)
-        self._stage_names: list[str] = list(spec.schema.names)
-
-    def _stage(self, batch: pa.RecordBatch) -> None:
-        """Stage ``batch`` in whole row groups: each INSERT holds a multiple of DuckDB's row
-        group size, from one contiguous Arrow batch, and only the rows short of a whole row
-        group wait (at most one row group) for the next batch or the commit.
-
-        DuckDB writes such inserts to disk compressed as they come; inserts that end inside a
-        row group (a chunk's valid rows are any number) leave row groups that the checkpoint
-        at the end reads back and compresses again (for 1,000,000 rows in chunks of 250,000:
-        a third more CPU and half again the file). Nothing of a load is visible before its
-        commit, so rows waiting here change nothing else.
-        """
-        if self.spec.mode == "merge":
-            seq = pa.array(range(self.rows, self.rows + batch.num_rows), pa.int64())
-            batch = batch.append_column(_SEQ, seq)
-        if self._waiting:
-            need = ROW_GROUP_ROWS - self._waiting_rows
-            if batch.num_rows < need:
-                self._wait(batch)
-                return
-            # One row group: the rows that waited and the head of this batch, put together.
-            self._insert(pa.concat_batches([*self._waiting, batch.slice(0, need)]))
-            self._waiting, self._waiting_rows = [], 0
-            batch = batch.slice(need)
-        whole = batch.num_rows - batch.num_rows % ROW_GROUP_ROWS
-        if whole:
-            self._insert(batch.slice(0, whole))
-        if whole < batch.num_rows:
-            self._wait(batch.slice(whole))
-
-    def _wait(self, batch: pa.RecordBatch) -> None:
-        self._waiting.append(batch)
-        self._waiting_rows += batch.num_rows
-
-    def _flush(self) -> None:
-        """Stage the rows still waiting for a whole row group (before the commit)."""
-        if self._waiting:
-            waiting, self._waiting, self._waiting_rows = self._waiting, [], 0
-            self._insert(waiting[0] if len(waiting) == 1 else pa.concat_batches(waiting))
-
-    def _insert(self, batch: pa.RecordBatch) -> None:
-        stage = self._sink._q(self._stage_table)
-        try:
-            with interruptible("DuckDB sink: staging rows"):
-                self._con.register(_BATCH, pa.Table.from_batches([batch]))
-                # By name: a widened staging table's column order is not the batch's.
-                cols = ", ".join(quote_ident(n) for n in batch.schema.names)
-                self._con.execute(
-                    f"INSERT INTO {stage} ({cols}) SELECT {cols} FROM {quote_ident(_BATCH)}"
-                )
-                self._con.unregister(_BATCH)
-        except duckdb.Error as exc:
-            raise duck_error(exc, f"inserting rows into the staging table {stage}") from None
-
-    def _widen(self, spec: LoadSpec, added: list[pa.Field]) -> None:
-        """The new columns appended to the staging table (the commit orders the target's
-        columns as ``spec.schema`` does)."""
-        self._flush()  # the rows waiting were conformed to the old schema
-        stage = self._sink._q(self._stage_table)
-        try:
-            with interruptible("DuckDB sink: adding columns to the staging table"):
-                self._con.register(_EMPTY, pa.schema(added).empty_table())
-                types = self._con.execute(f"DESCRIBE SELECT * FROM {quote_ident(_EMPTY)}")
-                described = [(str(r[0]), str(r[1])) for r in types.fetchall()]
-                self._con.unregister(_EMPTY)
-                for name, dtype in described:
-                    self._con.execute(f"ALTER TABLE {stage} ADD COLUMN {quote_ident(name)} {dtype}")
-                    self._stage_names.append(name)
-        except duckdb.Error as exc:
-            raise duck_error(exc, f"adding columns to the staging table {stage}") from None
-
-    def _commit(self) -> LoadMarker:
-        self._flush()
-        con, sink, spec = self._con, self._sink, self.spec
-        q = sink._q
-        step = self._step = Step(f"creating the marker table {q(_LOADS)}")
-        try:
-            with interruptible("DuckDB sink: committing the load"):
-                con.execute("BEGIN TRANSACTION")
-                con.execute(_LOADS_DDL.format(t=q(_LOADS)))
-                step.doing = f"reading the load marker from {q(_LOADS)}"
-                found = con.execute(
-                    f"SELECT {MARKER_COLUMNS} FROM {q(_LOADS)} WHERE {_ID} = ?", [spec.load_id]
-                ).fetchall()
-                if found:
-                    con.execute("ROLLBACK")
-                    step.doing = f"dropping the staging table {q(self._stage_table)}"
-                    drop_stage(con, sink, self._stage_table)
-                    return marker_from_row(found[0])
-                target, stage = q(sink.table), q(self._stage_table)
-                adopted = (
-                    spec.mode != "merge"
-                    and self._stage_names == spec.schema.names
-                    and not sink._exists(con, sink.table)
-                )
-                if adopted:
-                    # A first load into a table that does not exist yet: the staging table becomes
-                    # the target, inside this transaction, instead of copying every row again.
-                    self._insert_parquet(con, stage)
-                    self._adopt_stage(con)
-                else:
-                    self._prepare_target(con)
-                    self._apply(con, target, stage)
-                    self._insert_parquet(con, target)
-                marker = self.new_marker(sink.target, iso_utc(sink._clock()))
-                step.doing = f"inserting the load marker into {q(_LOADS)}"
-                con.execute(
-                    f'INSERT INTO {q(_LOADS)} ({MARKER_COLUMNS}, "load_seq") SELECT ?, ?, ?, ?, '
-                    f'?, ?, ?, ?, coalesce(max("load_seq"), 0) + 1 FROM {q(_LOADS)}',
-                    list(marker_row(marker)),
-                )
-                if spec.keys:
-                    step.doing = f"inserting idempotency keys into {q(KEYS_TABLE)}"
-                    self._insert_keys(con)
-                step.doing = f"dropping the staging table {stage}"
-                if not adopted:
-                    con.execute(f"DROP TABLE {stage}")
-                con.execute(
-                    f'DELETE FROM {q(_STAGES)} WHERE "stage_table" = ?', [self._stage_table]
-                )
-                step.doing = f"committing the load into {target}"
-                con.execute("COMMIT")
-                return marker
-        except BaseException as exc:  # an interrupt too: the transaction never half-stays
-            _rollback(con)
-            if isinstance(exc, duckdb.Error):
-                raise duck_error(exc, step.doing) from None
-            raise
-
-    # --- Parquet staged by other processes (a scale-out run's tasks) ----------------------------
-
-    def commit_staged_parquet(
-        self, files: Sequence[Path], *, cursor_to: str | None = None
-    ) -> LoadMarker:
-        """Commit with the rows of ``files`` read by DuckDB itself inside the commit's
-        transaction (``INSERT INTO ... SELECT ... FROM read_parquet([...])``): no row passes
-        through Python and none is staged twice. A merge (its rows numbered for "last wins"),
-        or files whose schema is not this load's, go through :meth:`write` instead (the
-        base's way, which conforms every batch)."""
-        import pyarrow.parquet as pq  # a scale-out run's only: a local run never loads it
-
-        self._require_open()
-        if self.spec.mode == "merge" or any(
-            not pq.read_schema(f).remove_metadata().equals(self.spec.schema) for f in files
-        ):
-            return super().commit_staged_parquet(files, cursor_to=cursor_to)
-        self._parquet = tuple(files)
-        return self.commit(cursor_to=cursor_to)
-
-    def _insert_parquet(self, con: duckdb.DuckDBPyConnection, into: str) -> None:
-        """The rows of the Parquet files given to :meth:`commit_staged_parquet` into ``into``
-        (the staging table about to become the target, or the target), counted."""
-        if not self._parquet:
-            return
-        cols = ", ".join(quote_ident(n) for n in self.spec.schema.names)
-        # The run's own files under its work dir; quoted as SQL string literals.
-        files = ", ".join("'" + str(p).replace("'", "''") + "'" for p in self._parquet)
-        self._step.doing = f"loading the staged Parquet files into {into}"
-        inserted = con.execute(
-            f"INSERT INTO {into} ({cols}) SELECT {cols} FROM read_parquet([{files}])"
-        ).fetchall()
-        self.rows += int(inserted[0][0])
-
-    def _insert_keys(self, con: duckdb.DuckDBPyConnection) -> None:
-        """One row per idempotency key of the load, inside the commit's transaction."""
-        keys, new = self._sink._q(KEYS_TABLE), quote_ident(_NEW_KEYS)
-        con.execute(_KEYS_DDL.format(t=keys))
-        con.register(_NEW_KEYS, pa.table({KEY_COLUMN: pa.array(self.spec.keys, pa.string())}))
-        clash = con.execute(
-            f"SELECT count(*) FROM {new} AS k JOIN {keys} AS c USING ({_KEY})"
-        ).fetchall()
-        if clash[0][0]:
-            raise keys_committed_twice(self.spec.load_id)
-        con.execute(f"INSERT INTO {keys} SELECT {_KEY}, ? FROM {new}", [self.spec.load_id])
-        con.unregister(_NEW_KEYS)
-
-    def _apply(self, con: duckdb.DuckDBPyConnection, target: str, stage: str) -> None:
-        """Move the staged rows into an existing target per the strategy."""
-        spec, step = self.spec, self._step
-        cols = ", ".join(quote_ident(n) for n in spec.schema.names)
-        if spec.mode == "replace":
-            step.doing = f"emptying {target} to replace its rows"
-            con.execute(f"DELETE FROM {target}")
-        if spec.mode == "merge":
-            keys = [quote_ident(k) for k in spec.unique_key]
-            on = " AND ".join(f"t.{k} = s.{k}" for k in keys)
-            step.doing = f"merging into {target} on {', '.join(keys)}"
-            con.execute(
-                f"DELETE FROM {target} AS t USING (SELECT DISTINCT {', '.join(keys)} "
-                f"FROM {stage}) AS s WHERE {on}"
-            )
-            rn = quote_ident("_dpone_rn")
-            source = (
-                f"(SELECT *, row_number() OVER (PARTITION BY {', '.join(keys)} "
-                f"ORDER BY {quote_ident(_SEQ)} DESC) AS {rn} FROM {stage}) WHERE {rn} = 1"
-            )
-        else:
-            step.doing = f"inserting the staged rows into {target}"
-            source = stage
-        con.execute(f"INSERT INTO {target} ({cols}) SELECT {cols} FROM {source}")
-
-    def _adopt_stage(self, con: duckdb.DuckDBPyConnection) -> None:
-        sink, step = self._sink, self._step
-        target = sink._q(sink.table)
-        step.doing = f"creating {target} from the staging table {sink._q(self._stage_table)}"
-        con.execute(f"ALTER TABLE {sink._q(self._stage_table)} RENAME TO {quote_ident(sink.table)}")
-        for field in self.spec.schema:
-            if not field.nullable:
-                column = quote_ident(field.name)
-                step.doing = f"setting NOT NULL on column {column} of {target}"
-                con.execute(f"ALTER TABLE {target} ALTER COLUMN {column} SET NOT NULL")
-
-    def _prepare_target(self, con: duckdb.DuckDBPyConnection) -> None:
-        """Create the target from the staged column types, or add the columns it lacks."""
-        sink, step = self._sink, self._step
-        target = sink._q(sink.table)
-        by_name = {c[0]: c for c in sink._columns(con, self._stage_table)}
-        staged = [by_name[name] for name in self.spec.schema.names]  # the load's order
-        nullable = {f.name: f.nullable for f in self.spec.schema}
-        if not sink._exists(con, sink.table):
-            columns = ", ".join(
-                f"{quote_ident(name)} {dtype}{'' if nullable[name] else ' NOT NULL'}"
-                for name, dtype, _ in staged
-            )
-            step.doing = f"creating the table {target}"
-            con.execute(f"CREATE TABLE {target} ({columns})")
-            return
-        # DuckDB matches quoted names case-insensitively: "Amount" and "amount" are one column.
-        present = {name.lower() for name, _, _ in sink._columns(con, sink.table)}
-        for name, dtype, _ in staged:
-            if name.lower() not in present:
-                step.doing = f"adding column {quote_ident(name)} to {target}"
-                con.execute(f"ALTER TABLE {target} ADD COLUMN {quote_ident(name)} {dtype}")
-
-    def target_definition(self) -> TableDefinition:
-        """The target as this load's commit leaves it: the commit's own DDL (create the table
-        from the staged types, or add the columns it lacks) run in a transaction that is
-        rolled back, and the columns read from DuckDB's catalog inside it. A first load that
-        adopts the staging table gets the same columns, types and NOT NULLs this way."""
-        self._require_open()
-        con, sink = self._con, self._sink
-        self._step = Step(f"describing {sink._q(sink.table)}")
-        try:
-            with interruptible("DuckDB sink: describing the target"):
-                con.execute("BEGIN TRANSACTION")
-                try:
-                    self._prepare_target(con)
-                    columns = sink._columns(con, sink.table)
-                finally:
-                    con.execute("ROLLBACK")
-        except duckdb.Error as exc:
-            raise duck_error(exc, self._step.doing) from None
-        return TableDefinition(
-            sink.target,
-            "duckdb",
-            tuple(ColumnDefinition(name, dtype, nullable) for name, dtype, nullable in columns),
-        )
-
-    def _abort(self) -> None:
-        self._waiting, self._waiting_rows = [], 0
-        try:
-            drop_stage(self._con, self._sink, self._stage_table)
-        except duckdb.Error:
-            _rollback(self._con)  # cleanup_abandoned drops it on the next run
-
-    def _close(self) -> None:
-        with contextlib.suppress(duckdb.Error):
-            self._con.close()
-
-
-def _rollback(con: duckdb.DuckDBPyConnection) -> None:
-    with contextlib.suppress(duckdb.Error):
-        con.execute("ROLLBACK")

@@ -1,7 +1,8 @@
 """Filesystem sink: Parquet files under ``<root>/<dataset>/<table>/``.
 
-Size (over 500 lines): the marker protocol (stage, prepare, commit, recover) is one state
-machine over one folder layout; split, the commit point would be spread over modules.
+The marker protocol (stage, prepare, commit, recover) stays here as one state machine over one
+folder layout; the file helpers it calls are in ``fsfiles.py``, the marker documents in
+``fsmarkers.py``.
 
 A file system has no transactions, so the marker file is the commit point:
 
@@ -31,20 +32,18 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import json
 import os
 import uuid
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dpone import durable, signing
 from dpone.canonical import with_checksum
-from dpone.connectors._util import Clock, iso_utc, position_mask, utc_now
+from dpone.clock import Clock, iso_utc, utc_now
 from dpone.connectors.base import (
     ID_PATTERN,
     ColumnDefinition,
@@ -52,14 +51,18 @@ from dpone.connectors.base import (
     LoadSpec,
     TableDefinition,
 )
-from dpone.connectors.errors import SinkConfigError, SinkError, SinkFileCorrupt, SinkSchemaError
-from dpone.connectors.sinks._common import (
-    PROBE_POSITION,
-    LoadState,
-    keys_committed_twice,
-    os_error,
-    positioned,
-    widen_parquet,
+from dpone.connectors.batches import position_mask
+from dpone.connectors.errors import SinkConfigError, SinkError, SinkSchemaError
+from dpone.connectors.sinks._common import PROBE_POSITION, os_error, positioned, widen_parquet
+from dpone.connectors.sinks.fsfiles import (
+    create_json,
+    dedup,
+    parquet_writer,
+    read_schema,
+    read_table,
+    rewrite_without,
+    rmtree,
+    write_json,
 )
 from dpone.connectors.sinks.fsmarkers import (
     LOADS,
@@ -72,10 +75,9 @@ from dpone.connectors.sinks.fsmarkers import (
     require_signed,
     token_doc,
 )
+from dpone.connectors.sinks.loadstate import LoadState, keys_committed_twice
 from dpone.errors import DponeError
 from dpone.manifest.specs import FilesystemSinkSpec
-
-_READ_BATCH = 65_536
 
 
 class FilesystemSink:
@@ -157,14 +159,6 @@ class FilesystemSink:
         require_signed(doc, f"{LOADS}/{doc['load_id']}.json")  # recovery acts on it
         return LoadMarker.from_json(doc)
 
-    def last_load(self, pipeline: str) -> LoadMarker | None:
-        mine = [
-            d
-            for d in self._marker_docs()
-            if d["pipeline"] == pipeline and d["target"] == self.target
-        ]
-        return LoadMarker.from_json(mine[-1]) if mine else None
-
     def session(self) -> contextlib.AbstractContextManager[None]:
         """Nothing to pin: a file system has no connection."""
         return contextlib.nullcontext()
@@ -183,7 +177,7 @@ class FilesystemSink:
         probe = positioned(probe.select(names))
         hits: set[int] = set()
         for path in self.committed_files():
-            schema = _read_schema(path)
+            schema = read_schema(path)
             if any(schema.get_field_index(name) < 0 for name in names):
                 continue  # the file predates the column: none of its rows holds a key
             wanted = pa.schema([*(schema.field(n) for n in names), probe.schema.field(-1)])
@@ -193,7 +187,7 @@ class FilesystemSink:
                 raise SinkSchemaError(
                     "a key column does not cast to the type an existing file holds"
                 ) from None
-            held = _read_table(path, names)
+            held = read_table(path, names)
             matched = typed.join(held, keys=names, join_type="left semi")
             hits.update(matched.column(PROBE_POSITION).to_pylist())
         return position_mask(sorted(hits), probe.num_rows)
@@ -211,7 +205,7 @@ class FilesystemSink:
         return [self.root / rel for rel in sorted(live)]
 
     def existing_schema(self) -> pa.Schema | None:
-        schemas = [_read_schema(path) for path in self.committed_files() if path.is_file()]
+        schemas = [read_schema(path) for path in self.committed_files() if path.is_file()]
         if schemas:
             return pa.unify_schemas(schemas)
         mine = [d for d in self._marker_docs() if d["target"] == self.target]
@@ -241,9 +235,9 @@ class FilesystemSink:
                 require_signed(doc, f"{LOADS}/{doc['load_id']}.json")
                 require_signed(info, f"the staging token of {STAGING}/{doc['load_id']}")
                 self._apply(doc)
-            _rmtree(staging)
+            rmtree(staging)
             return "completed"
-        _rmtree(staging)
+        rmtree(staging)
         return "rolled_back"
 
     def recover_all(self) -> list[str]:
@@ -322,9 +316,9 @@ class FilesystemLoad(LoadState):
         if self._noop:
             return
         try:
-            _rmtree(self._staging)
+            rmtree(self._staging)
             durable.make_below(sink.root, self._staging)
-            _write_json(
+            write_json(
                 self._staging / TOKEN_FILE,
                 signing.sign(
                     with_checksum(token_doc(spec.load_id, spec.pipeline, sink.target, self._token))
@@ -341,7 +335,7 @@ class FilesystemLoad(LoadState):
             if self._writer is None or self._rows_in_part >= self._sink.max_rows_per_file:
                 self._close_writer()
                 part = self._staging / f"part-{len(self._parts):05d}.parquet"
-                self._writer = _parquet_writer(part, self.spec.schema)
+                self._writer = parquet_writer(part, self.spec.schema)
                 self._parts.append(part)
                 self._rows_in_part = 0
             self._writer.write_batch(batch)
@@ -370,7 +364,7 @@ class FilesystemLoad(LoadState):
         existing = sink._marker_doc(spec.load_id)
         if existing is not None:
             if not self._noop:
-                _rmtree(self._staging)
+                rmtree(self._staging)
             return LoadMarker.from_json(existing)
         if self._noop:  # the marker seen at begin() vanished: refuse to commit nothing
             raise SinkError(
@@ -398,11 +392,11 @@ class FilesystemLoad(LoadState):
                     raise keys_committed_twice(spec.load_id)
                 doc["keys"] = list(spec.keys)
             doc = signing.sign(with_checksum(doc))
-            created = _create_json(sink.marker_path(spec.load_id), doc, anchor=sink.root)
+            created = create_json(sink.marker_path(spec.load_id), doc, anchor=sink.root)
         except OSError as exc:
             raise os_error(exc, "filesystem sink: committing the load") from None
         if not created:  # a concurrent commit of the same load id won
-            _rmtree(self._staging)
+            rmtree(self._staging)
             return LoadMarker.from_json(sink._read_marker(sink.marker_path(spec.load_id)))
         sink.recover(spec.load_id)
         return LoadMarker.from_json(doc)
@@ -443,10 +437,10 @@ class FilesystemLoad(LoadState):
         if spec.mode == "replace":
             removes = [sink._rel(p) for p in live]
         elif spec.mode == "merge" and staged:
-            staged, keys = _dedup(staged, spec.unique_key, self._staging, spec.schema)
+            staged, keys = dedup(staged, spec.unique_key, self._staging, spec.schema)
             for i, path in enumerate(live):
                 out = self._staging / f"rewrite-{i:05d}.parquet"
-                kept = _rewrite_without(path, keys, spec.unique_key, out)
+                kept = rewrite_without(path, keys, spec.unique_key, out)
                 if kept is None:
                     continue
                 removes.append(sink._rel(path))
@@ -474,146 +468,3 @@ class FilesystemLoad(LoadState):
 
     def _close(self) -> None:
         self._close_writer()
-
-
-# --- merge helpers ---------------------------------------------------------------------------
-
-
-def _dedup(
-    staged: list[Path], keys: tuple[str, ...], folder: Path, schema: pa.Schema
-) -> tuple[list[Path], pa.Table]:
-    """Keep the last staged row per key; returns the staged files to add and the key table.
-
-    Memory: the staged rows' key columns (not the rows) plus one read batch.
-    """
-    parts = []
-    offset = 0
-    for path in staged:
-        table = pq.read_table(path, columns=list(keys))
-        idx = pa.array(range(offset, offset + table.num_rows), pa.int64())
-        parts.append(table.append_column("_dpone_idx", idx))
-        offset += table.num_rows
-    all_keys = pa.concat_tables(parts)
-    winners = all_keys.group_by(list(keys), use_threads=False).aggregate([("_dpone_idx", "max")])
-    key_table = winners.select(list(keys))
-    if winners.num_rows == all_keys.num_rows:
-        return staged, key_table
-    keep = winners.column("_dpone_idx_max").combine_chunks()
-    out = folder / "merged-00000.parquet"
-    offset = 0
-    with _parquet_writer(out, schema) as writer:
-        for batch in _iter_file(staged):
-            idx = pa.array(range(offset, offset + batch.num_rows), pa.int64())
-            offset += batch.num_rows
-            writer.write_batch(batch.filter(pc.is_in(idx, value_set=keep)))
-    return [out], key_table
-
-
-def _iter_file(paths: list[Path]) -> Iterator[pa.RecordBatch]:
-    for path in paths:
-        with pq.ParquetFile(str(path)) as pf:
-            yield from pf.iter_batches(batch_size=_READ_BATCH)
-
-
-def _rewrite_without(
-    path: Path, key_table: pa.Table, keys: tuple[str, ...], out: Path
-) -> int | None:
-    """Rewrite ``path`` without the rows whose key is in ``key_table``.
-
-    Returns None when no row matches (the file stays), else the number of rows kept in ``out``.
-    """
-    file_schema = _read_schema(path)
-    try:
-        probe = key_table.cast(pa.schema([file_schema.field(k) for k in keys]))
-    except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        raise SinkSchemaError(
-            "a merge key column is missing from, or does not cast to, an existing file"
-        ) from None
-    existing = _read_table(path, list(keys))
-    if existing.join(probe, keys=list(keys), join_type="left semi").num_rows == 0:
-        return None
-    kept = 0
-    with _parquet_writer(out, file_schema) as writer:
-        for batch in _iter_file([path]):
-            rest = pa.Table.from_batches([batch]).join(
-                probe, keys=list(keys), join_type="left anti"
-            )
-            rest = rest.select(file_schema.names).cast(file_schema)
-            if rest.num_rows:
-                writer.write_table(rest)
-                kept += rest.num_rows
-    if not kept:
-        out.unlink()
-    return kept
-
-
-# --- durable file helpers --------------------------------------------------------------------
-
-
-def _corrupt(path: Path) -> SinkFileCorrupt:
-    name = path.name if is_identifier(path.name) else "a file"
-    return SinkFileCorrupt(
-        f"filesystem sink: the committed table file {name} is not readable Parquet",
-        fixes=(
-            "restore the file from a backup (the load marker in _dpone_loads/ lists it), "
-            "or reload the table with strategy mode replace",
-        ),
-    )
-
-
-def _read_schema(path: Path) -> pa.Schema:
-    """A committed file's schema; a damaged file is a typed error, not a library one."""
-    schema: pa.Schema = _read_committed(path, lambda: pq.read_schema(path))
-    return schema
-
-
-def _read_table(path: Path, columns: list[str]) -> pa.Table:
-    table: pa.Table = _read_committed(path, lambda: pq.read_table(path, columns=columns))
-    return table
-
-
-def _read_committed(path: Path, read: Callable[[], Any]) -> Any:
-    try:
-        return read()
-    except FileNotFoundError:
-        raise SinkError(
-            "a committed file of the table is missing", code="DPONE_SINK_RECOVERY_FAILED"
-        ) from None
-    except OSError as exc:
-        if exc.errno is None and isinstance(exc, pa.ArrowException):
-            raise _corrupt(path) from None  # Arrow's IOError for bytes it cannot decode
-        raise os_error(exc, "filesystem sink: reading a table file") from None
-    except pa.ArrowException:
-        raise _corrupt(path) from None
-
-
-def _json_bytes(doc: dict[str, Any]) -> bytes:
-    return json.dumps(doc, sort_keys=True, indent=1).encode()
-
-
-def _write_json(path: Path, doc: dict[str, Any], *, anchor: Path) -> None:
-    durable.replace_atomic(path, _json_bytes(doc), anchor=anchor)
-
-
-def _create_json(path: Path, doc: dict[str, Any], *, anchor: Path) -> bool:
-    """Create ``path`` atomically and only if absent; False when it already existed."""
-    try:
-        durable.create_only(path, _json_bytes(doc), anchor=anchor)
-    except FileExistsError:
-        return False
-    return True
-
-
-def _parquet_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
-    """A writer of a new staging file, created first with dpone's file mode (0640) and never
-    through a link (Arrow's own open would give 0644 and follow one)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, durable.FILE_MODE)
-    os.close(fd)
-    return pq.ParquetWriter(str(path), schema)
-
-
-def _rmtree(path: Path) -> None:
-    """Remove a staging folder of the sink (``<root>/_dpone_staging/<load_id>``) through the
-    descriptor of ``_dpone_staging`` opened without following links: a link in its place is
-    refused, a link at the load folder's name is dropped itself, never followed."""
-    durable.remove_tree_below(path.parent.parent, path)

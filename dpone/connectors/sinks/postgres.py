@@ -26,15 +26,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from dpone.connectors import _pg
-from dpone.connectors._util import (
-    Clock,
-    iso_utc,
-    qualify,
-    quote_ident,
-    short_hash,
-    utc_now,
-)
+from dpone.clock import Clock, iso_utc, utc_now
 from dpone.connectors.base import ColumnDefinition, LoadMarker, LoadSpec, TableDefinition
 from dpone.connectors.errors import SinkConfigError, SinkSchemaError
 from dpone.connectors.sinks._common import (
@@ -42,14 +34,16 @@ from dpone.connectors.sinks._common import (
     KEYS_TABLE,
     MARKER_COLUMNS,
     KeyProbes,
-    LoadState,
     Step,
-    keys_committed_twice,
     marker_from_row,
     marker_row,
     positioned,
     probe_join_sql,
 )
+from dpone.connectors.sinks.loadstate import LoadState, keys_committed_twice
+from dpone.connectors.sql import postgres as pg
+from dpone.connectors.sql.identifiers import qualify, quote_ident, short_hash
+from dpone.connectors.sql.pgtypes import arrow_type, pg_type, staging_array
 from dpone.errors import DponeError
 from dpone.manifest.specs import PostgresSinkSpec
 
@@ -104,9 +98,9 @@ class PostgresSink(KeyProbes):
 
     def connect(self) -> Any:
         try:
-            return _pg.connect(self._connection)
-        except _pg.DRIVER_ERRORS as exc:
-            raise _pg.sink_error(exc, "connecting") from None
+            return pg.connect(self._connection)
+        except pg.DRIVER_ERRORS as exc:
+            raise pg.sink_error(exc, "connecting") from None
 
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:
@@ -154,8 +148,8 @@ class PostgresSink(KeyProbes):
                 )
                 row = cur.fetchone()
             return None if row is None else marker_from_row(row)
-        except _pg.DRIVER_ERRORS as exc:
-            raise _pg.sink_error(exc, f"reading load markers from {self._q(_LOADS)}") from None
+        except pg.DRIVER_ERRORS as exc:
+            raise pg.sink_error(exc, f"reading load markers from {self._q(_LOADS)}") from None
 
     def _matching(self, name: str, probe: pa.Table, columns: Sequence[str]) -> list[int]:
         try:
@@ -166,8 +160,8 @@ class PostgresSink(KeyProbes):
                 ingest_temporary(cur, temp, positioned(probe))
                 cur.execute(probe_join_sql(temporary(temp), self._q(name), columns))
                 return [int(row[0]) for row in cur.fetchall()]
-        except _pg.DRIVER_ERRORS as exc:
-            raise _pg.sink_error(exc, f"looking up keys in {self._q(name)}") from None
+        except pg.DRIVER_ERRORS as exc:
+            raise pg.sink_error(exc, f"looking up keys in {self._q(name)}") from None
 
     # --- Sink -------------------------------------------------------------------------------------
 
@@ -175,22 +169,16 @@ class PostgresSink(KeyProbes):
         try:
             with self._borrowed() as conn, conn.cursor() as cur:
                 columns = self.columns(cur, self.table)
-        except _pg.DRIVER_ERRORS as exc:
-            raise _pg.sink_error(exc, f"reading the schema of {self._q(self.table)}") from None
+        except pg.DRIVER_ERRORS as exc:
+            raise pg.sink_error(exc, f"reading the schema of {self._q(self.table)}") from None
         if not columns:
             return None
         return pa.schema(
-            [pa.field(name, _pg.arrow_type(dtype), not notnull) for name, dtype, notnull in columns]
+            [pa.field(name, arrow_type(dtype), not notnull) for name, dtype, notnull in columns]
         )
 
     def committed_load(self, load_id: str) -> LoadMarker | None:
         return self._read_markers(f"{_ID} = $1", (load_id,))
-
-    def last_load(self, pipeline: str) -> LoadMarker | None:
-        return self._read_markers(
-            '"pipeline" = $1 AND "target" = $2 ORDER BY "load_seq" DESC LIMIT 1',
-            (pipeline, self.target),
-        )
 
     def begin(self, load: LoadSpec) -> PostgresLoad:
         long = [f.name for f in load.schema if too_long(f.name)]
@@ -201,9 +189,7 @@ class PostgresSink(KeyProbes):
                 fixes=("rename the column in the source (or the query) to a shorter name",),
             )
         stage = "_dpone_stage_" + short_hash(load.pipeline, load.load_id, self.target)
-        columns = [
-            f"{quote_ident(f.name)} {_pg.pg_type(f.type, staging=True)}" for f in load.schema
-        ]
+        columns = [f"{quote_ident(f.name)} {pg_type(f.type, staging=True)}" for f in load.schema]
         if load.mode == "merge":
             columns.append(f"{quote_ident(_SEQ)} bigint NOT NULL")
         owned = self._pinned is None
@@ -217,9 +203,9 @@ class PostgresSink(KeyProbes):
         except DponeError:
             _release(conn, owned)
             raise
-        except _pg.DRIVER_ERRORS as exc:
+        except pg.DRIVER_ERRORS as exc:
             _release(conn, owned)
-            raise _pg.sink_error(
+            raise pg.sink_error(
                 exc, f"creating the staging table {temporary(stage)} for {self._q(self.table)}"
             ) from None
         return PostgresLoad(self, conn, load, stage, owned=owned)
@@ -246,7 +232,7 @@ class PostgresLoad(LoadState):
         self._stage_names = [*spec.schema.names, *([_SEQ] if spec.mode == "merge" else [])]
 
     def _stage(self, batch: pa.RecordBatch) -> None:
-        arrays = [_pg.staging_array(column) for column in batch.columns]
+        arrays = [staging_array(column) for column in batch.columns]
         names = list(batch.schema.names)
         if self.spec.mode == "merge":
             arrays.append(pa.array(range(self.rows, self.rows + batch.num_rows), pa.int64()))
@@ -259,8 +245,8 @@ class PostgresLoad(LoadState):
         try:
             with self._conn.cursor() as cur:
                 cur.adbc_ingest(self._stage_table, staged, mode="append", temporary=True)
-        except _pg.DRIVER_ERRORS as exc:
-            raise _pg.sink_error(
+        except pg.DRIVER_ERRORS as exc:
+            raise pg.sink_error(
                 exc, f"inserting rows into the staging table {temporary(self._stage_table)}"
             ) from None
 
@@ -278,17 +264,17 @@ class PostgresLoad(LoadState):
         try:
             with self._conn.cursor() as cur:
                 for field in added:
-                    column = f"{quote_ident(field.name)} {_pg.pg_type(field.type, staging=True)}"
+                    column = f"{quote_ident(field.name)} {pg_type(field.type, staging=True)}"
                     cur.execute(f"ALTER TABLE {stage} ADD COLUMN {column}")
                     self._stage_names.append(field.name)
-        except _pg.DRIVER_ERRORS as exc:
-            raise _pg.sink_error(exc, f"adding columns to the staging table {stage}") from None
+        except pg.DRIVER_ERRORS as exc:
+            raise pg.sink_error(exc, f"adding columns to the staging table {stage}") from None
 
     def _commit(self) -> LoadMarker:
         try:
             return self._apply()
-        except _pg.DRIVER_ERRORS as exc:
-            error = _pg.sink_error(exc, self._step.doing)
+        except pg.DRIVER_ERRORS as exc:
+            error = pg.sink_error(exc, self._step.doing)
             _rollback(self._conn)
         # The COMMIT may have landed before the connection dropped: the marker settles it.
         try:
@@ -380,7 +366,7 @@ class PostgresLoad(LoadState):
         present = {name for name, _, _ in sink.columns(cur, sink.table)}
         if not present:
             columns = ", ".join(
-                f"{quote_ident(f.name)} {_pg.pg_type(f.type)}{'' if f.nullable else ' NOT NULL'}"
+                f"{quote_ident(f.name)} {pg_type(f.type)}{'' if f.nullable else ' NOT NULL'}"
                 for f in spec.schema
             )
             step.doing = f"creating the table {target}"
@@ -390,7 +376,7 @@ class PostgresLoad(LoadState):
             if field.name not in present:
                 column = quote_ident(field.name)
                 step.doing = f"adding column {column} to {target}"
-                cur.execute(f"ALTER TABLE {target} ADD COLUMN {column} {_pg.pg_type(field.type)}")
+                cur.execute(f"ALTER TABLE {target} ADD COLUMN {column} {pg_type(field.type)}")
 
     def target_definition(self) -> TableDefinition:
         """The target as this load's commit leaves it, read from PostgreSQL's catalog inside
@@ -408,8 +394,8 @@ class PostgresLoad(LoadState):
                 self._step.doing = f"reading the columns of {sink._q(sink.table)}"
                 columns = sink.columns(cur, sink.table)
                 cur.execute("ROLLBACK TO SAVEPOINT _dpone_describe")
-        except _pg.DRIVER_ERRORS as exc:
-            raise _pg.sink_error(exc, self._step.doing) from None
+        except pg.DRIVER_ERRORS as exc:
+            raise pg.sink_error(exc, self._step.doing) from None
         return TableDefinition(
             sink.target,
             "postgres",
@@ -434,16 +420,16 @@ def temporary(name: str) -> str:
 
 def ingest_temporary(cur: Any, name: str, table: pa.Table) -> None:
     """``table`` into a temporary table dropped at the end of the current transaction."""
-    columns = [f"{quote_ident(f.name)} {_pg.pg_type(f.type, staging=True)}" for f in table.schema]
+    columns = [f"{quote_ident(f.name)} {pg_type(f.type, staging=True)}" for f in table.schema]
     cur.execute(f"CREATE TEMPORARY TABLE {quote_ident(name)} ({', '.join(columns)}) ON COMMIT DROP")
-    arrays = [_pg.staging_array(column.combine_chunks()) for column in table.columns]
+    arrays = [staging_array(column.combine_chunks()) for column in table.columns]
     staged = pa.RecordBatch.from_arrays(arrays, names=table.schema.names)
     cur.adbc_ingest(name, staged, mode="append", temporary=True)
 
 
 # Cleanup is best effort and must not hide the run's own error: after an interrupt inside the
 # driver, ADBC also raises RuntimeError ("Cannot close AdbcConnection with open AdbcStatement").
-_CLEANUP_ERRORS = (*_pg.DRIVER_ERRORS, RuntimeError)
+_CLEANUP_ERRORS = (*pg.DRIVER_ERRORS, RuntimeError)
 
 
 def _rollback(conn: Any) -> None:

@@ -124,7 +124,7 @@ def stream_chunks(
     batches: Iterator[pa.RecordBatch], partition: str, chunk_size: int
 ) -> Iterator[SourceChunk]:
     """Re-chunked batches as not re-readable chunks, rows numbered across the resource."""
-    from dpone.connectors._util import rechunk
+    from dpone.connectors.batches import rechunk
     from dpone.connectors.presence import split_presence
 
     row = 1

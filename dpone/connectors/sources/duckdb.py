@@ -8,13 +8,13 @@ from collections.abc import Iterator
 import duckdb
 import pyarrow as pa
 
-from dpone.connectors._util import rechunk
+from dpone.connectors.batches import rechunk
 from dpone.connectors.errors import (
     SourceConfigError,
     SourceError,
     SourceUnavailable,
 )
-from dpone.connectors.sources._sql import DatabaseFileSource
+from dpone.connectors.sources._dbfile import DatabaseFileSource
 from dpone.errors import Interrupted
 
 

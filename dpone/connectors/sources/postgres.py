@@ -9,18 +9,18 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from datetime import date, datetime, time
-from decimal import Decimal
 
-from dpone.connectors import _pg
-from dpone.connectors._util import rechunk
-from dpone.connectors.base import SourceChunk
+from dpone.connectors.base import Partitioning, SourceChunk
+from dpone.connectors.batches import rechunk
 from dpone.connectors.errors import (
     SourceConfigError,
     SourceError,
     SourceUnavailable,
 )
-from dpone.connectors.sources._sql import Relation, select_sql
+from dpone.connectors.sources.pgkeyranges import key_ranges
+from dpone.connectors.sql import postgres as pg
+from dpone.connectors.sql.pgtypes import normalize_batch
+from dpone.connectors.sql.select import Relation, select_sql, sql_literal
 from dpone.errors import DponeError, Interrupted
 from dpone.manifest.specs import PostgresSourceSpec
 
@@ -30,6 +30,8 @@ class PostgresSource:
 
     ADBC streams a result through COPY only for statements without bound parameters, so the
     cursor value is inlined as a quoted literal that PostgreSQL coerces to the column's type.
+    A table with ``partition_column`` splits into key ranges for a scale-out run
+    (:class:`~dpone.connectors.base.Partitionable`).
     """
 
     cursor_pushdown = True
@@ -40,6 +42,8 @@ class PostgresSource:
         self.relation = Relation.of(spec.table, spec.query)
         self.incremental = spec.incremental
         self.identity = f"postgres:{self.relation.label}"
+        self.partition_column = spec.partition_column
+        self.partition_count = spec.partitions
 
     def __repr__(self) -> str:  # the connection string must not leak through a repr
         return f"PostgresSource({self.identity!r})"
@@ -50,8 +54,8 @@ class PostgresSource:
             raise ValueError("chunk_size must be positive")
         sql = select_sql(self.relation, self.incremental, after, sql_literal)
         try:
-            conn = _pg.connect(self._connection, autocommit=True)
-        except _pg.DRIVER_ERRORS:
+            conn = pg.connect(self._connection, autocommit=True)
+        except pg.DRIVER_ERRORS:
             raise SourceUnavailable("cannot connect to the PostgreSQL source") from None
         try:
             with conn.cursor() as cur:
@@ -59,37 +63,35 @@ class PostgresSource:
                 cur.execute(sql)
                 with cur.fetch_record_batch() as reader:
                     row = 1
-                    batches = (_pg.normalize_batch(b) for b in reader)
+                    batches = (normalize_batch(b) for b in reader)
                     for batch in rechunk(batches, chunk_size):
                         yield SourceChunk(batch, self.relation.partition, None, row, False)
                         row += batch.num_rows
-        except _pg.DRIVER_ERRORS as exc:
+        except pg.DRIVER_ERRORS as exc:
             raise _source_error(exc) from None
         finally:
-            with contextlib.suppress(*_pg.DRIVER_ERRORS, RuntimeError):  # see sinks/postgres.py
+            with contextlib.suppress(*pg.DRIVER_ERRORS, RuntimeError):  # see sinks/postgres.py
                 conn.close()
 
-
-def sql_literal(value: object) -> str:
-    """A quoted SQL literal of unknown type (PostgreSQL coerces it to the column's type)."""
-    if isinstance(value, bool):
-        text = "true" if value else "false"
-    elif isinstance(value, (datetime, date, time)):
-        text = value.isoformat()
-    elif isinstance(value, (int, float, Decimal, str)):
-        text = str(value)
-    else:
-        raise SourceConfigError(
-            f"an incremental cursor of type {type(value).__name__} cannot be pushed down"
+    def partitions(self, chunk_size: int, after: object | None) -> Partitioning:
+        """Key ranges of the table on ``partition_column``; otherwise one partition, and why."""
+        label = self.relation.partition
+        if self.partition_column is None or self.partition_count is None:
+            return Partitioning.whole(label, "the postgres source has no partition_column")
+        if self.relation.table is None:
+            return Partitioning.whole(label, "a query source cannot be split by key (use table:)")
+        return key_ranges(
+            self._connection,
+            self.relation,
+            self.incremental,
+            self.partition_column,
+            self.partition_count,
+            after,
         )
-    if "\x00" in text:
-        raise SourceConfigError("an incremental cursor value contains a NUL character")
-    # standard_conforming_strings is on (the default since 9.1): only quotes need doubling.
-    return "'" + text.replace("'", "''") + "'"
 
 
 def _source_error(exc: BaseException) -> DponeError:
-    kind, detail = _pg.classify(exc)
+    kind, detail = pg.classify(exc)
     if kind == "interrupted":
         return Interrupted("the PostgreSQL source query was cancelled: the run was interrupted")
     if kind in ("unavailable", "locked", "disk_full"):

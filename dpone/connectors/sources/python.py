@@ -14,8 +14,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from dpone.connectors._util import rechunk
 from dpone.connectors.base import SourceChunk
+from dpone.connectors.batches import rechunk
 from dpone.connectors.errors import SourceConfigError, SourceDecodeError, SourceError
 from dpone.connectors.presence import rows_batch, split_presence
 from dpone.manifest.specs import PythonSourceSpec

@@ -20,7 +20,7 @@ from dpone.connectors.errors import (
     SourceError,
     SourceUnavailable,
 )
-from dpone.connectors.sources._sql import DatabaseFileSource
+from dpone.connectors.sources._dbfile import DatabaseFileSource
 
 
 class SqliteSource(DatabaseFileSource):

@@ -23,8 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dpone.canonical import checksum
-from dpone.connectors._util import conform, position_mask
 from dpone.connectors.base import KeyedSink
+from dpone.connectors.batches import conform, position_mask
 from dpone.connectors.errors import SinkSchemaError
 from dpone.connectors.sources.file import FileSource
 from dpone.contracts.enforcer import ContractEnforcementService

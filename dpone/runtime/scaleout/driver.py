@@ -42,7 +42,7 @@ import pyarrow.parquet as pq
 
 from dpone import durable
 from dpone.assertions.engine import AssertionEngine
-from dpone.connectors.fs import standard_variables
+from dpone.connectors.objectstore import standard_variables
 from dpone.contracts.types import sink_schema
 from dpone.dlq.result import RunResult
 from dpone.dlq.writer import RunWriter

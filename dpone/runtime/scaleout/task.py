@@ -38,11 +38,12 @@ import pyarrow.parquet as pq
 from dpone import logs
 from dpone.assertions.engine import AssertionEngine
 from dpone.clock import utc_now
-from dpone.connectors._util import rechunk
-from dpone.connectors.base import LoadMarker, LoadSpec, Sink, Source, SourceChunk
+from dpone.connectors.base import LoadMarker, LoadSpec, Sink, Source, SourceChunk, reads_ahead
+from dpone.connectors.batches import rechunk
 from dpone.connectors.errors import SourceDecodeError, SourceUnavailable
 from dpone.connectors.fs import SourceFile
 from dpone.connectors.sources.file import FileSource
+from dpone.connectors.sql.select import KeyRange
 from dpone.contracts.names import Renamed
 from dpone.dlq import partition as dlq_partition
 from dpone.dlq.partition import PartitionSegments
@@ -57,7 +58,7 @@ from dpone.runtime.context import RunContext, RunOptions
 from dpone.runtime.dlq_pipe import DlqPipe
 from dpone.runtime.interrupts import InterruptWatch
 from dpone.runtime.names import SourceNames
-from dpone.runtime.scaleout.partitions import KeyRange, Partition
+from dpone.runtime.scaleout.partitions import Partition
 from dpone.runtime.stream import Stream
 from dpone.runtime.window import BoundarySeen
 from dpone.state.model import PipelineState
@@ -166,7 +167,7 @@ class PartitionSource:
         self._part = part
         self.identity = base.identity
         self.cursor_pushdown = base.cursor_pushdown
-        self.read_ahead = bool(getattr(base, "read_ahead", False))
+        self.read_ahead = reads_ahead(base)
         self.columns: dict[str, None] = {}
 
     def chunks(self, chunk_size: int, after: object | None = None) -> Iterator[SourceChunk]:

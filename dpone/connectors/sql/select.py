@@ -1,18 +1,16 @@
-"""What database sources share: the relation and the SELECT with cursor pushdown."""
+"""The relation a database source reads (a table, a query, a key range of a table) and the
+SELECT with cursor pushdown."""
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from datetime import date, datetime, time
+from decimal import Decimal
 
-import pyarrow as pa
-
-from dpone.connectors._util import qualify, quote_ident, short_hash
-from dpone.connectors.base import SourceChunk
 from dpone.connectors.errors import SourceConfigError
-from dpone.manifest.specs import DatabaseFileSpec, IncrementalPlan
+from dpone.connectors.sql.identifiers import qualify, quote_ident, short_hash
+from dpone.manifest.specs import IncrementalPlan
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +53,18 @@ class Relation:
         return f"SELECT * FROM {qualify(*parts)}"
 
 
+@dataclass(frozen=True, slots=True)
+class KeyRange(Relation):
+    """A table's rows whose key is in one range, in key order (a partition of a scale-out run)."""
+
+    where: str = "TRUE"
+    order_by: str = ""
+
+    def base_sql(self, catalog: str | None = None) -> str:
+        sql = f"{Relation.base_sql(self, catalog)} WHERE {self.where}"
+        return f"{sql} ORDER BY {self.order_by}" if self.order_by else sql
+
+
 def select_sql(
     relation: Relation,
     incremental: IncrementalPlan | None,
@@ -83,48 +93,22 @@ def select_sql(
     return f"SELECT * FROM ({sql}) AS _dpone_src{where} ORDER BY {column}"
 
 
-class DatabaseFileSource(ABC):
-    """A table or query of an embedded database file (DuckDB, SQLite), opened read-only; the
-    incremental cursor is pushed down as a ``?`` parameter. Subclasses say how to run the
-    SELECT and stream its rows as Arrow batches of at most ``chunk_size`` rows."""
+def sql_literal(value: object) -> str:
+    """A quoted SQL literal of unknown type (PostgreSQL coerces it to the column's type)."""
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, (datetime, date, time)):
+        text = value.isoformat()
+    elif isinstance(value, (int, float, Decimal, str)):
+        text = str(value)
+    else:
+        raise SourceConfigError(
+            f"an incremental cursor of type {type(value).__name__} cannot be pushed down"
+        )
+    if "\x00" in text:
+        raise SourceConfigError("an incremental cursor value contains a NUL character")
+    # standard_conforming_strings is on (the default since 9.1): only quotes need doubling.
+    return "'" + text.replace("'", "''") + "'"
 
-    cursor_pushdown = True
-    kind: ClassVar[str]  # the identity's prefix
-    product: ClassVar[str]  # the name in messages
 
-    def __init__(self, spec: DatabaseFileSpec) -> None:
-        self.database = spec.database
-        self.relation = Relation.of(spec.table, spec.query)
-        self.incremental = spec.incremental
-        self.identity = f"{self.kind}:{spec.display}:{self.relation.label}"
-
-    def chunks(self, chunk_size: int, after: object | None = None) -> Iterator[SourceChunk]:
-        """Chunks in cursor order; ``WHERE cursor >= ?`` runs inside the database."""
-        if chunk_size < 1:
-            raise ValueError("chunk_size must be positive")
-        if not self.database.is_file():
-            raise SourceConfigError(f"the {self.product} source database file does not exist")
-        row = 1
-        for batch in self.batches(after, chunk_size):
-            yield SourceChunk(batch, self.relation.partition, None, row, False)
-            row += batch.num_rows
-
-    def statement(
-        self, after: object | None, catalog: str | None = None
-    ) -> tuple[str, list[object]]:
-        """The SELECT (see :func:`select_sql`) and its ``?`` parameters."""
-        params: list[object] = []
-
-        def bind(value: object) -> str:
-            params.append(self.param(value))
-            return "?"
-
-        return select_sql(self.relation, self.incremental, after, bind, catalog), params
-
-    def param(self, value: object) -> object:
-        """The cursor value as the driver binds it."""
-        return value
-
-    @abstractmethod
-    def batches(self, after: object | None, chunk_size: int) -> Iterator[pa.RecordBatch]:
-        """The rows of :meth:`statement`, connection opened and closed here, errors typed."""
+__all__ = ["KeyRange", "Relation", "select_sql", "sql_literal"]

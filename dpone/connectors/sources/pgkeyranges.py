@@ -1,10 +1,9 @@
-"""Key ranges of a PostgreSQL table (``partition_column``), decided by the driver (SPEC §12).
+"""Key ranges of a PostgreSQL table (``partition_column``): the partitions of a scale-out run.
 
-``partitions`` ranges between the column's minimum and maximum (integer, date or timestamp),
-rows with a NULL key a partition of their own, each range read in key order; only ranges that
-hold rows become partitions, each with the count of rows before it (the row numbers of its
-run-scoped DLQ refs). Apart from ``partitions.py`` so that a task never loads the PostgreSQL
-driver to read a file.
+``count`` ranges between the column's minimum and maximum (integer, date or timestamp), rows
+with a NULL key a partition of their own, each range read in key order; only ranges that hold
+rows become partitions, each with the count of rows before it (the row numbers of its
+run-scoped DLQ refs).
 """
 
 from __future__ import annotations
@@ -12,22 +11,29 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from dpone.connectors import _pg
-from dpone.connectors._util import quote_ident
+from dpone.connectors.base import Partition, Partitioning
 from dpone.connectors.errors import SourceConfigError, SourceError, SourceUnavailable
-from dpone.connectors.sources._sql import select_sql
-from dpone.connectors.sources.postgres import PostgresSource, sql_literal
-from dpone.runtime.scaleout.partitions import KeyRange, Partition, Partitioning, single
+from dpone.connectors.sql import postgres as pg
+from dpone.connectors.sql.identifiers import quote_ident
+from dpone.connectors.sql.select import KeyRange, Relation, select_sql, sql_literal
+from dpone.manifest.specs import IncrementalPlan
 
 
 def key_ranges(
-    source: PostgresSource, column: str, count: int, after: object | None
+    connection: str,
+    relation: Relation,
+    incremental: IncrementalPlan | None,
+    column: str,
+    count: int,
+    after: object | None,
 ) -> Partitioning:
-    table = source.relation.table
+    """The key ranges of ``relation`` (a table) on ``column``; ``connection`` is resolved and
+    never shown."""
+    table = relation.table
     assert table is not None
     key = quote_ident(column)
-    base = source.relation.base_sql()
-    rows = _query(source, f"SELECT min({key}), max({key}) FROM ({base}) AS _dpone_k")
+    base = relation.base_sql()
+    rows = _query(connection, f"SELECT min({key}), max({key}) FROM ({base}) AS _dpone_k")
     low, high = rows[0]
     preds: list[str] = []
     if low is not None:
@@ -38,7 +44,7 @@ def key_ranges(
                 pointer="/source/partition_column",
             )
         expr = key if numeric else f"EXTRACT(EPOCH FROM {key})"
-        lo, hi = (low, high) if numeric else _epochs(source, key, base)
+        lo, hi = (low, high) if numeric else _epochs(connection, key, base)
         span = hi - lo
         count = max(1, min(count, int(span) + 1)) if numeric else max(1, count)
         bounds = [lo + span * i / count for i in range(count)] + [hi]
@@ -50,9 +56,9 @@ def key_ranges(
     parts: list[Partition] = []
     offset = 0
     for pred in preds:
-        relation = KeyRange(table, None, where=pred, order_by=key)
-        counted = select_sql(relation, source.incremental, after, sql_literal)
-        (rows_in,) = _query(source, f"SELECT count(*) FROM ({counted}) AS _dpone_c")[0]
+        ranged = KeyRange(table, None, where=pred, order_by=key)
+        counted = select_sql(ranged, incremental, after, sql_literal)
+        (rows_in,) = _query(connection, f"SELECT count(*) FROM ({counted}) AS _dpone_c")[0]
         if not rows_in:
             continue
         parts.append(
@@ -60,7 +66,7 @@ def key_ranges(
         )
         offset += int(rows_in)
     if not parts:  # an empty table still runs (and commits an empty load)
-        return single(source, "the table is empty")
+        return Partitioning.whole(relation.partition, "the table is empty")
     return Partitioning(tuple(parts))
 
 
@@ -71,31 +77,30 @@ def _literal(value: float, numeric: bool) -> str:
     return repr(float(value))
 
 
-def _epochs(source: PostgresSource, key: str, base: str) -> tuple[float, float]:
+def _epochs(connection: str, key: str, base: str) -> tuple[float, float]:
     sql = (
         f"SELECT EXTRACT(EPOCH FROM min({key}))::float8, EXTRACT(EPOCH FROM max({key}))::float8 "
         f"FROM ({base}) AS _dpone_k"
     )
-    low, high = _query(source, sql)[0]
+    low, high = _query(connection, sql)[0]
     return float(low), float(high)
 
 
-def _query(source: PostgresSource, sql: str) -> list[tuple[Any, ...]]:
+def _query(connection: str, sql: str) -> list[tuple[Any, ...]]:
     """A small query of the source database (its SQLSTATE only in an error)."""
     try:
-        # The source's resolved connection string: never logged, never in an error.
-        conn = _pg.connect(source._connection, autocommit=True)
-    except _pg.DRIVER_ERRORS:
+        conn = pg.connect(connection, autocommit=True)
+    except pg.DRIVER_ERRORS:
         raise SourceUnavailable("cannot connect to the PostgreSQL source") from None
     try:
         with conn.cursor() as cur:
             cur.execute(sql)
             return [tuple(row) for row in cur.fetchall()]
-    except _pg.DRIVER_ERRORS as exc:
-        _, detail = _pg.classify(exc)
+    except pg.DRIVER_ERRORS as exc:
+        _, detail = pg.classify(exc)
         raise SourceError(f"cannot partition the PostgreSQL source ({detail})") from None
     finally:
-        with contextlib.suppress(*_pg.DRIVER_ERRORS, RuntimeError):
+        with contextlib.suppress(*pg.DRIVER_ERRORS, RuntimeError):
             conn.close()
 
 
