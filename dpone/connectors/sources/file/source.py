@@ -8,8 +8,8 @@ from collections.abc import Iterator, Mapping
 import pyarrow as pa
 
 from dpone import sourcepaths
-from dpone.connectors._util import rechunk
-from dpone.connectors.base import DecodeFailure, SourceChunk
+from dpone.connectors.base import DecodeFailure, Partitioning, SourceChunk
+from dpone.connectors.batches import rechunk
 from dpone.connectors.errors import SourceConfigError, SourceDecodeError, SourceUnavailable
 from dpone.connectors.fs import SourceFile, open_inputs
 from dpone.connectors.presence import split_presence
@@ -82,6 +82,12 @@ class FileSource:
         """(partition, file) of every matching regular file or object, sorted by partition
         (the file's path as the pattern spells it)."""
         return self.inputs.files()
+
+    def partitions(self, chunk_size: int, after: object | None = None) -> Partitioning:
+        """A partition per file; a Parquet file's row groups grouped (scale-out, SPEC §12)."""
+        from dpone.connectors.sources.file.partitions import file_partitions
+
+        return file_partitions(self, chunk_size)
 
     def matches(self, partition: str) -> bool:
         """Whether ``partition`` (a file as a record_ref spells it) is one this source reads."""
