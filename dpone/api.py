@@ -126,6 +126,7 @@ def run(
     """
     from dpone.manifest.plan import Plan
     from dpone.ops import stderr_logs
+    from dpone.runtime.context import environment
     from dpone.runtime.lifecycle import RunOptions, run_pipeline
 
     stderr_logs()
@@ -138,7 +139,7 @@ def run(
     watch = None if isinstance(handle_signals, bool) else handle_signals
     options = RunOptions(
         run_id=run_id,
-        env=dict(os.environ) if env is None else dict(env),
+        env=environment(env),
         progress=on_progress,
         interrupts=watch,
         watch_signals=handle_signals is not False,

@@ -36,7 +36,6 @@ is checked.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,6 +74,7 @@ from dpone.ops.replay import (
 )
 from dpone.ops.replay_executor import ReplayResult, Resolution, execute
 from dpone.runtime import wiring
+from dpone.runtime.context import environment
 from dpone.runtime.names import SourceNames
 
 log = get_logger("dpone.replay")
@@ -471,8 +471,7 @@ def bind(
             f"a {manifest.source.type} source",
             fixes=("replay through dpone.ops.replay with a resolver for that source",),
         )
-    environ = dict(os.environ) if env is None else env
-    source, sink = wiring.connectors(manifest, environ, clock)
+    source, sink = wiring.connectors(manifest, environment(env), clock)
     assert isinstance(source, FileSource)
     store = wiring.dlq_store(manifest, clock, dlq_dir)
     strategy = manifest.sink.strategy

@@ -29,10 +29,16 @@ from dpone.runtime.wiring import Paths
 _PIPELINE_NAME = re.compile(r"[a-z0-9_]{3,64}")
 
 
+def environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables a run resolves its secrets in: a copy of ``env``, or of the process's
+    environment when none is given (a copy: later changes to either never reach the run)."""
+    return dict(os.environ) if env is None else dict(env)
+
+
 @dataclass(frozen=True, slots=True)
 class RunOptions:
     run_id: str | None = None
-    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    env: Mapping[str, str] = field(default_factory=environment)
     clock: Clock = utc_now
     #: called on the run's thread after every chunk, and once more when every DLQ record of
     #: the run is durable, with the counts so far (a ``RunProgress``: bytes too, if known)
@@ -132,4 +138,4 @@ class RunContext:
         )
 
 
-__all__ = ["RunContext", "RunOptions"]
+__all__ = ["RunContext", "RunOptions", "environment"]
