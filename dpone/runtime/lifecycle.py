@@ -12,7 +12,8 @@ a run intends to publish, so a run killed after its sink commit is finished by t
 This module is the orchestration only. Its parts: ``context.py`` (the run's identity and
 options), ``wiring.py`` (plan → source, sink, stores, engines), ``recovery.py`` (earlier runs
 that died), ``stream.py`` (the chunks), ``dlq_pipe.py`` (the DLQ writer thread),
-``outcome.py`` (the evidence) and ``report.py`` (``dpone.run.v1``).
+``outcome.py`` (the evidence), ``commit.py`` (the state move) and ``report.py``
+(``dpone.run.v1``).
 """
 
 from __future__ import annotations
