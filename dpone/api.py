@@ -146,6 +146,7 @@ def run(
     caller already started (the CLI's).
     """
     from dpone.manifest.plan import Plan
+    from dpone.runtime.context import environment
     from dpone.runtime.lifecycle import RunOptions, run_pipeline
 
     logs.to_stderr()
@@ -158,7 +159,7 @@ def run(
     watch = None if isinstance(handle_signals, bool) else handle_signals
     options = RunOptions(
         run_id=run_id,
-        env=dict(os.environ) if env is None else dict(env),
+        env=environment(env),
         progress=on_progress,
         interrupts=watch,
         watch_signals=handle_signals is not False,

@@ -33,7 +33,6 @@ Each fake has its own section; none imports a test framework.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -397,11 +396,12 @@ def run_plan(
     object keeping the ``Source`` / ``Sink`` protocol: a :class:`MemorySource`, a
     :class:`MemorySink`). Installs no signal handler; returns the report as
     :func:`dpone.run` with ``check=False`` does."""
+    from dpone.runtime.context import environment
     from dpone.runtime.lifecycle import RunOptions, run_pipeline
 
     options = RunOptions(
         run_id=run_id,
-        env=dict(os.environ) if env is None else dict(env),
+        env=environment(env),
         progress=on_progress,
         watch_signals=False,
         clock=clock or utc_now,

@@ -246,7 +246,9 @@ def reset_pipeline(
         load_id = None
         if drop_table:
             assert dirs.plan is not None
-            load_id = _empty_table(dirs, name, dict(os.environ) if env is None else dict(env))
+            from dpone.runtime.context import environment
+
+            load_id = _empty_table(dirs, name, environment(env))
         state = dirs.state_file(name)
         removed = _remove(state)
     shown = (_shown(state, dirs),) if removed else ()

@@ -21,6 +21,7 @@ from dpone.connectors.base import LoadSpec, Sink, Source
 from dpone.errors import ConfigError, UsageError
 from dpone.ids import UlidSequence, is_identifier
 from dpone.manifest.plan import Plan
+from dpone.runtime.identity import RunIdentity
 from dpone.runtime.interrupts import InterruptWatch
 from dpone.runtime.names import SourceNames
 from dpone.runtime.report import RowCounts
@@ -29,10 +30,16 @@ from dpone.runtime.wiring import Paths
 _PIPELINE_NAME = re.compile(r"[a-z0-9_]{3,64}")
 
 
+def environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables a run resolves its secrets in: a copy of ``env``, or of the process's
+    environment when none is given (a copy: later changes to either never reach the run)."""
+    return dict(os.environ) if env is None else dict(env)
+
+
 @dataclass(frozen=True, slots=True)
 class RunOptions:
     run_id: str | None = None
-    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    env: Mapping[str, str] = field(default_factory=environment)
     clock: Clock = utc_now
     #: called on the run's thread after every chunk, and once more when every DLQ record of
     #: the run is durable, with the counts so far (a ``RunProgress``: bytes too, if known)
@@ -55,9 +62,7 @@ class RunContext:
 
     plan: Plan
     options: RunOptions
-    run_id: str
-    load_id: str
-    started_at: str
+    identity: RunIdentity
     #: ``time.perf_counter()`` at the start, for the run's duration
     started: float
     paths: Paths
@@ -92,9 +97,12 @@ class RunContext:
         return cls(
             plan=plan,
             options=options,
-            run_id=options.run_id or run_id,
-            load_id=load_id,
-            started_at=iso_utc(clock()),
+            identity=RunIdentity(
+                pipeline=plan.name,
+                run_id=options.run_id or run_id,
+                load_id=load_id,
+                started_at=iso_utc(clock()),
+            ),
             started=started,
             paths=Paths.of(plan),
             names=SourceNames.of(plan),
@@ -103,6 +111,33 @@ class RunContext:
             # no-op.
             owns_watch=options.interrupts is None and options.watch_signals,
         )
+
+    @classmethod
+    def of_task(cls, plan: Plan, identity: RunIdentity, env: Mapping[str, str]) -> RunContext:
+        """A run already started elsewhere, as a scale-out task sees it: its identity, no
+        signal handling (the driver's process owns the signals)."""
+        return cls(
+            plan=plan,
+            options=RunOptions(run_id=identity.run_id, env=env, watch_signals=False),
+            identity=identity,
+            started=time.perf_counter(),
+            paths=Paths.of(plan),
+            names=SourceNames.of(plan),
+            interrupts=InterruptWatch(),
+            owns_watch=False,
+        )
+
+    @property
+    def run_id(self) -> str:
+        return self.identity.run_id
+
+    @property
+    def load_id(self) -> str:
+        return self.identity.load_id
+
+    @property
+    def started_at(self) -> str:
+        return self.identity.started_at
 
     @property
     def clock(self) -> Clock:
@@ -121,15 +156,15 @@ class RunContext:
 
     def load_spec(self, schema: pa.Schema) -> LoadSpec:
         """The load's identity and strategy; its cursor is given at commit, once it is known."""
-        strategy = self.plan.sink.strategy
+        strategy, identity = self.plan.sink.strategy, self.identity
         return LoadSpec(
-            pipeline=self.plan.name,
-            run_id=self.run_id,
-            load_id=self.load_id,
+            pipeline=identity.pipeline,
+            run_id=identity.run_id,
+            load_id=identity.load_id,
             schema=schema,
             mode=strategy.mode,
             unique_key=strategy.unique_key,
         )
 
 
-__all__ = ["RunContext", "RunOptions"]
+__all__ = ["RunContext", "RunOptions", "environment"]

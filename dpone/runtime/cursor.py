@@ -1,77 +1,26 @@
 """The incremental cursor: compare and filter typed Arrow columns, track a run's window.
 
-The committed cursor is kept as canonical text (ISO-8601 for temporal types, the decimal's
-digits, the integer) so resuming never goes through floats or a locale.
+The committed cursor is canonical text (``runtime/cursor_values.py``), so resuming never goes
+through floats or a locale.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dpone.clock import iso_utc
 from dpone.connectors.base import DecodeFailure, SourceChunk
 from dpone.contracts.enforcer import ContractEnforcementService
 from dpone.contracts.spec import ColumnSpec, ContractSpec, EvolutionSpec, TypeInferenceSpec
 from dpone.contracts.types import arrow_type
 from dpone.errors import DponeError
+from dpone.runtime.cursor_values import max_value, to_text
 from dpone.runtime.window import Window
 from dpone.state.model import Boundary, PipelineState
-
-
-def to_text(value: Any) -> str | int | None:
-    """The committed form of a cursor value taken from an Arrow scalar's ``as_py()``."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, int):
-        return value
-    if isinstance(value, dt.datetime):
-        if value.tzinfo is not None:
-            return iso_utc(value)
-        return value.isoformat(timespec="microseconds")
-    if isinstance(value, (dt.date, dt.time)):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return format(value, "f")
-    return str(value)
-
-
-def to_scalar(value: str | int | float, dtype: pa.DataType) -> pa.Scalar:
-    """A committed cursor (text or number) as a scalar of the column's Arrow type."""
-    if pa.types.is_timestamp(dtype):
-        text = str(value).replace("Z", "+00:00")
-        moment = dt.datetime.fromisoformat(text)
-        if dtype.tz is not None and moment.tzinfo is None:
-            moment = moment.replace(tzinfo=dt.UTC)
-        if dtype.tz is None and moment.tzinfo is not None:
-            moment = moment.astimezone(dt.UTC).replace(tzinfo=None)
-        return pa.scalar(moment, type=dtype)
-    if pa.types.is_date(dtype):
-        return pa.scalar(dt.date.fromisoformat(str(value)), type=dtype)
-    if pa.types.is_time(dtype):
-        return pa.scalar(dt.time.fromisoformat(str(value)), type=dtype)
-    if pa.types.is_decimal(dtype):
-        return pa.scalar(Decimal(str(value)), type=dtype)
-    if pa.types.is_integer(dtype):
-        return pa.scalar(int(value), type=dtype)
-    if pa.types.is_floating(dtype):
-        return pa.scalar(float(value), type=dtype)
-    return pa.scalar(str(value), type=dtype)
-
-
-def max_value(column: pa.Array | pa.ChunkedArray) -> Any:
-    if len(column) == 0:
-        return None
-    return pc.max(column).as_py()
-
 
 #: Rows whose cursor cannot be placed that the state remembers, at most (≈ 8 bytes each).
 MAX_UNPLACED_ROWS = 50_000

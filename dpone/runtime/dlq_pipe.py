@@ -13,6 +13,9 @@ single ``Future``; it uses the writer again (the next hand-off, the close, the a
 after that ``Future`` is done, and ``Future.result()`` orders everything the worker did
 before whatever follows. The worker's one output is the ``Future``'s outcome: the number of
 records written, or the error, re-raised on the main thread.
+
+Which writer the pipe writes through, and how its DLQ run ends, is the pipe's :class:`DlqRun`:
+the run's own (:class:`OwnDlqRun`), or a scale-out driver's or task's share of one run.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from time import perf_counter
+from typing import Protocol
 
 from dpone.dlq.index import StatusReason
 from dpone.dlq.rejects import RejectedRow
@@ -28,6 +32,40 @@ from dpone.dlq.store import DlqStore
 from dpone.dlq.writer import RunWriter
 from dpone.errors import DponeError
 from dpone.faults import checkpoint
+from dpone.runtime.identity import RunIdentity
+
+
+class DlqRun(Protocol):
+    """How a pipe opens its DLQ run's writer and how it ends that run."""
+
+    def open(self, store: DlqStore) -> RunWriter:
+        """The writer of the run's records (called once, at the first record or before)."""
+        ...
+
+    def close(self, writer: RunWriter) -> RunResult | None:
+        """Every record is durable: end the writing (None: the run is ended elsewhere)."""
+        ...
+
+    def abort(self, writer: RunWriter, reason: StatusReason) -> RunResult:
+        """End the run ``aborted``, every record that reached the disk listed."""
+        ...
+
+
+class OwnDlqRun:
+    """A run's own DLQ run: opened, then closed or aborted by this pipe."""
+
+    def __init__(self, identity: RunIdentity) -> None:
+        self._identity = identity
+
+    def open(self, store: DlqStore) -> RunWriter:
+        identity = self._identity
+        return store.open_run(identity.run_id, identity.load_id, pipeline=identity.pipeline)
+
+    def close(self, writer: RunWriter) -> RunResult | None:
+        return writer.close()
+
+    def abort(self, writer: RunWriter, reason: StatusReason) -> RunResult:
+        return writer.abort(reason)
 
 
 def _write(writer: RunWriter, rows: Sequence[RejectedRow]) -> tuple[int, float]:
@@ -41,11 +79,9 @@ def _write(writer: RunWriter, rows: Sequence[RejectedRow]) -> tuple[int, float]:
 class DlqPipe:
     """Writes each chunk's DLQ records on one background thread, one chunk in flight."""
 
-    def __init__(self, store: DlqStore | None, *, run_id: str, load_id: str, pipeline: str):
+    def __init__(self, store: DlqStore | None, run: DlqRun) -> None:
         self._store = store
-        self._run_id = run_id
-        self._load_id = load_id
-        self._pipeline = pipeline
+        self._run = run
         self._writer: RunWriter | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._pending: Future[tuple[int, float]] | None = None
@@ -62,12 +98,13 @@ class DlqPipe:
     def submit(self, rows: Sequence[RejectedRow]) -> None:
         """Hand one chunk's records over; the error of the chunk before, if any, is raised."""
         self.drain()
-        writer = self._open()
+        writer = self.open()
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpone-dlq")
         self._pending = self._pool.submit(_write, writer, rows)
 
-    def _open(self) -> RunWriter:
+    def open(self) -> RunWriter:
+        """The DLQ run's writer, opened at the first call (its ``open`` index then exists)."""
         if self._writer is None:
             if self._store is None:
                 # The compiler refuses `dlq.enabled: false` wherever a row may be dead-lettered.
@@ -75,10 +112,14 @@ class DlqPipe:
                     "a row was to be dead-lettered but dlq.enabled is false",
                     code="DPONE_DLQ_DISABLED",
                 )
-            self._writer = self._store.open_run(
-                self._run_id, self._load_id, pipeline=self._pipeline
-            )
+            self._writer = self._run.open(self._store)
         return self._writer
+
+    def adopted(self, records: int) -> None:
+        """``records`` written into this pipe's DLQ run by others (scale-out tasks) and
+        indexed through its writer: durable, and the run's."""
+        self.records += records
+        self.used = True
 
     def drain(self) -> None:
         """Wait for the chunk in flight; its error, if any, is raised here."""
@@ -103,7 +144,7 @@ class DlqPipe:
         self.drain()
         self.stop()
         if self._writer is not None:
-            self.result = self._writer.close()
+            self.result = self._run.close(self._writer)
         return self.result
 
     def abort(self, reason: StatusReason = "run_failed") -> RunResult | None:
@@ -115,10 +156,10 @@ class DlqPipe:
             return None
         # Open or already closed (the sink commit itself failed): either way the run's DLQ
         # records must not count, so the run ends aborted.
-        self.result = self._writer.abort(reason)
+        self.result = self._run.abort(self._writer, reason)
         self.records = self.result.record_count
         self.used = True
         return self.result
 
 
-__all__ = ["DlqPipe"]
+__all__ = ["DlqPipe", "DlqRun", "OwnDlqRun"]

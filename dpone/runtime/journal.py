@@ -36,6 +36,7 @@ from dpone.canonical import verify_checksum, with_checksum
 from dpone.errors import DponeError, PathIsSymlink, Stage
 from dpone.ids import is_identifier
 from dpone.published import schema_errors
+from dpone.runtime.identity import RunIdentity
 
 JOURNAL_SCHEMA = "dpone.run-journal.v1"
 EVIDENCE_SCHEMA = "dpone.data_contract_evidence.v1"
@@ -79,6 +80,23 @@ class JournalEntry:
     """The state's unplaced rows once the run commits (see ``runtime/cursor.py``)."""
     boundary: dict[str, Any] | None = None
     """The state's boundary window once the run commits (``runtime/window.py``), as JSON."""
+
+    @classmethod
+    def of(cls, identity: RunIdentity, phase: JournalPhase, **publish: Any) -> JournalEntry:
+        """The entry of the run ``identity`` in ``phase`` (``publish``: what it will publish)."""
+        return cls(
+            identity.pipeline,
+            identity.run_id,
+            identity.load_id,
+            phase,
+            identity.started_at,
+            **publish,
+        )
+
+    @property
+    def identity(self) -> RunIdentity:
+        """The run this entry is about."""
+        return RunIdentity(self.pipeline, self.run_id, self.load_id, self.started_at)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -12,7 +12,8 @@ a run intends to publish, so a run killed after its sink commit is finished by t
 This module is the orchestration only. Its parts: ``context.py`` (the run's identity and
 options), ``wiring.py`` (plan → source, sink, stores, engines), ``recovery.py`` (earlier runs
 that died), ``stream.py`` (the chunks), ``dlq_pipe.py`` (the DLQ writer thread),
-``outcome.py`` (the evidence) and ``report.py`` (``dpone.run.v1``).
+``outcome.py`` (the evidence), ``commit.py`` (the state move) and ``report.py``
+(``dpone.run.v1``).
 """
 
 from __future__ import annotations
@@ -36,10 +37,10 @@ from dpone.evidence.model import DataOutcome, SchemaChange
 from dpone.faults import checkpoint
 from dpone.logs import get_logger
 from dpone.manifest.plan import Plan
-from dpone.runtime import outcome
+from dpone.runtime import commit, outcome
 from dpone.runtime.context import RunContext, RunOptions
 from dpone.runtime.journal import JournalEntry, JournalPhase
-from dpone.runtime.recovery import commit_state, recover
+from dpone.runtime.recovery import recover
 from dpone.runtime.report import (
     DlqSection,
     Recovery,
@@ -49,7 +50,7 @@ from dpone.runtime.report import (
     StateSection,
     Timings,
 )
-from dpone.runtime.stream import Stream, Streamed
+from dpone.runtime.stream import Stream
 from dpone.runtime.wiring import Components, relative, wire
 from dpone.state.model import PipelineState
 
@@ -93,10 +94,7 @@ class _Run:
         self.recovered: tuple[Recovery, ...] = ()
 
     def _journal(self, phase: JournalPhase, **publish: Any) -> None:
-        ctx = self.ctx
-        self.parts.journal.write(
-            JournalEntry(ctx.plan.name, ctx.run_id, ctx.load_id, phase, ctx.started_at, **publish)
-        )
+        self.parts.journal.write(JournalEntry.of(self.ctx.identity, phase, **publish))
 
     def execute(self) -> RunReport:
         ctx, parts = self.ctx, self.parts
@@ -110,9 +108,11 @@ class _Run:
         stream = _stream(ctx, parts, self.engine, state)
         try:
             streamed = stream.run()
-            evidence = outcome.evidence(
-                stream, failure=None, state=state, cursor_to=streamed.cursor_to
+            held = commit.holds_state(ctx.plan, stream.tally.rejected)
+            move = commit.state_move(
+                ctx.plan, state, failure=None, cursor_to=streamed.cursor_to, held=held
             )
+            evidence = outcome.evidence(stream, failure=None, move=move)
             doc = evidence.to_json()
             # What this run will publish is durable before the sink commits, so a process
             # killed right after the commit is finished, identically, by the next run.
@@ -143,7 +143,18 @@ class _Run:
         try:
             published = self._publish(doc)
             checkpoint("after_evidence")
-            moved = self._advance_state(stream, state, streamed)
+            moved = commit.advance_state(
+                ctx.plan,
+                parts.states,
+                state,
+                move,
+                identity=ctx.identity,
+                held=held,
+                rejected=stream.tally.rejected,
+                unplaced=streamed.unplaced,
+                boundary=streamed.boundary,
+                clock=ctx.clock,
+            )
             checkpoint("after_state")
             self._journal("finished")
         except KeyboardInterrupt:  # a second signal: the stop could not wait
@@ -190,33 +201,6 @@ class _Run:
         path = self.parts.evidence.publish(doc)
         log.info("evidence.written", run_id=self.ctx.run_id)
         return relative(path, self.ctx.plan.manifest_dir)
-
-    def _advance_state(
-        self, stream: Stream, state: PipelineState, streamed: Streamed
-    ) -> StateSection:
-        ctx = self.ctx
-        if ctx.plan.state_type == "disabled":
-            return StateSection(False, None, None, None)
-        held = outcome.holds_state(stream)
-        moved = outcome.state_move(
-            ctx.plan, state, failure=None, cursor_to=streamed.cursor_to, held=held
-        )
-        if held:
-            log.info("state.held", pipeline=ctx.plan.name, rows_rejected=stream.tally.rejected)
-            return moved
-        commit_state(
-            ctx.plan,
-            self.parts.states,
-            expected_revision=state.revision,
-            run_id=ctx.run_id,
-            load_id=ctx.load_id,
-            cursor_to=moved.cursor_to,
-            unplaced=streamed.unplaced,
-            boundary=streamed.boundary,
-            clock=ctx.clock,
-        )
-        log.info("state.advanced", pipeline=ctx.plan.name, revision=moved.revision)
-        return moved
 
     def _timings(self, stream: Stream) -> Timings:
         ctx = self.ctx
@@ -277,11 +261,12 @@ class _Run:
             # it as aborted. This run still reports its own error, evidence and journal.
             log.error("dlq.abort_failed", run_id=ctx.run_id, code=abort_err.code)
         stream.tally.loaded = 0  # staged rows were dropped: none of them reached the sink
+        move = commit.state_move(ctx.plan, state, failure=err, cursor_to=None)
         timings = self._timings(stream)
         data_outcome: DataOutcome | None = None
         published = None
         try:
-            evidence = outcome.evidence(stream, failure=err, state=state, cursor_to=None)
+            evidence = outcome.evidence(stream, failure=err, move=move)
             data_outcome = evidence.data_outcome
             published = self._publish(evidence.to_json())
         except DponeError as evidence_err:
@@ -293,7 +278,7 @@ class _Run:
             data_outcome=data_outcome,
             exit_code=err.exit_code,
             committed=False,
-            state=outcome.state_move(ctx.plan, state, failure=err, cursor_to=None),
+            state=move,
             evidence=published,
             error=_error_detail(err),
             timings=timings,
@@ -305,9 +290,9 @@ def _stream(
 ) -> Stream:
     """This process reads the source (``engine: local``), or a Dask cluster does (§12)."""
     if ctx.plan.runtime.engine == "dask":
-        from dpone.runtime.scaleout.driver import ScaleOutStream
+        from dpone.runtime.scaleout.driver import scale_out_stream
 
-        return ScaleOutStream(ctx, parts, engine, state)
+        return scale_out_stream(ctx, parts, engine, state)
     return Stream(ctx, parts, engine, state)
 
 

@@ -12,11 +12,9 @@ from dpone.errors import DponeError
 from dpone.evidence import lineage
 from dpone.evidence.compatibility import compatibility
 from dpone.evidence.model import DlqEvidence, Evidence, Summary, schema_changes
-from dpone.manifest.plan import Plan
 from dpone.runtime.report import StateSection
 from dpone.runtime.stream import Stream
 from dpone.runtime.wiring import relative
-from dpone.state.model import PipelineState
 
 #: Failures that say the data broke the contract or an assertion, not that the machinery broke
 #: (the evidence's ``failed_quality_gate``).
@@ -27,36 +25,14 @@ def is_quality_failure(failure: DponeError | None) -> bool:
     return isinstance(failure, QUALITY_FAILURES)
 
 
-def holds_state(stream: Stream) -> bool:
-    """``coerce`` holds the state when the contract rejected rows: the next run reads them
-    again (SPEC §3; the compiler refuses ``append``, where that would load a row twice)."""
-    return stream.ctx.plan.sink.contract.enforcement == "coerce" and stream.tally.rejected > 0
-
-
-def state_move(
-    plan: Plan,
-    state: PipelineState,
-    *,
-    failure: DponeError | None,
-    cursor_to: str | None,
-    held: bool = False,
-) -> StateSection:
-    """The state move the evidence records: to ``cursor_to`` once the run commits, none when
-    it failed or holds its state."""
-    committed = state.cursor.value if state.cursor else None
-    if failure is not None or held:
-        return StateSection(False, committed, committed, state.revision)
-    return StateSection(plan.state_type == "file", committed, cursor_to, state.revision + 1)
-
-
 def evidence(
     stream: Stream,
     *,
     failure: DponeError | None,
-    state: PipelineState,
-    cursor_to: str | None,
+    move: StateSection,
 ) -> Evidence:
-    """The evidence of the run ``stream`` belongs to (not yet published)."""
+    """The evidence of the run ``stream`` belongs to (not yet published); ``move`` is the
+    state move the run decided (``runtime/commit.py``)."""
     ctx, engine, pipe, staging = stream.ctx, stream.engine, stream.pipe, stream.staging
     plan, counts = ctx.plan, stream.counts()
     dlq_result = pipe.result
@@ -103,9 +79,7 @@ def evidence(
             "load_id": ctx.load_id if failure is None else None,
             "mode": plan.sink.strategy.mode,
         },
-        state=state_move(
-            plan, state, failure=failure, cursor_to=cursor_to, held=holds_state(stream)
-        ).to_json(),
+        state=move.to_json(),
         started_at=ctx.started_at,
         finished_at=ctx.now(),
         schema_changes=changes,
@@ -113,7 +87,7 @@ def evidence(
         compatibility=None
         if failure is not None
         else compatibility(ctx.target, staging.existing, staging.written, changes).to_json(),
-        scale_out=getattr(stream, "scale_out", None),
+        scale_out=None if stream.scale_out is None else stream.scale_out.evidence(),
         hints=tuple(h.to_json() for h in stream.hints(loaded=loaded)),
         facets=lineage.facets(
             engine.verdicts(),
@@ -131,4 +105,4 @@ def evidence(
     )
 
 
-__all__ = ["QUALITY_FAILURES", "evidence", "holds_state", "is_quality_failure", "state_move"]
+__all__ = ["QUALITY_FAILURES", "evidence", "is_quality_failure"]

@@ -12,18 +12,16 @@ signs, only on what agrees with the evidence the dead run computed itself.
 
 from __future__ import annotations
 
-from dpone.clock import Clock, iso_utc
+from dpone.clock import Clock
 from dpone.connectors.base import LoadMarker
 from dpone.dlq.errors import DlqRunNotFound
-from dpone.faults import checkpoint
 from dpone.logs import get_logger
-from dpone.manifest.plan import Plan
+from dpone.runtime.commit import commit_state
 from dpone.runtime.crosscheck import check_committed, check_rolled_back
 from dpone.runtime.journal import JournalEntry
 from dpone.runtime.report import Recovery
 from dpone.runtime.wiring import Components
-from dpone.state.model import Boundary, Cursor
-from dpone.state.store import StateStore
+from dpone.state.model import Boundary
 
 log = get_logger("dpone.run")
 
@@ -59,9 +57,7 @@ def recover(parts: Components, clock: Clock) -> list[Recovery]:
                     staging_dropped=tuple(dropped),
                 )
             )
-        parts.journal.write(
-            JournalEntry(plan.name, entry.run_id, entry.load_id, "recovered", entry.started_at)
-        )
+        parts.journal.write(JournalEntry.of(entry.identity, "recovered"))
     # Open DLQ runs whose writer died are closed as aborted.
     if dlq is not None:
         dlq.recover_abandoned(pipeline=plan.name)
@@ -82,9 +78,8 @@ def _finish_committed(
         commit_state(
             plan,
             states,
+            identity=entry.identity,
             expected_revision=state.revision,
-            run_id=entry.run_id,
-            load_id=entry.load_id,
             cursor_to=marker.cursor_to,
             unplaced=entry.unplaced,
             boundary=Boundary.from_json(entry.boundary) if entry.boundary else None,
@@ -103,37 +98,4 @@ def _finish_committed(
     )
 
 
-def commit_state(
-    plan: Plan,
-    states: StateStore,
-    *,
-    expected_revision: int,
-    run_id: str,
-    load_id: str,
-    cursor_to: str | int | None,
-    unplaced: dict[str, list[int]] | None,
-    clock: Clock,
-    boundary: Boundary | None = None,
-) -> None:
-    """Advance the pipeline's state to a committed load (a live run's, or a dead one's)."""
-    inc = plan.source.incremental
-    cursor = None
-    if inc is not None and cursor_to is not None:
-        declared = plan.sink.contract.column(inc.cursor_column)
-        cursor = Cursor(inc.cursor_column, declared.type if declared else "string", cursor_to)
-    with states.commit(plan.name, expected_revision=expected_revision) as txn:
-        txn.set(
-            txn.current.advanced(
-                run_id=run_id,
-                load_id=load_id,
-                cursor=cursor,
-                manifest_fingerprint=plan.fingerprint,
-                updated_at=iso_utc(clock()),
-                unplaced=unplaced,
-                boundary=boundary,
-            )
-        )
-        txn.before_publish = lambda: checkpoint("during_state_replace")
-
-
-__all__ = ["commit_state", "recover"]
+__all__ = ["recover"]

@@ -1,163 +1,55 @@
 """The stream of a run: per chunk read, enforce, assert, quarantine, stage (SPEC §6, step 5-6).
 
-:class:`Stream` owns what the chunks change: the counts (:class:`Tally`), the sink load being
-staged (:class:`Staging`) and the DLQ pipe. All three are the run's main thread's alone; the
-pipe's own thread is reached only through the pipe (``runtime/dlq_pipe.py``). Nothing is
-committed here: :meth:`Stream.run` ends with the DLQ run closed and every valid row staged,
-and the lifecycle decides what happens next.
+:class:`Stream` owns what the chunks change: the counts (``runtime/tally.py``), the sink load
+being staged (``runtime/staging.py``) and the DLQ pipe (``runtime/dlq_pipe.py``), which a
+chunk's rejected rows reach through ``runtime/quarantine.py``. All of it is the run's main
+thread's alone; the pipe's own thread is reached only through the pipe. Nothing is committed
+here: :meth:`Stream.run` ends with the DLQ run closed and every valid row staged, and the
+lifecycle decides what happens next.
+
+A scale-out run (SPEC §12) is the same stream with other collaborators, never a subclass: the
+driver's :class:`ScaleOut` reads the partitions on a cluster into the stream's tally, pipe and
+staging; a task's stream judges rows only (``batch_verdicts=False``) and writes through its
+own share of the DLQ run (``runtime/scaleout/``).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from time import perf_counter
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from dpone.assertions.engine import AssertionEngine
-from dpone.connectors.base import (
-    DescribedLoad,
-    LoadSpec,
-    Sink,
-    SinkLoad,
-    Source,
-    SourceChunk,
-    TableDefinition,
-    reads_ahead,
-)
-from dpone.connectors.errors import SinkSchemaError, SourceDecodeError, SourceTooManyColumns
+from dpone.connectors.base import Source, SourceChunk, reads_ahead
+from dpone.connectors.errors import SourceTooManyColumns
 from dpone.connectors.progress import MeasuredSource
 from dpone.contracts.enforcer import ContractEnforcementService
 from dpone.contracts.errors import NAMED_ROWS, ContractError, ContractViolation
-from dpone.contracts.reasons import ReasonCode
 from dpone.contracts.result import EnforcementResult
-from dpone.contracts.spec import VARIANT_PREFIX
 from dpone.contracts.types import sink_schema
-from dpone.dlq.refs import file_line_refs, file_refs, run_row_refs
-from dpone.dlq.rejects import rejected_rows
 from dpone.faults import checkpoint
 from dpone.logs import get_logger
 from dpone.runtime.context import RunContext
 from dpone.runtime.cursor import CursorTracker
-from dpone.runtime.dlq_pipe import DlqPipe
+from dpone.runtime.dlq_pipe import DlqPipe, OwnDlqRun
 from dpone.runtime.hints import HintTally
 from dpone.runtime.names import ColumnOrder
 from dpone.runtime.prefetch import Inline, ReadAhead
+from dpone.runtime.quarantine import Quarantine
 from dpone.runtime.report import Hint, RowCounts, RunProgress, StageSeconds
 from dpone.runtime.sampling import primed
 from dpone.runtime.stages import stage_seconds, timed
+from dpone.runtime.staging import Staging
+from dpone.runtime.tally import Tally
 from dpone.runtime.wiring import Components
 from dpone.state.model import Boundary, PipelineState
 
 log = get_logger("dpone.run")
-
-
-@dataclass(slots=True)
-class Tally:
-    """What the chunks so far amounted to (the DLQ pipe counts the quarantined rows)."""
-
-    read: int = 0
-    loaded: int = 0
-    warned: int = 0
-    skipped: int = 0
-    late_skipped: int = 0
-    chunks: int = 0
-    #: rows the contract rejected (dead-lettered or dropped): a coerce run holds its state
-    rejected: int = 0
-    #: rejected rows with no DLQ record to go to (``dlq.enabled: false``): counted only
-    dropped: int = 0
-    #: rows of the run before the current chunk (the row numbers of run-scoped refs)
-    rows_before: int = 0
-    #: (column, reason code) -> rows
-    violations: dict[tuple[str, str], int] = field(default_factory=dict)
-
-    def violation(self, column: str, reason: str, rows: int) -> None:
-        key = (column, reason)
-        self.violations[key] = self.violations.get(key, 0) + rows
-
-    def counts(self, quarantined: int) -> RowCounts:
-        return RowCounts(
-            read=self.read,
-            loaded=self.loaded,
-            quarantined=quarantined,
-            warned=self.warned,
-            skipped=self.skipped,
-            late_skipped=self.late_skipped,
-            chunks=self.chunks,
-            dropped=self.dropped,
-        )
-
-
-class Staging:
-    """This run's load in the sink: begun at the first valid rows, committed or aborted once."""
-
-    def __init__(self, sink: Sink, spec: Callable[[pa.Schema], LoadSpec]) -> None:
-        self._sink = sink
-        self._spec = spec
-        self._load: SinkLoad | None = None
-        #: the load's columns (:func:`widened` as chunks bring new ones)
-        self._schema = pa.schema([])
-        #: the sink table before this run (None: absent); read by :meth:`open`
-        self.existing: pa.Schema | None = None
-        #: every column this run staged, in order
-        self.written: dict[str, pa.Field] = {}
-
-    def open(self) -> pa.Schema | None:
-        self.existing = self._sink.existing_schema()
-        return self.existing
-
-    def write(self, batch: pa.RecordBatch) -> None:
-        """Stage a chunk's valid rows. A chunk without any still names its columns: one chunk
-        holding every row of the run would have created them (a JSONL key whose rows were
-        all rejected), so the load gets them too, once it has a row at all."""
-        if self._load is None:
-            self._schema = widened(self._schema, batch.schema)
-            if not batch.num_rows:
-                return
-            self._load = self._sink.begin(self._spec(self._schema))
-        elif any(self._schema.get_field_index(n) < 0 for n in batch.schema.names):
-            # A chunk brings a column the load lacks (a variant column's first value): the
-            # load grows before the chunk is staged, so no chunk size changes the table.
-            self._schema = widened(self._schema, batch.schema)
-            widen = getattr(self._load, "widen", None)
-            if widen is None:
-                new = next(n for n in batch.schema.names if n not in self.written)
-                raise SinkSchemaError(
-                    f"column {new!r} is not in the load schema, and this sink cannot add "
-                    "columns to a load in progress"
-                )
-            widen(self._schema)
-        if batch.num_rows:
-            self._load.write(batch)
-        self.written = {f.name: f for f in self._schema}
-
-    @property
-    def begun(self) -> bool:
-        """Whether this run's load has begun (rows were staged, or an empty load)."""
-        return self._load is not None
-
-    def begin_empty(self, schema: pa.Schema) -> None:
-        """Nothing valid to load still commits an empty load: its marker is the run's proof."""
-        if self._load is None:
-            self._load = self._sink.begin(self._spec(schema))
-            self.written = {f.name: f for f in schema}
-
-    def target_definition(self) -> TableDefinition | None:
-        """The target as this load's commit leaves it, when the sink can say (SPEC §7 ``ddl``)."""
-        if isinstance(self._load, DescribedLoad):
-            return self._load.target_definition()
-        return None
-
-    def commit(self, cursor_to: str | None) -> None:
-        assert self._load is not None, "begin_empty() runs before the commit"
-        self._load.commit(cursor_to=cursor_to)
-
-    def abort(self) -> None:
-        if self._load is not None:
-            self._load.abort()
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,8 +62,25 @@ class Streamed:
     boundary: Boundary | None = None
 
 
+class ScaleOut(Protocol):
+    """Reads a stream's source elsewhere (``engine: dask``): the partitions' counts, verdicts,
+    DLQ records and staged rows end up in the stream as a local read's would."""
+
+    def read(self, stream: Stream) -> Streamed:
+        """What :meth:`Stream.run` returns: the DLQ run closed, every valid row staged."""
+        ...
+
+    def evidence(self) -> dict[str, Any]:
+        """The evidence's ``scale_out`` section (so far, when the run failed)."""
+        ...
+
+
 class Stream:
-    """Reads the source through the contract, the assertions and the DLQ pipe into staging."""
+    """Reads the source through the contract, the assertions and the DLQ pipe into staging.
+
+    ``pipe`` and ``staging`` replace the run's own (a scale-out run's share of them);
+    ``scale_out`` reads the source elsewhere; ``batch_verdicts=False`` leaves the batch
+    assertions to whoever sees every row (a scale-out task sees one partition)."""
 
     def __init__(
         self,
@@ -179,16 +88,22 @@ class Stream:
         parts: Components,
         engine: AssertionEngine,
         state: PipelineState,
+        *,
+        pipe: DlqPipe | None = None,
+        staging: Staging | None = None,
+        scale_out: ScaleOut | None = None,
+        batch_verdicts: bool = True,
     ) -> None:
         self.ctx = ctx
         self.parts = parts
         self.engine = engine
         self.state = state
         self.tally = Tally()
-        self.staging = Staging(parts.sink, ctx.load_spec)
-        self.pipe = DlqPipe(
-            parts.dlq, run_id=ctx.run_id, load_id=ctx.load_id, pipeline=ctx.plan.name
-        )
+        self.staging = staging or Staging(parts.sink, ctx.load_spec)
+        self.pipe = pipe or DlqPipe(parts.dlq, OwnDlqRun(ctx.identity))
+        self.scale_out = scale_out
+        self.batch_verdicts = batch_verdicts
+        self.quarantine = Quarantine(ctx, self.tally, self.pipe, dlq_enabled=parts.dlq is not None)
         #: the incremental window of :meth:`run` (a scale-out task returns what it saw)
         self.tracker: CursorTracker | None = None
         #: the first chunk with columns but no rows (a header-only CSV file): its columns
@@ -225,6 +140,8 @@ class Stream:
     def run(self) -> Streamed:
         """Read, enforce, assert, quarantine, stage; close the DLQ run. The sink has not
         committed when this returns."""
+        if self.scale_out is not None:
+            return self.scale_out.read(self)
         plan, source, state = self.ctx.plan, self.parts.source, self.state
         enforcer = self.parts.enforcer()
         # A chunk of thousands of columns takes seconds to enforce: a stop is honoured
@@ -252,7 +169,8 @@ class Stream:
             named = (order.chunk(self.ctx.names.chunk(chunk)) for chunk in bounded_chunks)
             for chunk in primed(named, enforcer):
                 self.chunk(chunk, tracker, enforcer, existing)
-        self.engine.finalize()
+        if self.batch_verdicts:
+            self.engine.finalize()
         start = perf_counter()
         self.pipe.close()
         seconds["dlq"] += perf_counter() - start
@@ -291,7 +209,7 @@ class Stream:
         ctx, tally, seconds = self.ctx, self.tally, self.seconds
         if chunk.failures:
             start = perf_counter()
-            self._decode_failures(chunk, tracker)
+            self.quarantine.decode_failures(chunk, tracker)
             seconds["dlq"] += perf_counter() - start
         if not chunk.num_rows:
             if self.empty is None and chunk.batch.num_columns:
@@ -319,7 +237,7 @@ class Stream:
         warned = _union(result.warned, self.engine.warned)
         enforced = perf_counter()
         seconds["enforce"] += enforced - start
-        self._quarantine(chunk, positions, batch, result, quarantine_mask, rules)
+        self.quarantine.rows(chunk, positions, batch, result, quarantine_mask, rules)
         quarantined = perf_counter()
         seconds["dlq"] += quarantined - enforced
         if quarantine_mask is not None:
@@ -337,118 +255,6 @@ class Stream:
         if ctx.options.progress is not None:
             ctx.options.progress(self._progress())
 
-    def _decode_failures(self, chunk: SourceChunk, tracker: CursorTracker) -> None:
-        """Lines the source could not decode: dead-lettered under quarantine (the run goes
-        on; an incremental pipeline skips the lines a committed run dead-lettered already),
-        the run's failure in every other mode. Neither names the line's content."""
-        plan = self.ctx.plan
-        first = chunk.failures[0]
-        if plan.sink.contract.enforcement != "quarantine" or not chunk.file_sha256:
-            raise SourceDecodeError(
-                f"{chunk.partition}: line {first.line}: {first.what}",
-                path=chunk.partition,
-                line=first.line,
-                fixes=(
-                    "fix or remove the line in the file",
-                    "or set enforcement: quarantine to dead-letter lines that do not decode "
-                    "and load the other rows",
-                ),
-            )
-        failures = tracker.new_failures(chunk)
-        self.tally.read += len(chunk.failures)
-        self.tally.skipped += len(chunk.failures) - len(failures)
-        if not failures:
-            return
-        lines = [failure.line for failure in failures]
-        values = None
-        if plan.sink.dlq.pii_policy != "reference_only":
-            # The line's text is all there is of the row: preserve keeps it, masked its shape.
-            values = [{"line": failure.text} for failure in failures]
-        self.pipe.submit(
-            rejected_rows(
-                file_line_refs(chunk.partition, chunk.file_sha256, lines),
-                ReasonCode.DECODE_FAILED,
-                source_offsets=lines,
-                source_partitions=chunk.partition,
-                rows=values,
-            )
-        )
-        self.tally.violation("", str(ReasonCode.DECODE_FAILED), len(lines))
-
-    def _quarantine(
-        self,
-        chunk: SourceChunk,
-        positions: pa.Int64Array | None,
-        batch: pa.RecordBatch,
-        result: EnforcementResult,
-        quarantine_mask: pa.BooleanArray | None,
-        rules: list[str | None] | None,
-    ) -> None:
-        """Hand this chunk's rejected rows to the DLQ pipe (durable before the index closes)."""
-        ctx, tally = self.ctx, self.tally
-        rejects = result.rejects
-        contract_rows = len(rejects)
-        rule_rows = 0 if quarantine_mask is None else int(pc.sum(quarantine_mask).as_py() or 0)
-        if not contract_rows and not rule_rows:
-            tally.rows_before += chunk.num_rows
-            checkpoint("after_chunk_dlq")
-            return
-        tally.rejected += contract_rows
-        if self.parts.dlq is None:
-            # dlq.enabled: false (coerce, warn): the rows are counted, never silently lost;
-            # the compiler refuses it wherever else a row would be dead-lettered.
-            tally.dropped += contract_rows
-            tally.rows_before += chunk.num_rows
-            checkpoint("after_chunk_dlq")
-            return
-        in_batch = rejects.positions.to_pylist()
-        reasons: list[str] = [str(r) for r in rejects.reasons.to_pylist()]
-        columns: list[str | None] = list(rejects.columns.to_pylist())
-        rule_ids: list[str | None] = [None] * contract_rows
-        if rule_rows and quarantine_mask is not None and rules is not None:
-            valid_positions = result.valid_positions.to_pylist()
-            for i, flagged in enumerate(quarantine_mask.to_pylist()):
-                if flagged:
-                    in_batch.append(valid_positions[i])
-                    reasons.append(ReasonCode.RULE_FAILED.value)
-                    columns.append(None)
-                    rule_ids.append(rules[i])
-        refs, row_numbers = self._refs(chunk, positions, in_batch)
-        values = None
-        if ctx.plan.sink.dlq.pii_policy != "reference_only":
-            values = batch.take(pa.array(in_batch, pa.int64())).to_pylist()
-        expected = [result.expected_types.get(c) if c else None for c in columns]
-        actual = [result.actual_types.get(c) if c else None for c in columns]
-        rows = rejected_rows(
-            refs,
-            reasons,
-            columns=columns,
-            actual_types=actual,
-            expected_types=expected,
-            rule_ids=rule_ids,
-            source_offsets=row_numbers,
-            source_partitions=chunk.partition,
-            rows=values,
-        )
-        self.pipe.submit(rows)
-        tally.rows_before += chunk.num_rows
-
-    def _refs(
-        self, chunk: SourceChunk, positions: pa.Int64Array | None, in_batch: list[int]
-    ) -> tuple[list[str], list[int]]:
-        """The record refs and source row numbers of rows of the (windowed) batch."""
-        ctx = self.ctx
-        chunk_rows = (
-            [positions[p].as_py() for p in in_batch] if positions is not None else list(in_batch)
-        )
-        row_numbers = [chunk.first_row + p for p in chunk_rows]
-        if chunk.rereadable and chunk.file_sha256:
-            refs = file_refs(chunk.partition, chunk.file_sha256, row_numbers)
-        else:
-            before = self.tally.rows_before
-            refs = run_row_refs(ctx.run_id, ctx.load_id, [before + p + 1 for p in chunk_rows])
-        return refs, row_numbers
-
     def _named(
         self, result: EnforcementResult, chunk: SourceChunk, positions: pa.Int64Array | None
     ) -> ContractError:
@@ -458,7 +264,7 @@ class Stream:
         err = result.error
         if isinstance(err, ContractViolation):
             first = result.rejects.positions.slice(0, NAMED_ROWS).to_pylist()
-            err = err.naming(self._refs(chunk, positions, first)[0])
+            err = err.naming(self.quarantine.refs(chunk, positions, first)[0])
             # The fixes the rejected values point to (null markers, safe coercion) first.
             found = [h for h in self.hints(loaded=0) if h.fix and not h.warning]
             err.fixes = (*(f"{h.message}: set {h.fix}" for h in found), *err.fixes)
@@ -495,22 +301,6 @@ def bounded(chunks: Iterable[SourceChunk], max_columns: int) -> Iterator[SourceC
             where = chunk.partition or "a chunk of the source"
             raise SourceTooManyColumns.over(where, max_columns)
         yield chunk
-
-
-def widened(schema: pa.Schema, batch: pa.Schema) -> pa.Schema:
-    """``schema`` with the columns of ``batch`` it lacks, in the order one chunk holding
-    every row would have given them (the enforcer's: the other columns, then the variant
-    columns in the order of their columns), whichever chunk brought each first."""
-    fields = [*schema, *(f for f in batch if schema.get_field_index(f.name) < 0)]
-    plain = [f.name for f in fields if not f.name.startswith(VARIANT_PREFIX)]
-
-    def rank(f: pa.Field) -> tuple[int, int]:
-        if not f.name.startswith(VARIANT_PREFIX):
-            return 0, plain.index(f.name)
-        base = f.name[len(VARIANT_PREFIX) :]
-        return 1, plain.index(base) if base in plain else len(plain)
-
-    return pa.schema(sorted(fields, key=rank))
 
 
 def streamed(ctx: RunContext, tracker: CursorTracker, late: int) -> Streamed:
@@ -554,4 +344,4 @@ def _usable_cores() -> int:
     return os.cpu_count() or 1
 
 
-__all__ = ["Staging", "Stream", "Streamed", "Tally", "widened"]
+__all__ = ["ScaleOut", "Stream", "Streamed", "bounded", "streamed"]

@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 from dpone.connectors.base import SourceChunk
 from dpone.errors import DponeError
 from dpone.manifest.specs import IncrementalPlan
+from dpone.runtime.cursor_values import to_scalar, to_text
 from dpone.state.model import Boundary, PipelineState
 
 #: Committed boundary rows the state remembers, at most (16 bytes of digest each).
@@ -81,8 +82,6 @@ def minus_lag(value: Any, lag: float) -> Any:
 
 def typed_value(value: str | int | float, dtype: pa.DataType, what: str) -> Any:
     """A committed or configured cursor value as the Python value of the column's type."""
-    from dpone.runtime.cursor import to_scalar
-
     try:
         return to_scalar(value, dtype).as_py()
     except (ValueError, TypeError, ArithmeticError, pa.ArrowException):
@@ -205,8 +204,6 @@ class Window:
 
     def pushdown(self) -> str | int | None:
         """The lower bound as a database source binds it (``cursor >= value``)."""
-        from dpone.runtime.cursor import to_text
-
         return to_text(self.lower)
 
     def split(self, chunk: SourceChunk, typed: pa.Array) -> Split:
@@ -335,8 +332,6 @@ class Window:
 
     def boundary_after_run(self, highest: Any) -> Boundary:
         """The state's boundary once this run commits, its cursor at ``highest``."""
-        from dpone.runtime.cursor import to_text
-
         self.settle()
         top = highest if highest is not None else self.stored
         if top is None:

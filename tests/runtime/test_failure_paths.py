@@ -27,9 +27,10 @@ from dpone.dlq.store import DlqStore
 from dpone.manifest.compiler import compile_text
 from dpone.manifest.plan import Plan
 from dpone.published import schema_errors
+from dpone.runtime.commit import commit_state
+from dpone.runtime.identity import RunIdentity
 from dpone.runtime.journal import RunJournal
 from dpone.runtime.lifecycle import RunOptions, run_pipeline
-from dpone.runtime.recovery import commit_state
 from dpone.runtime.report import RunReport
 from dpone.state.store import StateStore
 from dpone.testing import FrozenClock, MemorySink, MemorySource, run_plan
@@ -254,9 +255,10 @@ def test_the_state_write_failing_after_the_commit_is_finished_by_the_next_run(
             commit_state(
                 plan,
                 states,
+                identity=RunIdentity(
+                    plan.name, "intruder", "intruder-load", "2026-01-01T00:00:00Z"
+                ),
                 expected_revision=0,
-                run_id="intruder",
-                load_id="intruder-load",
                 cursor_to=None,
                 unplaced=None,
                 clock=FrozenClock(),

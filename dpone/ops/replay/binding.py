@@ -17,7 +17,6 @@ rows again).
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +40,7 @@ from dpone.ops.replay.executor import ReplayResult, execute
 from dpone.ops.replay.file_resolver import FileRowResolver, bounded_identity
 from dpone.ops.replay.reading import plan, read_run, replayable_index
 from dpone.runtime import wiring
+from dpone.runtime.context import environment
 
 # --- applying -----------------------------------------------------------------------------------
 
@@ -133,8 +133,7 @@ def bind(
             f"a {manifest.source.type} source",
             fixes=("replay through dpone.ops.replay with a resolver for that source",),
         )
-    environ = dict(os.environ) if env is None else env
-    source, sink = wiring.connectors(manifest, environ, clock)
+    source, sink = wiring.connectors(manifest, environment(env), clock)
     assert isinstance(source, FileSource)
     store = wiring.dlq_store(manifest, clock, dlq_dir)
     strategy = manifest.sink.strategy

@@ -1,8 +1,9 @@
 """The driver of a scale-out run (SPEC §12): the local stream's place in the run, on Dask.
 
-:class:`ScaleOutStream` is a :class:`~dpone.runtime.stream.Stream` whose :meth:`run` sends
-the partitions to a Dask cluster instead of reading them itself; the rest of the run (the
-lifecycle's commit, evidence, state and failure paths) is the local run's, unchanged:
+:class:`DaskScaleOut` is the :class:`~dpone.runtime.stream.ScaleOut` of the run's stream: it
+sends the partitions to a Dask cluster instead of the stream reading them itself; the rest of
+the run (the lifecycle's commit, evidence, state and failure paths) is the local run's,
+unchanged:
 
     partitions (deterministic) -> DLQ run opened -> one task per partition (Dask)
     -> every task's result checked: a failed partition fails the run, nothing committed
@@ -44,6 +45,7 @@ from dpone import durable
 from dpone.assertions.engine import AssertionEngine
 from dpone.connectors.objectstore import standard_variables
 from dpone.contracts.types import sink_schema
+from dpone.dlq.index import StatusReason
 from dpone.dlq.result import RunResult
 from dpone.dlq.writer import RunWriter
 from dpone.errors import DponeError
@@ -53,11 +55,12 @@ from dpone.manifest.plan import DaskPlan, Plan
 from dpone.manifest.specs import FileSourceSpec
 from dpone.runtime.context import RunContext
 from dpone.runtime.cursor import CursorTracker
-from dpone.runtime.dlq_pipe import DlqPipe
+from dpone.runtime.dlq_pipe import DlqPipe, OwnDlqRun
 from dpone.runtime.report import RunProgress
 from dpone.runtime.scaleout.partitions import Partition, plan_partitions
 from dpone.runtime.scaleout.task import PartitionResult, StagedFile, TaskSpec, run_partition
-from dpone.runtime.stream import Staging, Stream, Streamed, streamed, widened
+from dpone.runtime.staging import Staging, widened
+from dpone.runtime.stream import Stream, Streamed, streamed
 from dpone.runtime.wiring import Components
 from dpone.state.model import PipelineState
 
@@ -72,105 +75,83 @@ class ScaleOutError(DponeError):
     code = "DPONE_SCALEOUT_FAILED"
 
 
-class AdoptingPipe(DlqPipe):
-    """The run's DLQ pipe on the driver: it opens the run, indexes the tasks' segments."""
+class AdoptedDlqRun(OwnDlqRun):
+    """The run's DLQ run on the driver: the tasks write its segments, the driver indexes them
+    (:func:`adopt`); an abort indexes what is on disk, adopted or not."""
 
-    def open_run(self) -> None:
-        """The run's ``open`` index exists before any task writes a segment into it."""
-        if self._store is not None:
-            self._open()
-
-    def adopt(self, results: Sequence[PartitionResult]) -> None:
-        """Index every task's segments from its descriptors and entries (in partition order),
-        each segment checked to be named for its own partition."""
-        for r in results:
-            found = r.segments
-            listed = found.descriptors()
-            if not listed:
-                continue
-            for entry in listed:
-                match = _SEGMENT_NAME.fullmatch(entry.name)
-                if match is None or int(match.group(1)) != r.index:
-                    raise ScaleOutError("a task listed a DLQ segment of another partition")
-            entries = (found.record_ids, found.sha256s, found.codes, found.columns)
-            self.records += self._open().adopt_described(listed, entries)
-            self.used = True
-
-    def abort(self, reason: Any = "run_failed") -> RunResult | None:
-        if self._writer is not None:
-            # Tasks may have published segments the driver never adopted: index the disk.
-            self._writer.trust_disk()
-        return super().abort(reason)
-
-    def writer(self) -> RunWriter | None:
-        return self._writer
+    def abort(self, writer: RunWriter, reason: StatusReason) -> RunResult:
+        # Tasks may have published segments the driver never adopted: index the disk.
+        writer.trust_disk()
+        return writer.abort(reason)
 
 
-class ScaleOutStaging(Staging):
-    """The sink load of the tasks' staged Parquet files, and the run's scale-out folder:
-    removed once the load commits or the run fails (nothing else reads it)."""
-
-    folder: Path | None = None
-    files: tuple[Path, ...] = ()
-
-    def begin_staged(self, files: Sequence[Path], schema: pa.Schema) -> None:
-        """Begin the load of ``files`` (checked already) with ``schema``, all of theirs."""
-        self.files = tuple(files)
-        self.begin_empty(schema)
-
-    def commit(self, cursor_to: str | None) -> None:
-        assert self._load is not None, "begin_staged() runs before the commit"
-        started = time.perf_counter()
-        self._load.commit_staged_parquet(self.files, cursor_to=cursor_to)
-        log.info("scaleout.sink_committed", seconds=round(time.perf_counter() - started, 3))
-        self._remove()
-
-    def abort(self) -> None:
-        super().abort()
-        self._remove()
-
-    def _remove(self) -> None:
-        if self.folder is not None:
-            # Reached from the work dir without following a link: a scaleout/ swapped for
-            # one during the run must not make this delete a folder elsewhere.
-            with contextlib.suppress(OSError, DponeError):
-                durable.remove_tree_below(self.folder.parent.parent, self.folder)
+def adopt(pipe: DlqPipe, results: Sequence[PartitionResult]) -> None:
+    """Index every task's segments from its descriptors and entries (in partition order),
+    each segment checked to be named for its own partition."""
+    for r in results:
+        found = r.segments
+        listed = found.descriptors()
+        if not listed:
+            continue
+        for entry in listed:
+            match = _SEGMENT_NAME.fullmatch(entry.name)
+            if match is None or int(match.group(1)) != r.index:
+                raise ScaleOutError("a task listed a DLQ segment of another partition")
+        entries = (found.record_ids, found.sha256s, found.codes, found.columns)
+        pipe.adopted(pipe.open().adopt_described(listed, entries))
 
 
-class ScaleOutStream(Stream):
-    """The stream of an ``engine: dask`` run (see the module's docstring)."""
+def scale_out_stream(
+    ctx: RunContext, parts: Components, engine: AssertionEngine, state: PipelineState
+) -> Stream:
+    """The stream of an ``engine: dask`` run: the local run's, read by :class:`DaskScaleOut`,
+    its DLQ run indexed from the tasks' segments and its load made of their staged files."""
+    scale_out = DaskScaleOut(ctx)
+    return Stream(
+        ctx,
+        parts,
+        engine,
+        state,
+        pipe=DlqPipe(parts.dlq, AdoptedDlqRun(ctx.identity)),
+        staging=Staging(parts.sink, ctx.load_spec, on_end=scale_out.remove_folder),
+        scale_out=scale_out,
+    )
 
-    def __init__(
-        self,
-        ctx: RunContext,
-        parts: Components,
-        engine: AssertionEngine,
-        state: PipelineState,
-    ) -> None:
-        super().__init__(ctx, parts, engine, state)
-        self.pipe: AdoptingPipe = AdoptingPipe(
-            parts.dlq, run_id=ctx.run_id, load_id=ctx.load_id, pipeline=ctx.plan.name
-        )
-        self.staging: ScaleOutStaging = ScaleOutStaging(parts.sink, ctx.load_spec)
+
+class DaskScaleOut:
+    """Reads an ``engine: dask`` run's partitions on a cluster into its stream (see the
+    module's docstring)."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
         #: per partition: index, label, counts (evidence and the report's log)
         self.partition_counts: list[dict[str, Any]] = []
-        #: seconds per stage of the driver's work (the bench reads them)
+        #: seconds per stage of the driver's work (logged as ``scaleout.stages``)
         self.stage_seconds: dict[str, float] = {}
         self._single_reason: str | None = None
+        #: the run's scale-out folder, once made: removed when the load commits or the run
+        #: fails (nothing else reads it)
+        self.folder: Path | None = None
 
-    @property
-    def scale_out(self) -> dict[str, Any]:
+    def evidence(self) -> dict[str, Any]:
         """The evidence's ``scale_out`` section."""
         return {
             "partitions": list(self.partition_counts),
             "single_partition_reason": self._single_reason,
         }
 
-    def run(self) -> Streamed:
-        ctx, parts, state = self.ctx, self.parts, self.state
+    def remove_folder(self) -> None:
+        if self.folder is not None:
+            # Reached from the work dir without following a link: a scaleout/ swapped for
+            # one during the run must not make this delete a folder elsewhere.
+            with contextlib.suppress(OSError, DponeError):
+                durable.remove_tree_below(self.folder.parent.parent, self.folder)
+
+    def read(self, stream: Stream) -> Streamed:
+        ctx, parts, state = self.ctx, stream.parts, stream.state
         plan, source = ctx.plan, parts.source
         clock = time.perf_counter()
-        existing = self.staging.open()
+        existing = stream.staging.open()
         bounds = CursorTracker.create(plan.sink.contract, plan.source.incremental, state)
         after = bounds.pushdown() if source.cursor_pushdown else None
         partitioning = plan_partitions(plan, source, after)
@@ -180,13 +161,12 @@ class ScaleOutStream(Stream):
             log.warning("scaleout.single_partition", reason=partitioning.single_reason)
         folder = ctx.paths.work_dir / SCALEOUT_DIR / ctx.run_id
         durable.make_below(ctx.paths.work_dir, folder / "staged")
-        self.staging.folder = folder
-        self.pipe.open_run()
+        self.folder = folder
+        if parts.dlq is not None:
+            stream.pipe.open()  # the run's ``open`` index exists before any task writes into it
         spec = TaskSpec(
             plan=plan,
-            run_id=ctx.run_id,
-            load_id=ctx.load_id,
-            started_at=ctx.started_at,
+            identity=ctx.identity,
             env={k: ctx.options.env[k] for k in _variables(plan) if k in ctx.options.env},
             existing=existing,
             state=state,
@@ -194,19 +174,19 @@ class ScaleOutStream(Stream):
         )
         self.stage_seconds["partitioning"] = time.perf_counter() - clock
         clock = time.perf_counter()
-        results = self._execute(spec, partitions, plan.runtime.dask)
+        results = self._execute(stream, spec, partitions, plan.runtime.dask)
         self.stage_seconds["tasks"] = time.perf_counter() - clock
         for result in results:  # the first failed partition's error is the run's
             if result.failure is not None:
                 raise result.failure.error()
-        tracker = self._merge(results, partitions)
-        self.engine.finalize()
+        tracker = self._merge(stream, results, partitions)
+        stream.engine.finalize()
         clock = time.perf_counter()
-        self.pipe.adopt(results)
-        self.pipe.close()
+        adopt(stream.pipe, results)
+        stream.pipe.close()
         self.stage_seconds["index_close"] = time.perf_counter() - clock
         checkpoint("after_dlq_close")
-        self._report_progress(len(partitions), len(partitions))
+        self._report_progress(stream, len(partitions), len(partitions))
         clock = time.perf_counter()
         staged = [f for r in results for f in r.staged]
         schemas = [_check_staged(folder / "staged", f) for f in staged]
@@ -215,15 +195,15 @@ class ScaleOutStream(Stream):
         # all, in the order one chunk would have given them.
         fallback = empty[0] if empty else sink_schema(plan.sink.contract)
         schema = functools.reduce(widened, schemas) if schemas else fallback
-        self.staging.begin_staged([folder / "staged" / f.name for f in staged], schema)
+        stream.staging.begin_staged([folder / "staged" / f.name for f in staged], schema)
         self.stage_seconds["staged_check"] = time.perf_counter() - clock
         log.info("scaleout.stages", **{k: round(v, 3) for k, v in self.stage_seconds.items()})
-        return streamed(ctx, tracker, self.tally.late_skipped)
+        return streamed(ctx, tracker, stream.tally.late_skipped)
 
     # --- the cluster ----------------------------------------------------------------------------
 
     def _execute(
-        self, spec: TaskSpec, partitions: Sequence[Partition], config: DaskPlan
+        self, stream: Stream, spec: TaskSpec, partitions: Sequence[Partition], config: DaskPlan
     ) -> list[PartitionResult]:
         from distributed import as_completed
 
@@ -236,7 +216,7 @@ class ScaleOutStream(Stream):
                     run_partition,
                     spec,
                     part,
-                    key=f"dpone-{spec.run_id}-p{part.index:05d}",
+                    key=f"dpone-{spec.identity.run_id}-p{part.index:05d}",
                     pure=False,
                 )
                 for part in partitions
@@ -266,36 +246,37 @@ class ScaleOutStream(Stream):
                     rows_read=result.read,
                     seconds=round(result.seconds, 3),
                 )
-                self._report_progress(len(results), len(partitions), results.values())
+                self._report_progress(stream, len(results), len(partitions), results.values())
         return [results[k] for k in sorted(results)]
 
-    def _report_progress(self, done: int, total: int, results: Any = None) -> None:
+    def _report_progress(self, stream: Stream, done: int, total: int, results: Any = None) -> None:
         """The CLI's bar fills with the partitions done (its "share read")."""
         if self.ctx.options.progress is None:
             return
         if results is not None:
             rows = list(results)
-            self.tally.read = sum(r.read for r in rows)
-            self.tally.loaded = sum(r.loaded for r in rows)
-            self.pipe.records = sum(r.quarantined for r in rows)
-        self.ctx.options.progress(RunProgress.of(self.counts(), bytes_read=done, bytes_total=total))
+            stream.tally.read = sum(r.read for r in rows)
+            stream.tally.loaded = sum(r.loaded for r in rows)
+            stream.pipe.records = sum(r.quarantined for r in rows)
+        progress = RunProgress.of(stream.counts(), bytes_read=done, bytes_total=total)
+        self.ctx.options.progress(progress)
 
     # --- the results ----------------------------------------------------------------------------
 
     def _merge(
-        self, results: Sequence[PartitionResult], partitions: Sequence[Partition]
+        self, stream: Stream, results: Sequence[PartitionResult], partitions: Sequence[Partition]
     ) -> CursorTracker:
         """Every partition's counts, verdicts and cursor into the run's (in partition order)."""
-        ctx, tally, engine = self.ctx, self.tally, self.engine
+        ctx, tally, engine = self.ctx, stream.tally, stream.engine
         plan = ctx.plan
         labels = {p.index: p.label for p in partitions}
         tracker = CursorTracker.create(
             plan.sink.contract,
             plan.source.incremental,
-            self.state,
+            stream.state,
             merge=plan.sink.strategy.mode == "merge",
         )
-        self.pipe.records = 0
+        stream.pipe.records = 0
         tally.read = tally.loaded = tally.warned = tally.skipped = tally.chunks = 0
         tally.rejected = tally.dropped = 0
         tally.late_skipped = 0
@@ -413,4 +394,4 @@ def _client(config: DaskPlan) -> Iterator[Any]:
     log.info("scaleout.cluster_closed", seconds=round(time.perf_counter() - closing, 3))
 
 
-__all__ = ["SCALEOUT_DIR", "ScaleOutError", "ScaleOutStream"]
+__all__ = ["SCALEOUT_DIR", "DaskScaleOut", "ScaleOutError", "scale_out_stream"]

@@ -1,15 +1,16 @@
 """The work of one partition on a Dask worker (SPEC §12).
 
 A task runs the local run's own stream (``runtime/stream.py``: read, enforce, row
-assertions, quarantine, stage) over its partition, with three parts swapped:
+assertions, quarantine, stage) over its partition, given three other collaborators:
 
-- the DLQ pipe writes through a partition's writer (:mod:`dpone.dlq.partition`) into the run
-  the driver holds open: ids, names and bytes derived from (run, partition, chunk, row);
+- the DLQ pipe's :class:`PartitionDlqRun` writes through a partition's writer
+  (:mod:`dpone.dlq.partition`) into the run the driver holds open: ids, names and bytes
+  derived from (run, partition, chunk, row);
 - the sink is :class:`StagedParquet`: each chunk's valid rows become one Parquet file under
   the run's staging folder, published create-only under a name derived from (partition,
   chunk) — the driver loads them all in one sink load;
-- the assertion engine judges rows only: batch verdicts need every partition's count and are
-  the driver's.
+- the stream judges rows only (``batch_verdicts=False``): batch verdicts need every
+  partition's count and are the driver's.
 
 Everything a task writes is a function of its input, so a task the scheduler runs again
 (its worker died) finds its files already there with the very same bytes and writes nothing
@@ -28,7 +29,6 @@ import socket
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -36,7 +36,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dpone import logs
-from dpone.assertions.engine import AssertionEngine
 from dpone.clock import utc_now
 from dpone.connectors.base import LoadMarker, LoadSpec, Sink, Source, SourceChunk, reads_ahead
 from dpone.connectors.batches import rechunk
@@ -46,6 +45,7 @@ from dpone.connectors.sources.file import FileSource
 from dpone.connectors.sql.select import KeyRange
 from dpone.contracts.names import Renamed
 from dpone.dlq import partition as dlq_partition
+from dpone.dlq.index import StatusReason
 from dpone.dlq.partition import PartitionSegments
 from dpone.dlq.result import RunResult
 from dpone.dlq.store import DlqStore
@@ -54,10 +54,9 @@ from dpone.durable import create_only
 from dpone.errors import DponeError, Stage
 from dpone.manifest.plan import Plan
 from dpone.runtime import wiring
-from dpone.runtime.context import RunContext, RunOptions
+from dpone.runtime.context import RunContext
 from dpone.runtime.dlq_pipe import DlqPipe
-from dpone.runtime.interrupts import InterruptWatch
-from dpone.runtime.names import SourceNames
+from dpone.runtime.identity import RunIdentity
 from dpone.runtime.scaleout.partitions import Partition
 from dpone.runtime.stream import Stream
 from dpone.runtime.window import BoundarySeen
@@ -77,19 +76,14 @@ class TaskSpec:
     """What every task of a run shares (sent once per task; small)."""
 
     plan: Plan
-    run_id: str
-    load_id: str
-    started_at: str
+    #: the driver's run: every task writes under its ids
+    identity: RunIdentity
     #: the values of the manifest's ${VAR} references only (secrets resolved on the worker)
     env: Mapping[str, str]
     existing: pa.Schema | None
     state: PipelineState
     #: the run's scale-out folder (shared storage): staged/ and the fault marker
     folder: str
-
-    @property
-    def started(self) -> datetime:
-        return datetime.fromisoformat(self.started_at.replace("Z", "+00:00"))
 
     @property
     def staged_dir(self) -> Path:
@@ -156,7 +150,7 @@ class PartitionResult:
     worker: str = ""
 
 
-# --- the parts swapped into the local stream -------------------------------------------------
+# --- the collaborators of the local stream -----------------------------------------------------
 
 
 class PartitionSource:
@@ -292,35 +286,29 @@ def fault_marker(folder: str | Path) -> Path:
     return folder.parent / f"{folder.name}.{FAULT_MARKER}"
 
 
-class RowScopeEngine(AssertionEngine):
-    """Row verdicts only; the driver judges the batch over every partition's rows."""
+class PartitionDlqRun:
+    """A task's share of the driver's DLQ run: a partition writer, whose ids, names and bytes
+    derive from (run, partition, chunk, row); it ends by listing its segments for the driver
+    to index, never by closing the run (the driver holds it open)."""
 
-    def finalize(self) -> None:
-        return None
-
-
-class PartitionPipe(DlqPipe):
-    """The local DLQ pipe (its writer thread included) over a partition writer."""
-
-    def __init__(self, store: DlqStore | None, spec: TaskSpec, partition: int) -> None:
-        super().__init__(store, run_id=spec.run_id, load_id=spec.load_id, pipeline=spec.plan.name)
+    def __init__(self, spec: TaskSpec, partition: int) -> None:
         self._spec = spec
         self._partition = partition
+        #: the segments written, once :meth:`close` ended the writing
         self.segments = PartitionSegments()
 
-    def _open(self) -> RunWriter:
-        if self._writer is None and self._store is not None:
-            self._writer = dlq_partition.partition_writer(
-                self._store, self._spec.run_id, self._partition, self._spec.started
-            )
-        return super()._open()
+    def open(self, store: DlqStore) -> RunWriter:
+        identity = self._spec.identity
+        return dlq_partition.partition_writer(
+            store, identity.run_id, self._partition, identity.started()
+        )
 
-    def close(self) -> RunResult | None:
-        self.drain()
-        self.stop()
-        if self._writer is not None:
-            self.segments = dlq_partition.finish(self._writer)
+    def close(self, writer: RunWriter) -> RunResult | None:
+        self.segments = dlq_partition.finish(writer)
         return None
+
+    def abort(self, writer: RunWriter, reason: StatusReason) -> RunResult:
+        return writer.abort(reason)
 
 
 # --- the task ---------------------------------------------------------------------------------
@@ -331,7 +319,7 @@ def run_partition(spec: TaskSpec, part: Partition) -> PartitionResult:
     started = time.perf_counter()
     if not logs.is_configured():  # a fresh worker process: the driver's log format
         logs.configure(json=True)
-    logs.bind(run_id=spec.run_id, partition=part.index)
+    logs.bind(run_id=spec.identity.run_id, partition=part.index)
     try:
         log.info("partition.start", kind=part.kind)
         result = _run(spec, part)
@@ -363,10 +351,13 @@ def _run(spec: TaskSpec, part: Partition) -> PartitionResult:
     base, _ = wiring.connectors(plan, spec.env, utc_now, sink=sink)
     source = PartitionSource(base, part)
     parts = wiring.wire(plan, env=spec.env, clock=utc_now, source=source, sink=sink)
-    ctx = _context(spec)
-    engine = RowScopeEngine(plan.quality.assertions, plan.manifest_dir)
-    stream = Stream(ctx, parts, engine, spec.state)
-    stream.pipe = PartitionPipe(parts.dlq, spec, part.index)
+    ctx = RunContext.of_task(plan, spec.identity, spec.env)
+    engine = parts.assertion_engine()
+    dlq_run = PartitionDlqRun(spec, part.index)
+    # Row verdicts only: the driver judges the batch over every partition's rows.
+    stream = Stream(
+        ctx, parts, engine, spec.state, pipe=DlqPipe(parts.dlq, dlq_run), batch_verdicts=False
+    )
     stream.tally.rows_before = part.row_offset
     try:
         stream.run()
@@ -397,26 +388,8 @@ def _run(spec: TaskSpec, part: Partition) -> PartitionResult:
         cursor_read_keys=dict(tracker.read_keys),
         cursor_seen={k: sorted(v) for k, v in tracker.seen.items()},
         boundary=None if tracker.window is None else BoundarySeen.of(tracker.window),
-        segments=stream.pipe.segments,
+        segments=dlq_run.segments,
         staged=tuple(staged.files),
-    )
-
-
-def _context(spec: TaskSpec) -> RunContext:
-    """The driver's run, as seen by a task: its ids and start, no signal handling."""
-    plan = spec.plan
-    options = RunOptions(run_id=spec.run_id, env=spec.env, watch_signals=False)
-    return RunContext(
-        plan=plan,
-        options=options,
-        run_id=spec.run_id,
-        load_id=spec.load_id,
-        started_at=spec.started_at,
-        started=time.perf_counter(),
-        paths=wiring.Paths.of(plan),
-        names=SourceNames.of(plan),
-        interrupts=InterruptWatch(),
-        owns_watch=False,
     )
 
 
