@@ -3,24 +3,24 @@ grouped until they hold about ``ROW_GROUP_TARGET`` chunks' rows."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
 import pyarrow.parquet as pq
 
 from dpone.connectors.base import Partition, Partitioning
 from dpone.connectors.errors import SourceUnavailable
-
-if TYPE_CHECKING:
-    from dpone.connectors.sources.file.source import FileSource
+from dpone.connectors.inputs import SourceFile
 
 #: Parquet row groups are grouped until they hold about this many chunks' rows.
 ROW_GROUP_TARGET = 4
 
 
-def file_partitions(source: FileSource, chunk_size: int) -> Partitioning:
+def file_partitions(
+    files: Sequence[tuple[str, SourceFile]], parquet: bool, chunk_size: int
+) -> Partitioning:
     parts: list[Partition] = []
-    for label, path in source.files():
-        if source.format != "parquet":
+    for label, path in files:
+        if not parquet:
             parts.append(Partition(len(parts), "file", label, file=label))
             continue
         try:

@@ -87,7 +87,7 @@ class FileSource:
         """A partition per file; a Parquet file's row groups grouped (scale-out, SPEC §12)."""
         from dpone.connectors.sources.file.partitions import file_partitions
 
-        return file_partitions(self, chunk_size)
+        return file_partitions(self.files(), self.format == "parquet", chunk_size)
 
     def matches(self, partition: str) -> bool:
         """Whether ``partition`` (a file as a record_ref spells it) is one this source reads."""
