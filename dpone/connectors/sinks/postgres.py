@@ -389,6 +389,8 @@ class PostgresLoad(LoadState):
         try:
             with self._conn.cursor() as cur:
                 cur.execute("SAVEPOINT _dpone_describe")
+                # Named as the commit names its steps: a refused DDL fails here first.
+                self._step.doing = f"creating the schema {quote_ident(sink.dataset)}"
                 cur.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(sink.dataset)}")
                 self._prepare_target(cur)
                 self._step.doing = f"reading the columns of {sink._q(sink.table)}"
