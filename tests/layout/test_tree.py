@@ -5,6 +5,7 @@ modules, their conftests hold fixtures only."""
 from __future__ import annotations
 
 import ast
+import re
 from importlib import resources
 
 from tests.support.paths import ROOT
@@ -35,4 +36,21 @@ def test_no_test_module_imports_from_a_conftest() -> None:
                 continue
             if any(name.split(".")[-1] == "conftest" for name in names):
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert found == []
+
+
+def test_no_source_names_a_step_or_an_issue_of_its_history() -> None:
+    """Comments and docs say why the code is as it is; which step or issue brought it there
+    is the commit log's to say, and means nothing to the next reader."""
+    history = re.compile(r"\bStep \d|\b[Ii]ssue #\d")
+    files = [*(ROOT / "docs").glob("*.md")]
+    for folder in ("dpone", "tests", "bench", "tools"):
+        files += (ROOT / folder).rglob("*.py")
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sorted(files)
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if history.search(line)
+    ]
+    assert files
     assert found == []
