@@ -66,15 +66,3 @@ _.manifest_path
 # The errno of a DLQ storage error, kept on the error for whoever handles it (a test, a
 # caller of the Python API deciding whether a disk is full).
 _.errno_name
-
-# --- dead code deleted on other branches of the same refactor ------------------------------
-# Remove these lines once those branches are merged; vulture must then stay clean without them.
-
-_.quote_qualified  # connectors/_util.py (h-conn)
-_.last_load  # Sink.last_load: the Protocol, five sinks and dpone.testing (h-conn, h-runtime)
-_.expiry  # dlq/model.py (h-dlq)
-_.iter_documents  # DlqStore.iter_documents (h-dlq)
-_.put_records  # RunWriter.put_records (h-dlq)
-_.WORK_DIR  # manifest/paths.py (h-manifest)
-_.redacted  # SecretRef.redacted, manifest/secrets.py (h-manifest)
-_.worker  # PartitionResult.worker: set by a task, read by nothing (h-runtime: use or delete)

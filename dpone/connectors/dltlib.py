@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from dpone.connectors.errors import DltNotInstalled
+from dpone.errors import ConfigError
 from dpone.logs import get_logger
 
 log = get_logger("dpone.dlt")
@@ -33,15 +34,20 @@ MIN_VERSION = (1, 30)
 _TELEMETRY_ENV = "RUNTIME__DLTHUB_TELEMETRY"
 
 
-def import_dlt() -> Any:
-    """The ``dlt`` module, or :class:`DltNotInstalled` (exit 2) naming the fix."""
+def import_dlt(error: type[ConfigError] = DltNotInstalled) -> Any:
+    """The ``dlt`` module, or ``error`` (exit 2, ``DPONE_DLT_NOT_INSTALLED``) naming the fix.
+
+    A source passes its own configuration error class, so that whoever reads sources catches
+    one class for every way a source's configuration cannot become a reader.
+    """
     if "dlt" not in sys.modules:
         os.environ.setdefault(_TELEMETRY_ENV, "false")
     try:
         import dlt
     except ImportError:
-        raise DltNotInstalled(
+        raise error(
             "the manifest uses dlt, but dlt is not installed",
+            code=DltNotInstalled.code,
             fixes=("pip install 'dpone[dlt]'",),
         ) from None
     try:
@@ -49,8 +55,9 @@ def import_dlt() -> Any:
     except importlib.metadata.PackageNotFoundError:
         version = str(getattr(dlt, "__version__", "0"))
     if _release(version) < MIN_VERSION:
-        raise DltNotInstalled(
+        raise error(
             f"dlt {version} is older than the {'.'.join(map(str, MIN_VERSION))} dpone needs",
+            code=DltNotInstalled.code,
             fixes=("pip install -U 'dpone[dlt]'",),
         )
     return dlt

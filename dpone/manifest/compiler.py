@@ -18,7 +18,7 @@ from dpone.manifest.loader import LoadedManifest, load_manifest, parse_manifest
 from dpone.manifest.passes import AFTER_PASSES, PASSES
 from dpone.manifest.plan import Plan
 from dpone.manifest.salvage import salvaged
-from dpone.manifest.validate import invalid_pointers, schema_errors
+from dpone.manifest.schema import invalid_pointers, schema_errors
 
 
 def compile_manifest(

@@ -16,7 +16,7 @@ from dpone.manifest.context import (
     Document,
     PassResult,
 )
-from dpone.manifest.validate import MANIFEST_SCHEMA
+from dpone.manifest.schema import MANIFEST_SCHEMA
 from dpone.published import load_schema, validator
 
 

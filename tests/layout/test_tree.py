@@ -5,6 +5,7 @@ modules, their conftests hold fixtures only."""
 from __future__ import annotations
 
 import ast
+import re
 from importlib import resources
 
 from tests.support.paths import ROOT
@@ -36,3 +37,34 @@ def test_no_test_module_imports_from_a_conftest() -> None:
             if any(name.split(".")[-1] == "conftest" for name in names):
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert found == []
+
+
+def test_no_source_names_a_step_or_an_issue_of_its_history() -> None:
+    """Comments and docs say why the code is as it is; which step or issue brought it there
+    is the commit log's to say, and means nothing to the next reader."""
+    history = re.compile(r"\bStep \d|\b[Ii]ssue #\d")
+    files = [*(ROOT / "docs").glob("*.md")]
+    for folder in ("dpone", "tests", "bench", "tools"):
+        files += (ROOT / folder).rglob("*.py")
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sorted(files)
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if history.search(line)
+    ]
+    assert files
+    assert found == []
+
+
+#: Modules stay small enough to hold in one's head (STYLE): about 450 lines, split by
+#: responsibility; past this one is split before it grows further.
+MAX_MODULE_LINES = 500
+
+
+def test_no_module_outgrows_a_reading() -> None:
+    sizes = {
+        str(path.relative_to(ROOT)): len(path.read_text(encoding="utf-8").splitlines())
+        for path in (ROOT / "dpone").rglob("*.py")
+    }
+    assert len(sizes) > 100
+    assert {name: n for name, n in sizes.items() if n > MAX_MODULE_LINES} == {}

@@ -21,7 +21,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from dpone.connectors import base as connector_base
-from dpone.connectors.base import LoadSpec, SourceChunk
+from dpone.connectors.base import LoadSpec, Partition, Partitioning, SourceChunk
 from dpone.connectors.sinks import SINKS, make_sink
 from dpone.connectors.sinks.duckdb import DuckDbSink
 from dpone.connectors.sinks.filesystem import FilesystemSink
@@ -527,6 +527,14 @@ NOT_SCHEMA_DEFAULTS = {
     (LoadSpec, "keys"),
     (SourceChunk, "failures"),
     (SourceChunk, "present"),
+    # A scale-out partition is the source's own split, never a manifest value.
+    (Partition, "file"),
+    (Partition, "row_groups"),
+    (Partition, "first_row"),
+    (Partition, "where"),
+    (Partition, "order_by"),
+    (Partition, "row_offset"),
+    (Partitioning, "single_reason"),
 }
 
 

@@ -27,7 +27,6 @@ from dpone.ops.replay import (
     plan,
 )
 from dpone.ops.replay.executor import OUTCOMES, Resolution, execute
-from dpone.ops.replay.service import DlqReplayService
 from dpone.ops.verification import verify_store
 from dpone.published import load_schema
 from dpone.testing import FrozenClock
@@ -141,11 +140,10 @@ def test_execute_applies_each_row_once_and_acknowledges_after_the_sink(
     store: DlqStore,
 ) -> None:
     closed_run(store)
-    service = DlqReplayService(store)
-    replay_plan = service.plan("run-1", FakeResolver.identity, FakeSink.identity)
+    replay_plan = plan(store, "run-1", FakeResolver.identity, FakeSink.identity)
     sink = FakeSink()
 
-    result = service.execute_batch(replay_plan, resolver=FakeResolver(), sink=sink)
+    result = execute(store, replay_plan, FakeResolver(), sink)
 
     assert result.counts() == {
         "applied": 3,
@@ -168,7 +166,7 @@ def test_execute_applies_each_row_once_and_acknowledges_after_the_sink(
         assert ack.target_identity == FakeSink.identity
     assert verify_store(store) == []
 
-    again = service.execute_batch(replay_plan, resolver=FakeResolver(), sink=sink)
+    again = execute(store, replay_plan, FakeResolver(), sink)
     assert again.counts()["already_acknowledged"] == 3
     assert sink.calls == 1
 

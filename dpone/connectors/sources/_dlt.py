@@ -1,17 +1,17 @@
-"""What the dlt-backed sources (``rest_api``, ``dlt``) share: the lazy import of dlt, the
+"""What the dlt-backed sources (``rest_api``, ``dlt``) share: the
 ``${ENV_VAR}`` resolution of their config, the hand-over of the committed cursor to dlt's
 incremental, streaming a resource into chunks, and dlt's exceptions as dpone errors.
 
-``import dlt`` costs over a second, so it happens here, inside a run that reads such a
-source, and nowhere else (a test proves ``import dpone`` and ``dpone validate`` of other
-manifests leave it out of ``sys.modules``).
+``import dlt`` costs over a second, so these sources import it through
+:func:`dpone.connectors.dltlib.import_dlt` inside a run that reads them, and nowhere else (a
+test proves ``import dpone`` and ``dpone validate`` of other manifests leave it out of
+``sys.modules``).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from types import ModuleType
 from typing import Any
 
 import pyarrow as pa
@@ -27,21 +27,6 @@ from dpone.contracts.spec import ColumnSpec
 from dpone.contracts.types import arrow_type
 from dpone.errors import DponeError
 from dpone.manifest.secrets import SecretRef
-
-DLT_NOT_INSTALLED = "DPONE_DLT_NOT_INSTALLED"
-
-
-def import_dlt() -> ModuleType:
-    """``dlt``, or the configuration error a manifest without dlt installed gets at run time."""
-    try:
-        import dlt
-    except ImportError:
-        raise SourceConfigError(
-            "this source type needs the dlt package, which is not installed",
-            code=DLT_NOT_INSTALLED,
-            fixes=("install dlt: pip install 'dpone[dlt]' (or pip install dlt)",),
-        ) from None
-    return dlt
 
 
 def resolve_references(value: Any, env: Mapping[str, str]) -> Any:

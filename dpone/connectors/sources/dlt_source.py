@@ -22,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from dpone.connectors.base import SourceChunk
+from dpone.connectors.dltlib import import_dlt
 from dpone.connectors.errors import SourceConfigError, SourceError
 from dpone.connectors.presence import absent_keys, with_presence
 from dpone.connectors.sources import _dlt
@@ -62,7 +63,7 @@ class DltSource:
         yield from _dlt.stream_chunks(batches, partition, chunk_size)
 
     def _resource(self, after: object | None) -> Any:
-        _dlt.import_dlt()
+        import_dlt(SourceConfigError)
         from dlt.extract import DltResource
         from dlt.extract import DltSource as DltSourceObject
 

@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 
 from dpone.connectors.base import SourceChunk
+from dpone.connectors.dltlib import import_dlt
 from dpone.connectors.errors import SourceConfigError, SourceDecodeError, SourceError
 from dpone.connectors.presence import absent_keys, with_presence
 from dpone.connectors.sources import _dlt, _http
@@ -76,7 +77,7 @@ class RestApiSource:
 
     def _resource(self, after: object | None) -> tuple[Any, Any]:
         """dlt's resource for the manifest's block, with the secrets and the cursor in it."""
-        _dlt.import_dlt()
+        import_dlt(SourceConfigError)
         from dlt.sources.helpers.requests import Client
         from dlt.sources.rest_api import rest_api_resources
 

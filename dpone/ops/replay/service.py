@@ -2,19 +2,16 @@
 sink of the caller's (seed 004's Python interface, ``dpone.ops.dlq``).
 
 The plan is the real ``dpone.dlq-replay-plan.v1`` (:func:`dpone.ops.replay.reading.plan`);
-the acknowledgements are the store's (``store.write_acks``). Two ways to execute it:
-
-* :meth:`DlqReplayService.execute` (seed 004) takes a row at a time: it refuses a plan that
-  does not check itself, pins other identities or is not the plan the store gives now; skips
-  the records whose acknowledgement exists (its checksum must match the plan's); resolves
-  every other record by its ``record_ref`` before applying any (``None``: the resolver cannot
-  find it, and the record stays pending); then applies each row with the plan's idempotency
-  key and writes its acknowledgement only after the sink returned. A crash between the two is
-  harmless when the sink keeps the key idempotent: the next execution applies the row again
-  under the same key.
-* :meth:`DlqReplayService.execute_batch` takes batches through the Protocols of
-  :mod:`dpone.ops.replay.executor` (the executor of ``dpone ops quarantine-replay
-  --execute``), whose sink tells which keys it already committed.
+the acknowledgements are the store's (``store.write_acks``).
+:meth:`DlqReplayService.execute` takes a row at a time: it refuses a plan that does not
+check itself, pins other identities or is not the plan the store gives now; skips the records
+whose acknowledgement exists (its checksum must match the plan's); resolves every other
+record by its ``record_ref`` before applying any (``None``: the resolver cannot find it, and
+the record stays pending); then applies each row with the plan's idempotency key and writes
+its acknowledgement only after the sink returned. A crash between the two is harmless when
+the sink keeps the key idempotent: the next execution applies the row again under the same
+key. Batches through Protocols go through :func:`dpone.ops.replay.executor.execute` (the
+executor of ``dpone ops quarantine-replay --execute``).
 """
 
 from __future__ import annotations
@@ -29,13 +26,10 @@ from dpone.logs import get_logger
 from dpone.ops.replay.document import DEFAULT_MAX_ITEMS, UNBOUND, ReplayItem, ReplayPlan
 from dpone.ops.replay.executor import (
     ItemOutcome,
-    RecordResolver,
     ReplayResult,
-    ReplaySink,
     ack_docs,
     check_fresh,
     check_identities,
-    execute,
     replay_id,
 )
 from dpone.ops.replay.reading import plan
@@ -92,12 +86,6 @@ class DlqReplayService:
     ) -> ReplayPlan:
         """The bounded, immutable plan of closed run ``run_id``; every record verified."""
         return plan(self.store, run_id, resolver_identity, target_identity, max_items=max_items)
-
-    def execute_batch(
-        self, plan_: ReplayPlan, *, resolver: RecordResolver, sink: ReplaySink
-    ) -> ReplayResult:
-        """Apply ``plan_`` once in batches (:func:`dpone.ops.replay.executor.execute`)."""
-        return execute(self.store, plan_, resolver, sink)
 
     def execute(
         self, plan_: ReplayPlan, *, resolver: DlqRecordResolver, sink: DlqReplaySink

@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import socket
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -147,7 +146,6 @@ class PartitionResult:
     staged: tuple[StagedFile, ...] = ()
     failure: TaskFailure | None = None
     seconds: float = 0.0
-    worker: str = ""
 
 
 # --- the collaborators of the local stream -----------------------------------------------------
@@ -341,7 +339,7 @@ def run_partition(spec: TaskSpec, part: Partition) -> PartitionResult:
 def _with(result: PartitionResult, **changes: Any) -> PartitionResult:
     from dataclasses import replace
 
-    return replace(result, worker=socket.gethostname(), **changes)
+    return replace(result, **changes)
 
 
 def _run(spec: TaskSpec, part: Partition) -> PartitionResult:

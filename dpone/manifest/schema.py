@@ -1,4 +1,5 @@
-"""JSON Schema validation of a loaded manifest, every error at once, as :class:`ErrorDetail`.
+"""A loaded manifest against its JSON Schema (``dpone.manifest.v1``): every error at once, as
+:class:`ErrorDetail`. The compiler runs it before its passes; ``dpone validate`` runs both.
 
 jsonschema's own messages quote the offending value; a manifest value can be a credential
 typed into the wrong key, so messages here are rebuilt from the schema keyword and never
