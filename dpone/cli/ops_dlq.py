@@ -146,11 +146,19 @@ def render_summary(summary: DlqSummary) -> str:
         for item in run.by_reason_column:
             column = _cell(item.column) if item.column is not None else "-"
             lines.append(f"| {item.code} | {column} | {item.count} |")
-        if not run.hints and run.record_count:
+        if not run.hints and run.record_count and not run.evidence_found:
             lines += [
                 "",
-                "No hints: the run's evidence bundle was not found or recorded none "
+                "No hints: the run's evidence bundle was not found "
                 "(`--evidence-dir` names where the bundles are).",
+            ]
+        elif not run.hints and run.record_count:
+            lines += [
+                "",
+                "No hints: no one setting would load these rows (no token shared by most "
+                "rejects of a column, none repairable by `coercion: safe`); "
+                "each record's reason and row reference are in the run's segments "
+                "(docs/dlq.md, Querying the DLQ with DuckDB).",
             ]
         if run.hints:
             lines += ["", "Hints:", ""]

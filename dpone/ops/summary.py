@@ -48,6 +48,9 @@ class RunSummary:
     by_reason_column: tuple[ReasonCount, ...]
     #: the run's hints from its evidence bundle (``dpone.run.v1`` hints); empty when none
     hints: tuple[Mapping[str, Any], ...] = ()
+    #: whether the run's evidence bundle was found and verified (no hints then means the run
+    #: found no single fix shared by its rejects, not that nobody looked)
+    evidence_found: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -59,6 +62,7 @@ class RunSummary:
             "by_reason": dict(self.by_reason),
             "by_reason_column": [c.to_json() for c in self.by_reason_column],
             "hints": [dict(h) for h in self.hints],
+            "evidence_found": self.evidence_found,
         }
 
 
@@ -101,20 +105,22 @@ def summarize(
     return DlqSummary(tuple(_summarize_run(store, rid, where) for rid in run_ids))
 
 
-def _hints(evidence_dir: Path, pipeline: str | None, run_id: str) -> tuple[dict[str, Any], ...]:
-    """The hints the run's evidence bundle recorded; none when it is absent, unreadable, or
-    its checksum does not verify (a summary never fails on a missing bundle)."""
+def _hints(
+    evidence_dir: Path, pipeline: str | None, run_id: str
+) -> tuple[dict[str, Any], ...] | None:
+    """The hints the run's evidence bundle recorded; ``None`` when the bundle is absent,
+    unreadable, or its checksum does not verify (a summary never fails on a missing bundle)."""
     if not pipeline or pipeline.startswith(".") or "/" in pipeline or "\\" in pipeline:
-        return ()
+        return None
     path = evidence_dir / pipeline / run_id / EVIDENCE_FILE
     try:
         if path.is_symlink() or not path.is_file() or path.stat().st_size > _MAX_EVIDENCE_BYTES:
-            return ()
+            return None
         doc = orjson.loads(path.read_bytes())
     except (OSError, orjson.JSONDecodeError):
-        return ()
+        return None
     if not isinstance(doc, dict) or doc.get("run_id") != run_id or not verify_checksum(doc):
-        return ()
+        return None
     hints = doc.get("hints", [])
     if not isinstance(hints, list):
         return ()
@@ -133,6 +139,7 @@ def _summarize_run(store: DlqStore, run_id: str, evidence_dir: Path) -> RunSumma
     by_reason: Counter[str] = Counter()
     for (code, _), count in pairs.items():
         by_reason[code] += count
+    hints = _hints(evidence_dir, index.pipeline, run_id)
     ordered = sorted(pairs.items(), key=lambda kv: (kv[0][0], kv[0][1] is None, kv[0][1] or ""))
     return RunSummary(
         run_id=run_id,
@@ -142,7 +149,8 @@ def _summarize_run(store: DlqStore, run_id: str, evidence_dir: Path) -> RunSumma
         record_count=sum(pairs.values()),
         by_reason=dict(sorted(by_reason.items())),
         by_reason_column=tuple(ReasonCount(code, col, n) for (code, col), n in ordered),
-        hints=_hints(evidence_dir, index.pipeline, run_id),
+        hints=hints or (),
+        evidence_found=hints is not None,
     )
 
 

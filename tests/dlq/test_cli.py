@@ -106,6 +106,7 @@ def test_summary_counts_an_open_run_from_its_records(store: DlqStore, root: Path
         "by_reason": {"schema.type_mismatch": 4},
         "by_reason_column": None,
         "hints": [],
+        "evidence_found": False,
     }
     writer.close()
 

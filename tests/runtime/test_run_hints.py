@@ -142,6 +142,25 @@ def test_dlq_summary_shows_the_runs_hints(tmp_path: Path) -> None:
     assert 'source.options.csv.null_values: ["NA"]' in markdown
 
 
+def test_dlq_summary_tells_a_missing_bundle_from_a_run_with_no_single_fix(tmp_path: Path) -> None:
+    csv = "id,qty\n1,5\n2,x\n3,y\n4,7\n"
+    columns = "        id: {type: integer}\n        qty: {type: integer}"
+    root = project(tmp_path, csv, columns, name="qty")
+    run_json(root)
+
+    code, out = summary(root, "--format", "json")
+    [run_doc] = json.loads(out)["runs"]
+    assert (code, run_doc["hints"], run_doc["evidence_found"]) == (0, [], True)
+    code, markdown = summary(root)
+    assert "No hints: no one setting would load these rows" in markdown
+
+    code, out = summary(root, "--format", "json", "--evidence-dir", str(tmp_path / "elsewhere"))
+    [run_doc] = json.loads(out)["runs"]
+    assert (code, run_doc["hints"], run_doc["evidence_found"]) == (0, [], False)
+    code, markdown = summary(root, "--evidence-dir", str(tmp_path / "elsewhere"))
+    assert "No hints: the run's evidence bundle was not found" in markdown
+
+
 def test_empty_fields_in_an_integer_column_name_empty_string_is_null(tmp_path: Path) -> None:
     csv = "id,qty\n1,5\n2,\n3,\n4,7\n"
     columns = "        id: {type: integer}\n        qty: {type: integer}"
