@@ -20,6 +20,7 @@ import dpone.ops
 from dpone.canonical import verify_checksum, with_checksum
 from dpone.evidence.model import MAX_RECORD_IDS
 from dpone.published import schema_errors
+from tests import dltkit
 from tests.support.postgres import PG_URL, pg_query
 from tests.support.project import (
     CANARY,
@@ -148,6 +149,31 @@ def test_ddl_is_the_table_after_the_load_and_compatibility_classifies_each_chang
         }
     ]
     project.check_artifacts()
+
+
+@pytest.mark.parametrize("kind", ["dlt_duckdb", "dlt_postgres"])
+def test_the_dlt_sinks_ddl_is_dlts_schema_of_the_table_the_destination_holds(
+    request: pytest.FixtureRequest, tmp_path: Path, kind: str
+) -> None:
+    project = make_project(request, tmp_path, kind)
+    project.write_csv("a.csv", [good(1), good(2), bad(3)])
+    project.write_manifest()
+    first = run(project)
+    assert first["ddl"]["dialect"] == "dlt"
+    held = dltkit.nullable(kind, project.root, project.sink)
+    names = [c[0] for c in columns_of(first)]
+    assert names == list(HEADER)
+    assert {n: held[n] for n in names} == {n: v for n, _, v in columns_of(first)}
+    assert dict((n, t) for n, t, _ in columns_of(first))["amount"].startswith("decimal(")
+
+    # a second load with a new column: dlt's known columns first, then the new one
+    (project.root / "data" / "a.csv").unlink()
+    write_rows(project, "b.csv", (*HEADER, "note"), [(*good(4), "x")])
+    second = run(project)
+    assert [c[0] for c in columns_of(second)] == [*HEADER, "note"]
+    assert columns_of(second)[-1] == ("note", "text", True)
+    assert set(dltkit.nullable(kind, project.root, project.sink)) >= {*HEADER, "note"}
+    assert second["compatibility"]["level"] == "additive"
 
 
 def test_a_failed_run_names_no_ddl_and_no_compatibility(

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dpone.clock import Clock, iso_utc
-from dpone.connectors.base import LoadMarker, LoadSpec
+from dpone.connectors.base import ColumnDefinition, LoadMarker, LoadSpec, TableDefinition
 from dpone.connectors.batches import conform
 from dpone.connectors.dltlib import quiet_dlt
 from dpone.connectors.errors import SinkConfigError, SinkError, SinkUnavailable
@@ -55,6 +55,8 @@ class DltTarget(Protocol):
     dlt: Any
 
     def pipeline(self) -> Any: ...
+
+    def dlt_columns(self) -> dict[str, Any]: ...
 
     def failing(self, doing: str) -> AbstractContextManager[None]: ...
 
@@ -235,6 +237,27 @@ class DltLoad(LoadState):
                 ),
             )
 
+    def target_definition(self) -> TableDefinition:
+        """The table as dlt's schema will hold it once this load is normalized: the columns
+        dlt already knows, in their order, then this load's new ones as dlt types them from
+        Arrow. Dialect ``dlt``: the types are dlt's data types, which each destination maps to
+        its own. dlt's ``_dlt_*`` columns are left out: dlt adds them when it first normalizes
+        a table, so naming them would make a first load's ``ddl`` differ from a second's."""
+        self._require_open()
+        from dlt.common.libs.pyarrow import py_arrow_to_table_schema_columns
+
+        known = self._sink.dlt_columns()
+        staged = py_arrow_to_table_schema_columns(self.spec.schema)
+        columns = {**known, **{n: c for n, c in staged.items() if n not in known}}
+        return TableDefinition(
+            self._sink.target,
+            "dlt",
+            tuple(
+                ColumnDefinition(name, _dlt_type(column), bool(column.get("nullable", True)))
+                for name, column in columns.items()
+            ),
+        )
+
     def _abort(self) -> None:
         """Drop staging; a package dlt may have begun to load is abandoned (see
         :meth:`DltSink.abandon`), the rest of it by the next ``cleanup_abandoned`` if this
@@ -272,3 +295,13 @@ class DltLoad(LoadState):
     def _close(self) -> None:
         with contextlib.suppress(OSError):
             self._close_writer()
+
+
+def _dlt_type(column: dict[str, Any]) -> str:
+    """A dlt column's data type with its precision and scale, e.g. ``decimal(12,2)``."""
+    precision, scale = column.get("precision"), column.get("scale")
+    if precision is None:
+        return str(column["data_type"])
+    if scale is None:
+        return f"{column['data_type']}({precision})"
+    return f"{column['data_type']}({precision},{scale})"

@@ -216,30 +216,35 @@ class DltSink:
 
     # --- Sink ------------------------------------------------------------------------------------
 
-    def existing_schema(self) -> pa.Schema | None:
+    def dlt_columns(self) -> dict[str, Any]:
         """The target's columns as dlt's schema of the pipeline holds them (restored from the
-        destination when the work dir has none), without dlt's own ``_dlt_*`` columns."""
+        destination when the work dir has none), without dlt's own ``_dlt_*`` columns; empty
+        when dlt knows no such table."""
         pipe = self.pipeline()
         with quiet_dlt(), self.failing("reading the destination's schema"):
             if pipe.default_schema_name is None:
                 pipe.sync_destination()
             if pipe.default_schema_name is None:
-                return None
-            schema = pipe.default_schema
-            table = schema.tables.get(self.table_name())
+                return {}
+            table = pipe.default_schema.tables.get(self.table_name())
             if not table:
-                return None
-            columns = {
+                return {}
+            return {
                 name: column
                 for name, column in table.get("columns", {}).items()
                 if not name.startswith("_dlt") and column.get("data_type")
             }
-            if not columns:
-                return None
-            from dlt.common.libs.pyarrow import columns_to_arrow
 
-            arrow: pa.Schema = columns_to_arrow(columns, pipe.destination.capabilities(), "UTC")
-            return arrow
+    def existing_schema(self) -> pa.Schema | None:
+        columns = self.dlt_columns()
+        if not columns:
+            return None
+        from dlt.common.libs.pyarrow import columns_to_arrow
+
+        with quiet_dlt(), self.failing("reading the destination's schema"):
+            capabilities = self.pipeline().destination.capabilities()
+            arrow: pa.Schema = columns_to_arrow(columns, capabilities, "UTC")
+        return arrow
 
     def committed_load(self, load_id: str) -> LoadMarker | None:
         doc = self.records.get(load_id)
