@@ -60,7 +60,8 @@ def check_prevalidated(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
                 "set engine: local",
             )
         )
-    if doc.get("quality", {}).get("assertions"):
+    assertions = doc.get("quality", {}).get("assertions", {})
+    if any(key != "on_failure" and value not in ([], {}) for key, value in assertions.items()):
         reasons.append(
             (
                 "assertions need to see the rows, which a prevalidated load never reads",
