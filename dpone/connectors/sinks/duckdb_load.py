@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from dpone.clock import Clock, iso_utc
 from dpone.connectors.base import ColumnDefinition, LoadMarker, LoadSpec, TableDefinition
+from dpone.connectors.batches import same_columns
 from dpone.connectors.sinks._common import (
     KEY_COLUMN,
     KEYS_TABLE,
@@ -234,7 +235,7 @@ class DuckDbLoad(LoadState):
 
         self._require_open()
         if self.spec.mode == "merge" or any(
-            not _same_columns(pq.read_schema(f), self.spec.schema) for f in files
+            not same_columns(pq.read_schema(f), self.spec.schema) for f in files
         ):
             return super().commit_staged_parquet(files, cursor_to=cursor_to)
         self._parquet = tuple(files)
@@ -359,13 +360,6 @@ class DuckDbLoad(LoadState):
     def _close(self) -> None:
         with contextlib.suppress(duckdb.Error):
             self._con.close()
-
-
-def _same_columns(found: pa.Schema, expected: pa.Schema) -> bool:
-    """The same column names in the same order, of the same Arrow types."""
-    return found.names == expected.names and all(
-        f.type.equals(e.type) for f, e in zip(found, expected, strict=True)
-    )
 
 
 def rollback(con: duckdb.DuckDBPyConnection) -> None:

@@ -38,9 +38,7 @@ class CheckedFile:
         return {"path": self.partition, "rows": self.rows, "sha256": self.sha256}
 
 
-def check_file(
-    partition: str, path: Path, schema: pa.Schema, fingerprint: str
-) -> CheckedFile:
+def check_file(partition: str, path: Path, schema: pa.Schema, fingerprint: str) -> CheckedFile:
     """``path`` checked against the contract's Arrow ``schema`` and ``fingerprint``; raises
     :class:`PrevalidatedFileError` with the failed check's code."""
     try:
