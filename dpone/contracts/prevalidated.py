@@ -14,9 +14,8 @@ holds, so they are left out: tightening ``enforcement`` does not invalidate a pr
 
 from __future__ import annotations
 
-from typing import Any
-
 import json
+from typing import Any
 
 from dpone.canonical import checksum
 from dpone.contracts.spec import ContractSpec

@@ -30,6 +30,7 @@ import pyarrow as pa
 from dpone.clock import Clock, iso_utc, utc_now
 from dpone.connectors.base import ColumnDefinition, LoadMarker, LoadSpec, TableDefinition
 from dpone.connectors.errors import SinkConfigError, SinkSchemaError
+from dpone.connectors.sinks import pgfiles
 from dpone.connectors.sinks._common import (
     KEY_COLUMN,
     KEYS_TABLE,
@@ -41,7 +42,6 @@ from dpone.connectors.sinks._common import (
     positioned,
     probe_join_sql,
 )
-from dpone.connectors.sinks import pgfiles
 from dpone.connectors.sinks.loadstate import LoadState, keys_committed_twice
 from dpone.connectors.sql import postgres as pg
 from dpone.connectors.sql.identifiers import qualify, quote_ident, short_hash
