@@ -253,7 +253,7 @@ def _fingerprint(project: Project, columns: dict[str, Any], enforcement: str = "
 
 def test_the_contract_fingerprint_covers_columns_types_and_nullability(project: Project) -> None:
     pv.write_manifest(project)
-    base = {
+    base: dict[str, Any] = {
         "id": {"type": "integer", "nullable": False},
         "v": {"type": "decimal", "precision": 9, "scale": 2},
     }

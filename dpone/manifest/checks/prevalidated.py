@@ -15,7 +15,6 @@ from dpone.manifest.context import CONTRACT, CompileContext, Document
 from dpone.manifest.pointers import join_pointer
 
 CODE = "DPONE_MANIFEST_PREVALIDATED_UNSUPPORTED"
-POINTER = "/source/prevalidated"
 #: The sinks that load a prevalidated file natively inside their commit's transaction.
 NATIVE_SINKS = ("duckdb", "postgres")
 

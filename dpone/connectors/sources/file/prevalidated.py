@@ -9,7 +9,6 @@ never a value.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -158,8 +157,4 @@ def _nulls(pf: pq.ParquetFile, group: int, name: str, leaf: int | None) -> bool:
     return bool(column.null_count)
 
 
-def total_rows(files: Sequence[CheckedFile]) -> int:
-    return sum(f.rows for f in files)
-
-
-__all__ = ["CHECKS", "CheckedFile", "check_file", "schema_problem", "total_rows"]
+__all__ = ["CHECKS", "CheckedFile", "check_file", "schema_problem"]
