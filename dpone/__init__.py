@@ -21,7 +21,7 @@ from dpone.errors import ConfigError, DponeError, ErrorDetail, ManifestError
 
 if TYPE_CHECKING:
     from dpone import ops
-    from dpone.api import RunFailed, Validation, compile, run, validate
+    from dpone.api import RunFailed, Validation, compile, prevalidated_metadata, run, validate
     from dpone.manifest.plan import Plan
     from dpone.runtime.report import RowCounts, RunReport
 
@@ -31,6 +31,7 @@ __getattr__, __dir__ = exports(
         "validate": "dpone.api",
         "compile": "dpone.api",
         "run": "dpone.api",
+        "prevalidated_metadata": "dpone.api",
         "Validation": "dpone.api",
         "RunFailed": "dpone.api",
         "Plan": "dpone.manifest.plan",
@@ -53,6 +54,7 @@ __all__ = [
     "__version__",
     "compile",
     "ops",
+    "prevalidated_metadata",
     "run",
     "validate",
 ]

@@ -192,6 +192,26 @@ def run(
     return report
 
 
+def prevalidated_metadata(manifest_or_plan: str | os.PathLike[str] | Plan) -> dict[str, str]:
+    """The Parquet key-value metadata a producer writes into each file it exported already
+    held to this manifest's contract, so that a ``source.prevalidated: true`` run loads it
+    natively: ``{"dpone.prevalidated": "<JSON with the contract fingerprint>"}``.
+
+    The mark names the contract (its columns, types and nullability), not the pipeline: a
+    change to the declared columns needs the files exported again. With pyarrow::
+
+        table = table.replace_schema_metadata(
+            {**(table.schema.metadata or {}), **dpone.prevalidated_metadata("manifest.yaml")}
+        )
+        pq.write_table(table, "export/part-0001.parquet")
+    """
+    from dpone.contracts.prevalidated import MARK_KEY, mark_value
+    from dpone.manifest.plan import Plan
+
+    plan = manifest_or_plan if isinstance(manifest_or_plan, Plan) else compile(manifest_or_plan)
+    return {MARK_KEY: mark_value(plan.contract_fingerprint)}
+
+
 def _evolution(evolution: str | Mapping[str, str] | None) -> dict[str, EvolutionMode]:
     """``"freeze"``, ``"columns=freeze,..."`` or ``{"columns": "freeze"}`` as settings."""
     from dpone.manifest.overrides import parse_evolution
@@ -209,6 +229,7 @@ __all__ = [
     "RunFailed",
     "Validation",
     "compile",
+    "prevalidated_metadata",
     "run",
     "validate",
     "validation_document",

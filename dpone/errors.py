@@ -295,6 +295,7 @@ MANIFEST_CODES: Mapping[str, str] = {
     "DPONE_MANIFEST_SINK_OPTION": "a sink option that does not fit the sink type",
     "DPONE_MANIFEST_ENGINE_UNAVAILABLE": "engine dask without the dpone[dask] extra installed",
     "DPONE_MANIFEST_ENGINE_UNSUPPORTED": "a manifest feature engine dask does not support",
+    "DPONE_MANIFEST_PREVALIDATED_UNSUPPORTED": "source.prevalidated with what it cannot honour",
     "DPONE_MANIFEST_UNIQUE_KEY_COLUMN": "a unique_key column the contract does not declare",
     "DPONE_MANIFEST_INCREMENTAL_COLUMN": "an incremental cursor the contract types as unorderable",
     "DPONE_MANIFEST_INCREMENTAL_LAG": "an incremental lag on a cursor type without arithmetic",

@@ -76,6 +76,14 @@ def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
+def same_columns(found: pa.Schema, expected: pa.Schema) -> bool:
+    """The same column names in the same order, of the same Arrow types (nullability and
+    metadata aside)."""
+    return found.names == expected.names and all(
+        f.type.equals(e.type) for f, e in zip(found, expected, strict=True)
+    )
+
+
 def position_mask(positions: Sequence[int], size: int) -> pa.BooleanArray:
     """A mask of ``size`` rows, True at ``positions``."""
     everything = pa.array(range(size), pa.int64())

@@ -90,6 +90,13 @@ class SourceTooManyColumns(SourceError):
         )
 
 
+class PrevalidatedFileError(SourceError):
+    """A ``prevalidated`` source's file does not hold what its mark promises (or is no
+    readable Parquet file): the run fails closed, nothing loaded. ``code`` says which check."""
+
+    code = "DPONE_PREVALIDATED_FILE"
+
+
 class SourceUnavailable(TransientError):
     """The source's server or file system failed underneath us; may work on retry."""
 
@@ -231,6 +238,11 @@ CONNECTOR_CODES: dict[str, str] = {
     "DPONE_SOURCE_PAGINATION_LOOP": "the API's pagination asked for a page it had asked for",
     "DPONE_SOURCE_MAX_PAGES": "the API paginated past the source's max_pages",
     "DPONE_SOURCE_RESPONSE_TOO_LARGE": "an API response is larger than max_response_bytes",
+    "DPONE_PREVALIDATED_FILE": "a prevalidated source's file is not a readable Parquet file",
+    "DPONE_PREVALIDATED_NOT_MARKED": "a prevalidated source's file carries no dpone mark",
+    "DPONE_PREVALIDATED_FINGERPRINT": "a prevalidated file was marked for another contract",
+    "DPONE_PREVALIDATED_SCHEMA": "a prevalidated file's columns or types are not the contract's",
+    "DPONE_PREVALIDATED_NULLS": "a prevalidated file holds NULL in a NOT NULL column",
     "DPONE_SINK_FAILED": "the sink refused the load",
     "DPONE_SINK_SCHEMA_MISMATCH": "rows do not fit the load schema or the target table",
     "DPONE_SINK_CONSTRAINT_VIOLATION": "rows break a unique, not-null or other constraint",

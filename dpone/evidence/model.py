@@ -142,6 +142,9 @@ class Evidence:
     #: ``engine: dask`` only (SPEC §12): per-partition counts, and why the source ran as one
     #: partition when it did
     scale_out: Mapping[str, Any] | None = None
+    #: ``source.prevalidated`` only: the contract fingerprint, the checks every file passed,
+    #: and the files (as the manifest's glob spells them) with their rows and SHA-256
+    prevalidated: Mapping[str, Any] | None = None
     #: a strict contract failure's first failing rows, by record_ref (never values)
     failure_record_refs: tuple[str, ...] = ()
     #: the run report's hints (``dpone.run.v1`` ``hints``), when it has any
@@ -174,6 +177,8 @@ class Evidence:
         doc = self._doc()
         if self.scale_out is not None:
             doc["scale_out"] = dict(self.scale_out)
+        if self.prevalidated is not None:
+            doc["prevalidated"] = dict(self.prevalidated)
         if self.failure_record_refs:
             doc["failure_record_refs"] = list(self.failure_record_refs)
         if self.hints:

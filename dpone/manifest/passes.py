@@ -21,6 +21,7 @@ from dpone.manifest.checks.engine import check_engine
 from dpone.manifest.checks.incremental import check_incremental
 from dpone.manifest.checks.paths import check_dlq_directory, check_nul_bytes
 from dpone.manifest.checks.predicates import check_predicates
+from dpone.manifest.checks.prevalidated import check_prevalidated
 from dpone.manifest.checks.secrets import check_secrets
 from dpone.manifest.checks.source import check_source
 from dpone.manifest.checks.storage import check_storage
@@ -43,6 +44,7 @@ STATIC_CHECKS: tuple[Check, ...] = (
     check_dlt_source,
     check_assertions,
     check_engine,
+    check_prevalidated,
 )
 
 #: What each check reads (JSON pointers): it runs after schema errors only when none of them
@@ -67,6 +69,7 @@ STATIC_INPUTS: dict[Check, tuple[str, ...]] = {
         "/runtime/engine",
         f"{ASSERTIONS}/unique_columns",
     ),
+    check_prevalidated: ("/source", "/sink", "/runtime/engine", ASSERTIONS),
 }
 
 #: The compiler's pure passes, in order.

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from dpone.assertions.spec import AssertionSpec, Policy
+from dpone.contracts.prevalidated import contract_fingerprint
 from dpone.contracts.spec import ContractSpec
 from dpone.dlq.policy import DlqPolicy, is_production
 from dpone.manifest.secrets import SecretRef
@@ -133,6 +134,12 @@ class Plan:
     @property
     def is_production(self) -> bool:
         return is_production(self.environment)
+
+    @property
+    def contract_fingerprint(self) -> str:
+        """``sha256:`` over the declared columns (names, types, nullability): what a producer's
+        mark on a prevalidated Parquet file must carry (``dpone.prevalidated_metadata``)."""
+        return contract_fingerprint(self.sink.contract)
 
     @property
     def secret_names(self) -> tuple[str, ...]:

@@ -288,7 +288,12 @@ class _Run:
 def _stream(
     ctx: RunContext, parts: Components, engine: AssertionEngine, state: PipelineState
 ) -> Stream:
-    """This process reads the source (``engine: local``), or a Dask cluster does (§12)."""
+    """This process reads the source (``engine: local``), or a Dask cluster does (§12), or
+    this process checks a prevalidated source's files and the sink reads them."""
+    if getattr(ctx.plan.source.spec, "prevalidated", False):
+        from dpone.runtime.prevalidated import prevalidated_stream
+
+        return prevalidated_stream(ctx, parts, engine, state)
     if ctx.plan.runtime.engine == "dask":
         from dpone.runtime.scaleout.driver import scale_out_stream
 

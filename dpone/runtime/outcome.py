@@ -6,7 +6,10 @@ before the sink commit, so recovery can publish it) and a run that failed.
 
 from __future__ import annotations
 
+from typing import Any
+
 from dpone.assertions.engine import AssertionFailed
+from dpone.connectors.errors import PrevalidatedFileError
 from dpone.contracts.errors import ContractViolation, SchemaFrozen
 from dpone.errors import DponeError
 from dpone.evidence import lineage
@@ -19,9 +22,14 @@ from dpone.runtime.wiring import relative
 #: Failures that say the data broke the contract or an assertion, not that the machinery broke
 #: (the evidence's ``failed_quality_gate``).
 QUALITY_FAILURES: tuple[type[DponeError], ...] = (ContractViolation, SchemaFrozen, AssertionFailed)
+#: A prevalidated file whose columns, types or NULLs break the contract: the data's failure
+#: too (an unreadable, unmarked or foreign-marked file is the producer's machinery's).
+PREVALIDATED_QUALITY_CODES = ("DPONE_PREVALIDATED_SCHEMA", "DPONE_PREVALIDATED_NULLS")
 
 
 def is_quality_failure(failure: DponeError | None) -> bool:
+    if isinstance(failure, PrevalidatedFileError):
+        return failure.code in PREVALIDATED_QUALITY_CODES
     return isinstance(failure, QUALITY_FAILURES)
 
 
@@ -87,7 +95,8 @@ def evidence(
         compatibility=None
         if failure is not None
         else compatibility(ctx.target, staging.existing, staging.written, changes).to_json(),
-        scale_out=None if stream.scale_out is None else stream.scale_out.evidence(),
+        scale_out=_section(stream, "scale_out"),
+        prevalidated=_section(stream, "prevalidated"),
         hints=tuple(h.to_json() for h in stream.hints(loaded=loaded)),
         facets=lineage.facets(
             engine.verdicts(),
@@ -103,6 +112,12 @@ def evidence(
             assertion_params_by_name={a.name: a.params for a in plan.quality.assertions},
         ),
     )
+
+
+def _section(stream: Stream, name: str) -> dict[str, Any] | None:
+    """The evidence section ``name`` of the stream's other reader, when it has that one."""
+    reader = stream.scale_out
+    return reader.evidence() if reader is not None and reader.section == name else None
 
 
 __all__ = ["QUALITY_FAILURES", "evidence", "is_quality_failure"]

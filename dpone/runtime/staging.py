@@ -103,7 +103,11 @@ class Staging:
         else:
             started = perf_counter()
             self._load.commit_staged_parquet(self._files, cursor_to=cursor_to)
-            log.info("scaleout.sink_committed", seconds=round(perf_counter() - started, 3))
+            log.info(
+                "sink.files_committed",
+                files=len(self._files),
+                seconds=round(perf_counter() - started, 3),
+            )
         self._end()
 
     def abort(self) -> None:

@@ -63,15 +63,19 @@ class Streamed:
 
 
 class ScaleOut(Protocol):
-    """Reads a stream's source elsewhere (``engine: dask``): the partitions' counts, verdicts,
-    DLQ records and staged rows end up in the stream as a local read's would."""
+    """Reads a stream's source elsewhere (``engine: dask``; or checks a prevalidated source's
+    files instead of reading them): the counts, verdicts, DLQ records and staged rows end up
+    in the stream as a local read's would."""
+
+    #: the evidence's section :meth:`evidence` fills (``scale_out``, ``prevalidated``)
+    section: str
 
     def read(self, stream: Stream) -> Streamed:
         """What :meth:`Stream.run` returns: the DLQ run closed, every valid row staged."""
         ...
 
     def evidence(self) -> dict[str, Any]:
-        """The evidence's ``scale_out`` section (so far, when the run failed)."""
+        """The evidence's :attr:`section` (so far, when the run failed)."""
         ...
 
 

@@ -22,6 +22,7 @@ PUBLIC = {
     "__version__",
     "compile",
     "ops",
+    "prevalidated_metadata",
     "run",
     "validate",
 }

@@ -311,6 +311,7 @@ TYPED: dict[str, tuple[Accessor, Typed]] = {
         lambda p, _: p.source.spec.config["resource"]["endpoint"]["auth"]["type"],
         _same,
     ),
+    "/source/prevalidated": (lambda p, _: p.source.spec.prevalidated, _same),
     "/sink/dataset": (lambda p, _: p.sink.dataset, _same),
     "/sink/database": (lambda p, _: p.sink.spec.database, _as_path),
     "/sink/strategy/mode": (lambda p, _: p.sink.strategy.mode, _same),

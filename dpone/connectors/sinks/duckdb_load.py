@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from dpone.clock import Clock, iso_utc
 from dpone.connectors.base import ColumnDefinition, LoadMarker, LoadSpec, TableDefinition
+from dpone.connectors.batches import same_columns
 from dpone.connectors.sinks._common import (
     KEY_COLUMN,
     KEYS_TABLE,
@@ -226,13 +227,15 @@ class DuckDbLoad(LoadState):
         """Commit with the rows of ``files`` read by DuckDB itself inside the commit's
         transaction (``INSERT INTO ... SELECT ... FROM read_parquet([...])``): no row passes
         through Python and none is staged twice. A merge (its rows numbered for "last wins"),
-        or files whose schema is not this load's, go through :meth:`write` instead (the
-        base's way, which conforms every batch)."""
-        import pyarrow.parquet as pq  # a scale-out run's only: a local run never loads it
+        or files whose columns or types are not this load's, go through :meth:`write` instead
+        (the base's way, which conforms every batch). Nullability is not compared: a file may
+        write a NOT NULL column as optional, and the target's NOT NULL (set by the commit)
+        refuses a NULL inside the same transaction."""
+        import pyarrow.parquet as pq  # scale-out and prevalidated runs only
 
         self._require_open()
         if self.spec.mode == "merge" or any(
-            not pq.read_schema(f).remove_metadata().equals(self.spec.schema) for f in files
+            not same_columns(pq.read_schema(f), self.spec.schema) for f in files
         ):
             return super().commit_staged_parquet(files, cursor_to=cursor_to)
         self._parquet = tuple(files)

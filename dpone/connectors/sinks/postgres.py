@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -29,6 +30,7 @@ import pyarrow as pa
 from dpone.clock import Clock, iso_utc, utc_now
 from dpone.connectors.base import ColumnDefinition, LoadMarker, LoadSpec, TableDefinition
 from dpone.connectors.errors import SinkConfigError, SinkSchemaError
+from dpone.connectors.sinks import pgfiles
 from dpone.connectors.sinks._common import (
     KEY_COLUMN,
     KEYS_TABLE,
@@ -249,6 +251,22 @@ class PostgresLoad(LoadState):
             raise pg.sink_error(
                 exc, f"inserting rows into the staging table {temporary(self._stage_table)}"
             ) from None
+
+    def commit_staged_parquet(
+        self, files: Sequence[Path], *, cursor_to: str | None = None
+    ) -> LoadMarker:
+        """Commit with the rows of ``files`` sent into the staging table by one binary COPY per
+        file (``pgfiles.py``), inside this load's transaction. A merge (its rows numbered) or
+        files whose columns are not this load's go through :meth:`write` (the base's way)."""
+        self._require_open()
+        if self.spec.mode == "merge" or not pgfiles.all_match(files, self.spec.schema):
+            return super().commit_staged_parquet(files, cursor_to=cursor_to)
+        try:
+            self.rows += pgfiles.ingest_files(self._conn, self._stage_table, files)
+        except BaseException:
+            self.abort()
+            raise
+        return self.commit(cursor_to=cursor_to)
 
     def _widen(self, spec: LoadSpec, added: list[pa.Field]) -> None:
         """The new columns appended to the staging table (the commit creates or extends the

@@ -104,6 +104,9 @@ class FileSourceSpec:
     incremental: IncrementalPlan | None
     #: ``runtime.max_columns``: the reader stops at a header (or JSON objects) wider than this
     max_columns: int
+    #: ``prevalidated``: Parquet files a producer marked as held to the contract, checked and
+    #: loaded through the sink's native path instead of the row-by-row enforcement
+    prevalidated: bool
 
     @property
     def secrets(self) -> tuple[SecretRef, ...]:
@@ -237,6 +240,7 @@ def _file_source(
         storage=_storage(options.get("storage")),
         incremental=incremental_plan(section),
         max_columns=max_columns,
+        prevalidated=section["prevalidated"],
     )
 
 

@@ -122,6 +122,9 @@ class DaskScaleOut:
     """Reads an ``engine: dask`` run's partitions on a cluster into its stream (see the
     module's docstring)."""
 
+    #: the evidence's section :meth:`evidence` fills
+    section = "scale_out"
+
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
         #: per partition: index, label, counts (evidence and the report's log)
