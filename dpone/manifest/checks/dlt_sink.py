@@ -4,7 +4,8 @@ The schema already names dlt's destinations (an enum, so an unknown one is repor
 line without importing dlt) and the keys of the section. What it cannot say: ``merge`` into
 dlt's ``filesystem`` destination needs a table format (``delta`` or ``iceberg``): on plain
 Parquet or JSONL files dlt falls back to ``append`` with a warning, which would break the
-merge promise silently. Refused here instead.
+merge promise silently. Refused here instead; so is ``deleted_column`` under ``scd2``
+(``connectors/sinks/dlt/hints.py`` says why).
 """
 
 from __future__ import annotations
@@ -40,6 +41,18 @@ def check_dlt_sink(doc: dict[str, Any], ctx: CompileContext) -> list[ErrorDetail
                     "package) or {table_format: iceberg} (needs pyiceberg)",
                     "or use strategy mode append or replace",
                 ),
+            )
+        )
+    strategy = sink["strategy"]
+    if strategy.get("merge_strategy") == "scd2" and "deleted_column" in strategy:
+        errors.append(
+            ctx.error(
+                "DPONE_MANIFEST_SINK_OPTION",
+                "the dlt sink cannot apply deleted_column under scd2: dlt's scd2 opens a "
+                "version for a row marked deleted instead of only closing the current one",
+                f"{SINK}/strategy/deleted_column",
+                at_key=True,
+                fixes=("use sink type duckdb or postgres, or remove deleted_column",),
             )
         )
     return errors
