@@ -55,8 +55,8 @@ def load(sink: Sink, load_id: str, rows: list[Row], **strategy: Any) -> None:
         **strategy,
     )
     staged = sink.begin(spec)
-    columns = list(zip(*rows, strict=True)) if rows else [[], [], [], []]
-    staged.write(pa.record_batch([pa.array(c, f.type) for c, f in zip(columns, SCHEMA)], SCHEMA))
+    arrays = [pa.array([r[i] for r in rows], f.type) for i, f in enumerate(SCHEMA)]
+    staged.write(pa.record_batch(arrays, schema=SCHEMA))
     staged.commit()
 
 
@@ -152,7 +152,8 @@ def test_scd2_keeps_history(sql: Target, clock: StepClock) -> None:
     load(sink, "l4", [(3, 1, "c", False)], valid_at=at(4), **SCD2)
     assert history(sql) == [*after[:4], (3, "c", at(4), None), after[4]]
     schema = sink.existing_schema()
-    assert schema is not None and schema.names == SCHEMA.names  # dpone's columns are its own
+    assert schema is not None
+    assert schema.names == SCHEMA.names  # dpone's columns are its own
 
 
 def test_scd2_without_a_boundary_uses_the_sinks_clock(sql: Target, clock: StepClock) -> None:
@@ -191,7 +192,8 @@ def test_load_columns_carry_the_load_id(target: Target, clock: StepClock, mode: 
     else:
         assert pairs == [(1, "l1"), (2, "l1"), (2, "l2"), (3, "l2")]
     schema = sink.existing_schema()
-    assert schema is not None and "_dpone_load_id" not in schema.names
+    assert schema is not None
+    assert "_dpone_load_id" not in schema.names
 
 
 @pytest.mark.parametrize(
