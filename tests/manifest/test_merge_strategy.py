@@ -19,7 +19,7 @@ def manifest(strategy: str, sink: str = "type: duckdb", extra: str = "") -> str:
     return text + COLUMNS
 
 
-def errors(text: str) -> list[tuple[str, str]]:
+def errors(text: str) -> list[tuple[str, str | None]]:
     with pytest.raises(DponeError) as caught:
         compile_text(text)
     return [(e.code, e.pointer) for e in caught.value.errors]
