@@ -279,6 +279,7 @@ MANIFEST_CODES: Mapping[str, str] = {
     "DPONE_MANIFEST_RANGE": "a number or length is out of range",
     "DPONE_MANIFEST_SCHEMA": "the manifest breaks another schema rule",
     "DPONE_MANIFEST_MERGE_WITHOUT_KEY": "strategy merge without unique_key",
+    "DPONE_MANIFEST_MERGE_STRATEGY": "a merge setting that does not fit the mode or merge strategy",
     "DPONE_MANIFEST_PII_PRESERVE_IN_PRODUCTION": "pii_policy preserve in a production environment",
     "DPONE_MANIFEST_DECIMAL_SCALE": "a decimal's scale exceeds its precision",
     "DPONE_MANIFEST_COLUMN_NAME": "contract column names or their source keys collide",

@@ -12,16 +12,22 @@ import re
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
 import pyarrow as pa
 
 from dpone.connectors.errors import SinkConfigError
-from dpone.manifest.plan import StrategyMode
+from dpone.manifest.plan import LoadColumn, MergeStrategy, StrategyMode
 
 #: How a load applies its rows: the strategy the manifest chose (one vocabulary, in the plan).
 LOAD_MODES: tuple[str, ...] = get_args(StrategyMode)
+MERGE_STRATEGIES: tuple[str, ...] = get_args(MergeStrategy)
+LOAD_COLUMNS: tuple[str, ...] = get_args(LoadColumn)
+#: What a sink adds to the rows (SPEC §13): the load's id, an scd2 version's validity and hash.
+LOAD_ID_COLUMN = "_dpone_load_id"
+VALID_FROM, VALID_TO, ROW_HASH = "_dpone_valid_from", "_dpone_valid_to", "_dpone_row_hash"
 
 #: load ids and run ids end up in table names, file names and markers.
 ID_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
@@ -176,6 +182,16 @@ class LoadSpec:
     #: Idempotency keys the load carries (a replay batch: one per row), committed in the same
     #: transaction as its rows and marker; :meth:`KeyedSink.committed_keys` finds them again.
     keys: tuple[str, ...] = ()
+    #: How a merge applies its rows (SPEC §13); only ``upsert`` outside a merge.
+    merge_strategy: MergeStrategy = "upsert"
+    #: ``delete-insert``: target rows whose values of these columns the load holds go first.
+    merge_key: tuple[str, ...] = ()
+    #: A boolean column of the load: true deletes the key's row (closes its scd2 version).
+    deleted_column: str | None = None
+    #: ``scd2``: when versions open and close (aware); None: the sink's clock at the commit.
+    valid_at: datetime | None = None
+    #: dpone's columns added to every row (``load_id``: ``_dpone_load_id``).
+    load_columns: tuple[LoadColumn, ...] = ()
 
     def __post_init__(self) -> None:
         for name, value in (("load_id", self.load_id), ("run_id", self.run_id)):
@@ -194,7 +210,7 @@ class LoadSpec:
             raise SinkConfigError("the load schema repeats a column name")
         if any(n.startswith("_dpone") for n in names):
             raise SinkConfigError("column names starting with _dpone are reserved")
-        if self.mode == "merge" and not self.unique_key:
+        if self.mode == "merge" and not self.unique_key and self.merge_strategy != "delete-insert":
             raise SinkConfigError(
                 "merge needs a unique_key", code="DPONE_MANIFEST_MERGE_WITHOUT_KEY"
             )
@@ -203,6 +219,34 @@ class LoadSpec:
             raise SinkConfigError(
                 f"unique_key column(s) {', '.join(missing)} are not in the load schema"
             )
+        self._check_merge(names)
+
+    def _check_merge(self, names: list[str]) -> None:
+        """The merge settings fit the mode and the merge strategy (the compiler says it first,
+        for a manifest; this is for every other caller)."""
+        if self.merge_strategy not in MERGE_STRATEGIES:
+            raise SinkConfigError(
+                f"unknown merge strategy; expected one of {', '.join(MERGE_STRATEGIES)}"
+            )
+        if any(c not in LOAD_COLUMNS for c in self.load_columns):
+            raise SinkConfigError(f"unknown load column; expected one of {', '.join(LOAD_COLUMNS)}")
+        if self.mode != "merge" and (
+            self.merge_strategy != "upsert" or self.merge_key or self.deleted_column
+        ):
+            raise SinkConfigError("merge_strategy, merge_key and deleted_column need mode merge")
+        if self.merge_strategy == "delete-insert" and not self.merge_key:
+            raise SinkConfigError("delete-insert needs a merge_key")
+        missing = [k for k in self.merge_key if k not in names]
+        if missing:
+            raise SinkConfigError(
+                f"merge_key column(s) {', '.join(missing)} are not in the load schema"
+            )
+        if self.deleted_column is not None:
+            i = self.schema.get_field_index(self.deleted_column)
+            if i < 0 or not pa.types.is_boolean(self.schema.field(i).type):
+                raise SinkConfigError("deleted_column must be a boolean column of the load")
+        if self.valid_at is not None and self.valid_at.tzinfo is None:
+            raise SinkConfigError("valid_at must be an aware datetime")
 
 
 @dataclass(frozen=True, slots=True)

@@ -88,19 +88,28 @@ def build_plan(doc: dict[str, Any], manifest: LoadedManifest) -> Plan:
             spec=sink_spec(
                 sink, SinkPlace(base, doc["name"], resolve_under(base, runtime["work_dir"]))
             ),
-            strategy=StrategyPlan(
-                mode=sink["strategy"]["mode"],
-                unique_key=tuple(sink["strategy"].get("unique_key", ())),
-            ),
+            strategy=_strategy(sink["strategy"]),
             contract=contract,
             dlq=dlq,
             evidence_dir=resolve_under(base, options["runtime_evidence"]["output_dir"]),
+            load_columns=tuple(options.get("load_columns", ())),
         ),
         quality=_quality(doc),
         state_type=doc["state"]["type"],
         observability=doc["observability"],
         document=doc,
         fingerprint=fingerprint_of(doc),
+    )
+
+
+def _strategy(strategy: dict[str, Any]) -> StrategyPlan:
+    return StrategyPlan(
+        mode=strategy["mode"],
+        unique_key=tuple(strategy.get("unique_key", ())),
+        merge_strategy=strategy.get("merge_strategy"),
+        merge_key=tuple(strategy.get("merge_key", ())),
+        deleted_column=strategy.get("deleted_column"),
+        boundary_timestamp=strategy.get("boundary_timestamp"),
     )
 
 

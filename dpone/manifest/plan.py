@@ -9,6 +9,7 @@ JSON Schema, so nothing here (nor in the connectors built from it) defaults a ma
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,6 +23,10 @@ from dpone.manifest.specs import IncrementalPlan, SinkSpec, SourceSpec
 PLAN_SCHEMA_ID = "dpone.plan.v1"
 
 StrategyMode = Literal["append", "replace", "merge"]
+#: How a ``merge`` applies its rows (``strategy.merge_strategy``, SPEC §13).
+MergeStrategy = Literal["upsert", "delete-insert", "scd2"]
+#: Columns a sink can add to every loaded row (``sink.options.load_columns``).
+LoadColumn = Literal["load_id"]
 
 
 def _connection(spec: SourceSpec | SinkSpec) -> SecretRef | None:
@@ -59,6 +64,20 @@ class SourcePlan:
 class StrategyPlan:
     mode: StrategyMode
     unique_key: tuple[str, ...]
+    #: None unless ``mode`` is merge (then ``upsert`` unless the manifest says otherwise)
+    merge_strategy: MergeStrategy | None
+    #: ``delete-insert``'s columns: target rows whose values the load holds are replaced
+    merge_key: tuple[str, ...]
+    #: a boolean column whose true rows delete (close, under scd2) the row of their key
+    deleted_column: str | None
+    #: ``scd2``: when versions open and close (ISO-8601 UTC); None: the run's start
+    boundary_timestamp: str | None
+
+    def boundary(self) -> datetime | None:
+        """``boundary_timestamp`` as an aware datetime (the compiler checked it parses)."""
+        if self.boundary_timestamp is None:
+            return None
+        return datetime.fromisoformat(self.boundary_timestamp)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +88,8 @@ class SinkPlan:
     contract: ContractSpec
     dlq: DlqPolicy
     evidence_dir: Path
+    #: dpone's columns added to every loaded row (``load_id`` -> ``_dpone_load_id``)
+    load_columns: tuple[LoadColumn, ...]
 
     @property
     def type(self) -> str:

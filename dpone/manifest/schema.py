@@ -17,6 +17,7 @@ from typing import Any
 from jsonschema.exceptions import ValidationError, best_match
 
 from dpone.errors import ErrorDetail
+from dpone.manifest.dltwords import dlt_word_fix
 from dpone.manifest.loader import LoadedManifest, locate
 from dpone.manifest.pointers import join_pointer
 from dpone.published import validator
@@ -146,8 +147,11 @@ def _details(manifest: LoadedManifest, error: ValidationError) -> Iterator[Error
                 # is reported on its own (unevaluatedProperties counts a failed branch's
                 # keys as unevaluated).
                 continue
+            dlt_word = dlt_word_fix(pointer, key)
             close = difflib.get_close_matches(key, known, n=1)
-            fixes = [f"did you mean '{close[0]}'?"] if close else []
+            fixes = [dlt_word] if dlt_word else []
+            if close and not dlt_word:
+                fixes.append(f"did you mean '{close[0]}'?")
             if known:
                 fixes.append(f"keys allowed here: {', '.join(known)}")
             fixes.append("custom annotations are allowed under keys starting with 'x-'")

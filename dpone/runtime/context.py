@@ -157,6 +157,7 @@ class RunContext:
     def load_spec(self, schema: pa.Schema) -> LoadSpec:
         """The load's identity and strategy; its cursor is given at commit, once it is known."""
         strategy, identity = self.plan.sink.strategy, self.identity
+        scd2 = strategy.merge_strategy == "scd2"
         return LoadSpec(
             pipeline=identity.pipeline,
             run_id=identity.run_id,
@@ -164,6 +165,13 @@ class RunContext:
             schema=schema,
             mode=strategy.mode,
             unique_key=strategy.unique_key,
+            merge_strategy=strategy.merge_strategy or "upsert",
+            merge_key=strategy.merge_key,
+            deleted_column=strategy.deleted_column,
+            # scd2 versions open at the boundary, or when the run started: a rerun of a
+            # killed run (a new run) opens them at its own start.
+            valid_at=(strategy.boundary() or identity.started()) if scd2 else None,
+            load_columns=self.plan.sink.load_columns,
         )
 
 

@@ -165,6 +165,8 @@ sink: {type: postgres, connection: "${PG_URL}", table: orders}
     "dlt": "name: v_dlt\nsource: {type: dlt, ref: 'rows:rows'}\nsink: {type: duckdb, table: t}\n",
     "postgres": "name: v_postgres\nsource: {type: postgres, connection: '${PG_URL}', table: t}\n"
     "sink: {type: filesystem, path: lake, table: t}\n",
+    "merge_duckdb": "name: v_merge\nsource: {type: python, callable: 'rows:rows'}\n"
+    "sink: {type: duckdb, table: t, strategy: {mode: merge, unique_key: [id]}}\n",
     "postgres_keys": "name: v_postgres_keys\nsource: {type: postgres, connection: '${PG_URL}',"
     " table: t, partition_column: id}\nsink: {type: duckdb, table: t}\n",
 }
@@ -315,6 +317,7 @@ TYPED: dict[str, tuple[Accessor, Typed]] = {
     "/sink/dataset": (lambda p, _: p.sink.dataset, _same),
     "/sink/database": (lambda p, _: p.sink.spec.database, _as_path),
     "/sink/strategy/mode": (lambda p, _: p.sink.strategy.mode, _same),
+    "/sink/strategy/merge_strategy": (lambda p, _: p.sink.strategy.merge_strategy, _same),
     "/sink/options/schema_contract/enforcement": (lambda p, _: p.sink.contract.enforcement, _same),
     "/sink/options/schema_contract/coercion": (lambda p, _: p.sink.contract.coercion, _same),
     "/sink/options/schema_contract/columns": (lambda p, _: p.sink.contract.columns, _as_tuple),
@@ -526,6 +529,13 @@ NOT_SCHEMA_DEFAULTS = {
     (LoadSpec, "unique_key"),
     (LoadSpec, "cursor_to"),
     (LoadSpec, "keys"),
+    # upsert, as the schema's default under mode merge (a conditional default of an object
+    # LoadSpec is not: test_merge_strategy_default_is_the_schema_default checks it)
+    (LoadSpec, "merge_strategy"),
+    (LoadSpec, "merge_key"),
+    (LoadSpec, "deleted_column"),
+    (LoadSpec, "valid_at"),
+    (LoadSpec, "load_columns"),
     (SourceChunk, "failures"),
     (SourceChunk, "present"),
     # A scale-out partition is the source's own split, never a manifest value.
@@ -583,3 +593,9 @@ def test_a_library_dataclass_default_is_the_schema_default(cls: type[Any], name:
     assert len(found) == 1, pointer
     expected = tuple(found[0]) if isinstance(found[0], dict) else found[0]
     assert _field_defaults(cls)[name] == expected, pointer
+
+
+def test_merge_strategy_default_is_the_schema_default() -> None:
+    found = [d for d in DEFAULTS if d.pointer == "/sink/strategy/merge_strategy"]
+    assert [d.value for d in found] == ["upsert"]
+    assert _field_defaults(LoadSpec)["merge_strategy"] == "upsert"

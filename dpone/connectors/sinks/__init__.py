@@ -76,7 +76,6 @@ def _dlt(spec: DltSinkSpec, env: Mapping[str, str], clock: Clock) -> Sink:
         credentials=credentials,
         options=options,
         loader_file_format=spec.loader_file_format,
-        merge_key=spec.merge_key,
         clock=clock,
     )
 

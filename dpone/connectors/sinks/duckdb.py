@@ -56,6 +56,7 @@ from dpone.connectors.sinks.duckdb_load import (
 )
 from dpone.connectors.sources.duckdb import interruptible, utc_labels
 from dpone.connectors.sql.identifiers import qualify, quote_ident, short_hash
+from dpone.connectors.sql.merge import is_dpone_column
 from dpone.manifest.specs import DuckdbSinkSpec
 
 
@@ -201,7 +202,13 @@ class DuckDbSink(KeyProbes):
                     return None
                 table = con.sql(f"SELECT * FROM {self.q(self.table)} LIMIT 0").to_arrow_table()
                 nullable = {name: flag for name, _, flag in self.table_columns(con, self.table)}
-            schema = pa.schema([f.with_nullable(nullable.get(f.name, True)) for f in table.schema])
+            schema = pa.schema(
+                [
+                    f.with_nullable(nullable.get(f.name, True))
+                    for f in table.schema
+                    if not is_dpone_column(f.name)  # the sink's own: never a load's
+                ]
+            )
             return utc_labels(schema)
         except duckdb.Error as exc:
             raise duck_error(exc, what) from None

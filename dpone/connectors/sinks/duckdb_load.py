@@ -27,6 +27,7 @@ from dpone.connectors.sinks._duck_errors import duck_error
 from dpone.connectors.sinks.loadstate import LoadState, keys_committed_twice
 from dpone.connectors.sources.duckdb import interruptible
 from dpone.connectors.sql.identifiers import quote_ident
+from dpone.connectors.sql.merge import MergeSql, extra_columns
 
 #: DuckDB's row group size (rows): staging inserts whole row groups (see DuckDbLoad._stage).
 ROW_GROUP_ROWS = 122_880
@@ -184,6 +185,7 @@ class DuckDbLoad(LoadState):
                 target, stage = q(sink.table), q(self._stage_table)
                 adopted = (
                     spec.mode != "merge"
+                    and not spec.load_columns
                     and self._stage_names == spec.schema.names
                     and not sink.table_exists(con, sink.table)
                 )
@@ -227,15 +229,17 @@ class DuckDbLoad(LoadState):
         """Commit with the rows of ``files`` read by DuckDB itself inside the commit's
         transaction (``INSERT INTO ... SELECT ... FROM read_parquet([...])``): no row passes
         through Python and none is staged twice. A merge (its rows numbered for "last wins"),
-        or files whose columns or types are not this load's, go through :meth:`write` instead
-        (the base's way, which conforms every batch). Nullability is not compared: a file may
-        write a NOT NULL column as optional, and the target's NOT NULL (set by the commit)
-        refuses a NULL inside the same transaction."""
+        a load that adds dpone's columns, or files whose columns or types are not this load's,
+        go through :meth:`write` instead (the base's way, which conforms every batch).
+        Nullability is not compared: a file may write a NOT NULL column as optional, and the
+        target's NOT NULL (set by the commit) refuses a NULL inside the same transaction."""
         import pyarrow.parquet as pq  # scale-out and prevalidated runs only
 
         self._require_open()
-        if self.spec.mode == "merge" or any(
-            not same_columns(pq.read_schema(f), self.spec.schema) for f in files
+        if (
+            self.spec.mode == "merge"
+            or self.spec.load_columns
+            or any(not same_columns(pq.read_schema(f), self.spec.schema) for f in files)
         ):
             return super().commit_staged_parquet(files, cursor_to=cursor_to)
         self._parquet = tuple(files)
@@ -269,29 +273,20 @@ class DuckDbLoad(LoadState):
         con.unregister(NEW_KEYS)
 
     def _apply(self, con: duckdb.DuckDBPyConnection, target: str, stage: str) -> None:
-        """Move the staged rows into an existing target per the strategy."""
-        spec, step = self.spec, self._step
-        cols = ", ".join(quote_ident(n) for n in spec.schema.names)
-        if spec.mode == "replace":
-            step.doing = f"emptying {target} to replace its rows"
-            con.execute(f"DELETE FROM {target}")
-        if spec.mode == "merge":
-            keys = [quote_ident(k) for k in spec.unique_key]
-            on = " AND ".join(f"t.{k} = s.{k}" for k in keys)
-            step.doing = f"merging into {target} on {', '.join(keys)}"
-            con.execute(
-                f"DELETE FROM {target} AS t USING (SELECT DISTINCT {', '.join(keys)} "
-                f"FROM {stage}) AS s WHERE {on}"
-            )
-            rn = quote_ident("_dpone_rn")
-            source = (
-                f"(SELECT *, row_number() OVER (PARTITION BY {', '.join(keys)} "
-                f"ORDER BY {quote_ident(SEQ)} DESC) AS {rn} FROM {stage}) WHERE {rn} = 1"
-            )
-        else:
-            step.doing = f"inserting the staged rows into {target}"
-            source = stage
-        con.execute(f"INSERT INTO {target} ({cols}) SELECT {cols} FROM {source}")
+        """Move the staged rows into an existing target per the strategy (``sql/merge.py``)."""
+        spec = self.spec
+        merge = MergeSql(
+            spec=spec,
+            dialect="duckdb",
+            target=target,
+            stage=stage,
+            scratch=quote_ident(self._stage_table + "_v"),
+            seq=SEQ,
+            at=spec.valid_at or self._sink.clock(),
+        )
+        for statement in merge.statements():
+            self._step.doing = statement.doing
+            con.execute(statement.sql)
 
     def _adopt_stage(self, con: duckdb.DuckDBPyConnection) -> None:
         sink, step = self._sink, self._step
@@ -305,23 +300,25 @@ class DuckDbLoad(LoadState):
                 con.execute(f"ALTER TABLE {target} ALTER COLUMN {column} SET NOT NULL")
 
     def _prepare_target(self, con: duckdb.DuckDBPyConnection) -> None:
-        """Create the target from the staged column types, or add the columns it lacks."""
+        """Create the target from the staged column types (and the columns dpone adds), or
+        add the columns it lacks."""
         sink, step = self._sink, self._step
         target = sink.q(sink.table)
         by_name = {c[0]: c for c in sink.table_columns(con, self._stage_table)}
-        staged = [by_name[name] for name in self.spec.schema.names]  # the load's order
+        staged = [by_name[name][:2] for name in self.spec.schema.names]  # the load's order
+        staged += extra_columns(self.spec, "duckdb")
         nullable = {f.name: f.nullable for f in self.spec.schema}
         if not sink.table_exists(con, sink.table):
             columns = ", ".join(
-                f"{quote_ident(name)} {dtype}{'' if nullable[name] else ' NOT NULL'}"
-                for name, dtype, _ in staged
+                f"{quote_ident(name)} {dtype}{'' if nullable.get(name, True) else ' NOT NULL'}"
+                for name, dtype in staged
             )
             step.doing = f"creating the table {target}"
             con.execute(f"CREATE TABLE {target} ({columns})")
             return
         # DuckDB matches quoted names case-insensitively: "Amount" and "amount" are one column.
         present = {name.lower() for name, _, _ in sink.table_columns(con, sink.table)}
-        for name, dtype, _ in staged:
+        for name, dtype in staged:
             if name.lower() not in present:
                 step.doing = f"adding column {quote_ident(name)} to {target}"
                 con.execute(f"ALTER TABLE {target} ADD COLUMN {quote_ident(name)} {dtype}")

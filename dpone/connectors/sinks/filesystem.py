@@ -57,11 +57,13 @@ from dpone.connectors.sinks._common import PROBE_POSITION, os_error, positioned,
 from dpone.connectors.sinks.fsfiles import (
     create_json,
     dedup,
+    file_schema,
     parquet_writer,
     read_schema,
     read_table,
     rewrite_without,
     rmtree,
+    with_load_columns,
     write_json,
 )
 from dpone.connectors.sinks.fsmarkers import (
@@ -76,6 +78,7 @@ from dpone.connectors.sinks.fsmarkers import (
     token_doc,
 )
 from dpone.connectors.sinks.loadstate import LoadState, keys_committed_twice
+from dpone.connectors.sql.merge import is_dpone_column
 from dpone.errors import DponeError
 from dpone.manifest.specs import FilesystemSinkSpec
 
@@ -207,13 +210,22 @@ class FilesystemSink:
     def existing_schema(self) -> pa.Schema | None:
         schemas = [read_schema(path) for path in self.committed_files() if path.is_file()]
         if schemas:
-            return pa.unify_schemas(schemas)
+            unified = pa.unify_schemas(schemas)
+            # The sink's own columns (``_dpone_load_id``) are never a load's.
+            return pa.schema([f for f in unified if not is_dpone_column(f.name)])
         mine = [d for d in self._marker_docs() if d["target"] == self.target]
         if not mine:
             return None
         return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(mine[-1]["arrow_schema"])))
 
     def begin(self, load: LoadSpec) -> FilesystemLoad:
+        if load.merge_strategy != "upsert" or load.deleted_column is not None:
+            # The compiler refuses these first (DPONE_MANIFEST_SINK_OPTION).
+            raise SinkConfigError(
+                "the filesystem sink merges by rewriting files on unique_key (upsert) only: "
+                "no delete-insert, scd2 or deleted_column",
+                fixes=("use sink type duckdb or postgres for these strategies",),
+            )
         self.recover_all()  # refuses links where the sink keeps its folders (_marker_docs)
         return FilesystemLoad(self, load)
 
@@ -335,10 +347,10 @@ class FilesystemLoad(LoadState):
             if self._writer is None or self._rows_in_part >= self._sink.max_rows_per_file:
                 self._close_writer()
                 part = self._staging / f"part-{len(self._parts):05d}.parquet"
-                self._writer = parquet_writer(part, self.spec.schema)
+                self._writer = parquet_writer(part, file_schema(self.spec))
                 self._parts.append(part)
                 self._rows_in_part = 0
-            self._writer.write_batch(batch)
+            self._writer.write_batch(with_load_columns(self.spec, batch))
             self._rows_in_part += batch.num_rows
         except OSError as exc:
             raise os_error(exc, "filesystem sink: staging rows") from None
@@ -355,7 +367,7 @@ class FilesystemLoad(LoadState):
         try:
             self._close_writer()
             for part in self._parts:
-                widen_parquet(part, spec.schema)
+                widen_parquet(part, file_schema(spec))
         except OSError as exc:
             raise os_error(exc, "filesystem sink: adding columns to staged rows") from None
 
@@ -407,7 +419,7 @@ class FilesystemLoad(LoadState):
         load's files; ``append`` and ``merge`` keep the live files (a merge rewrites some,
         in their own schema) and add this load's. Types are Arrow's names of the columns."""
         self._require_open()
-        schema = self.spec.schema
+        schema = file_schema(self.spec)
         existing = None if self.spec.mode == "replace" else self._sink.existing_schema()
         if existing is not None:
             try:
@@ -437,7 +449,7 @@ class FilesystemLoad(LoadState):
         if spec.mode == "replace":
             removes = [sink._rel(p) for p in live]
         elif spec.mode == "merge" and staged:
-            staged, keys = dedup(staged, spec.unique_key, self._staging, spec.schema)
+            staged, keys = dedup(staged, spec.unique_key, self._staging, file_schema(spec))
             for i, path in enumerate(live):
                 out = self._staging / f"rewrite-{i:05d}.parquet"
                 kept = rewrite_without(path, keys, spec.unique_key, out)

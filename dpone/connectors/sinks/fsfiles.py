@@ -1,5 +1,5 @@
-"""The filesystem sink's files: merge by rewriting the files that hold a key (last wins), and
-the durable reads and writes of table files and JSON documents."""
+"""The filesystem sink's files: the columns dpone adds, merge by rewriting the files that hold a
+key (last wins), and the durable reads and writes of table files and JSON documents."""
 
 from __future__ import annotations
 
@@ -14,11 +14,30 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dpone import durable
+from dpone.connectors.base import LOAD_ID_COLUMN, LoadSpec
 from dpone.connectors.errors import SinkError, SinkFileCorrupt, SinkSchemaError
 from dpone.connectors.sinks._common import os_error
 from dpone.connectors.sinks.fsmarkers import is_identifier
 
 _READ_BATCH = 65_536
+
+
+# --- dpone's columns -----------------------------------------------------------------------
+
+
+def file_schema(spec: LoadSpec) -> pa.Schema:
+    """A load's files' schema: the load's, and ``_dpone_load_id`` when it asks for it."""
+    if "load_id" in spec.load_columns:
+        return spec.schema.append(pa.field(LOAD_ID_COLUMN, pa.string()))
+    return spec.schema
+
+
+def with_load_columns(spec: LoadSpec, batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` with the load columns ``spec`` asks for (its load id on every row)."""
+    if "load_id" not in spec.load_columns:
+        return batch
+    ids = pa.array([spec.load_id] * batch.num_rows, pa.string())
+    return batch.append_column(pa.field(LOAD_ID_COLUMN, pa.string()), ids)
 
 
 # --- merge helpers ---------------------------------------------------------------------------

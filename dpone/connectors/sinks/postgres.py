@@ -45,6 +45,7 @@ from dpone.connectors.sinks._common import (
 from dpone.connectors.sinks.loadstate import LoadState, keys_committed_twice
 from dpone.connectors.sql import postgres as pg
 from dpone.connectors.sql.identifiers import qualify, quote_ident, short_hash
+from dpone.connectors.sql.merge import MergeSql, extra_columns, is_dpone_column
 from dpone.connectors.sql.pgtypes import arrow_type, pg_type, staging_array
 from dpone.errors import DponeError
 from dpone.manifest.specs import PostgresSinkSpec
@@ -176,7 +177,11 @@ class PostgresSink(KeyProbes):
         if not columns:
             return None
         return pa.schema(
-            [pa.field(name, arrow_type(dtype), not notnull) for name, dtype, notnull in columns]
+            [
+                pa.field(name, arrow_type(dtype), not notnull)
+                for name, dtype, notnull in columns
+                if not is_dpone_column(name)  # the sink's own: never a load's
+            ]
         )
 
     def committed_load(self, load_id: str) -> LoadMarker | None:
@@ -324,31 +329,18 @@ class PostgresLoad(LoadState):
             self._conn.rollback()  # also drops the staging table
             return marker_from_row(row)
         self._prepare_target(cur)
-        target, stage = q(sink.table), temporary(self._stage_table)
-        names = [quote_ident(n) for n in spec.schema.names]
-        select = ", ".join(
-            f"{n}::jsonb" if isinstance(f.type, pa.JsonType) else n
-            for n, f in zip(names, spec.schema, strict=True)
+        merge = MergeSql(
+            spec=spec,
+            dialect="postgres",
+            target=q(sink.table),
+            stage=temporary(self._stage_table),
+            scratch=quote_ident(self._stage_table + "_v"),
+            seq=_SEQ,
+            at=spec.valid_at or sink._clock(),
         )
-        if spec.mode == "replace":
-            step.doing = f"emptying {target} to replace its rows"
-            cur.execute(f"TRUNCATE {target}")
-        if spec.mode == "merge":
-            keys = [quote_ident(k) for k in spec.unique_key]
-            on = " AND ".join(f"t.{k} = s.{k}" for k in keys)
-            step.doing = f"merging into {target} on {', '.join(keys)}"
-            cur.execute(
-                f"DELETE FROM {target} AS t USING (SELECT DISTINCT {', '.join(keys)} "
-                f"FROM {stage}) AS s WHERE {on}"
-            )
-            source = (
-                f"SELECT DISTINCT ON ({', '.join(keys)}) {select} FROM {stage} "
-                f"ORDER BY {', '.join(keys)}, {quote_ident(_SEQ)} DESC"
-            )
-        else:
-            step.doing = f"inserting the staged rows into {target}"
-            source = f"SELECT {select} FROM {stage}"
-        cur.execute(f"INSERT INTO {target} ({', '.join(names)}) {source}")
+        for statement in merge.statements():
+            step.doing = statement.doing
+            cur.execute(statement.sql)
         marker = self.new_marker(sink.target, iso_utc(sink._clock()))
         step.doing = f"inserting the load marker into {q(_LOADS)}"
         cur.execute(
@@ -359,7 +351,7 @@ class PostgresLoad(LoadState):
         if spec.keys:
             step.doing = f"inserting idempotency keys into {q(KEYS_TABLE)}"
             self._insert_keys(cur)
-        step.doing = f"committing the load into {target}"
+        step.doing = f"committing the load into {merge.target}"
         self._conn.commit()  # ON COMMIT DROP removes the staging table
         return marker
 
@@ -378,23 +370,23 @@ class PostgresLoad(LoadState):
         )
 
     def _prepare_target(self, cur: Any) -> None:
+        """Create the target (with the columns dpone adds), or add the columns it lacks."""
         sink, spec, step = self._sink, self.spec, self._step
         target = sink._q(sink.table)
         step.doing = f"reading the columns of {target}"
         present = {name for name, _, _ in sink.columns(cur, sink.table)}
+        wanted = [(f.name, pg_type(f.type), "" if f.nullable else " NOT NULL") for f in spec.schema]
+        wanted += [(name, dtype, "") for name, dtype in extra_columns(spec, "postgres")]
         if not present:
-            columns = ", ".join(
-                f"{quote_ident(f.name)} {pg_type(f.type)}{'' if f.nullable else ' NOT NULL'}"
-                for f in spec.schema
-            )
+            columns = ", ".join(f"{quote_ident(n)} {dtype}{null}" for n, dtype, null in wanted)
             step.doing = f"creating the table {target}"
             cur.execute(f"CREATE TABLE {target} ({columns})")
             return
-        for field in spec.schema:
-            if field.name not in present:
-                column = quote_ident(field.name)
+        for name, dtype, _ in wanted:
+            if name not in present:
+                column = quote_ident(name)
                 step.doing = f"adding column {column} to {target}"
-                cur.execute(f"ALTER TABLE {target} ADD COLUMN {column} {pg_type(field.type)}")
+                cur.execute(f"ALTER TABLE {target} ADD COLUMN {column} {dtype}")
 
     def target_definition(self) -> TableDefinition:
         """The target as this load's commit leaves it, read from PostgreSQL's catalog inside

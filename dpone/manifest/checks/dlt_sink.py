@@ -1,12 +1,11 @@
 """Static checks of a ``sink: {type: dlt}`` section beyond its JSON Schema.
 
 The schema already names dlt's destinations (an enum, so an unknown one is reported with its
-line without importing dlt) and the keys of the section. What it cannot say:
-
-- ``merge`` into dlt's ``filesystem`` destination needs a table format (``delta`` or
-  ``iceberg``): on plain Parquet or JSONL files dlt falls back to ``append`` with a warning,
-  which would break the merge promise silently. Refused here instead.
-- ``merge_key`` means something only under ``merge``, and names contract columns.
+line without importing dlt) and the keys of the section. What it cannot say: ``merge`` into
+dlt's ``filesystem`` destination needs a table format (``delta`` or ``iceberg``): on plain
+Parquet or JSONL files dlt falls back to ``append`` with a warning, which would break the
+merge promise silently. Refused here instead; so is ``deleted_column`` under ``scd2``
+(``connectors/sinks/dlt/hints.py`` says why).
 """
 
 from __future__ import annotations
@@ -44,26 +43,16 @@ def check_dlt_sink(doc: dict[str, Any], ctx: CompileContext) -> list[ErrorDetail
                 ),
             )
         )
-    merge_key = sink.get("merge_key")
-    if merge_key is not None and mode != "merge":
+    strategy = sink["strategy"]
+    if strategy.get("merge_strategy") == "scd2" and "deleted_column" in strategy:
         errors.append(
             ctx.error(
                 "DPONE_MANIFEST_SINK_OPTION",
-                "merge_key applies only to strategy mode merge",
-                f"{SINK}/merge_key",
+                "the dlt sink cannot apply deleted_column under scd2: dlt's scd2 opens a "
+                "version for a row marked deleted instead of only closing the current one",
+                f"{SINK}/strategy/deleted_column",
                 at_key=True,
-                fixes=("remove merge_key, or set strategy mode: merge",),
+                fixes=("use sink type duckdb or postgres, or remove deleted_column",),
             )
         )
-    columns = sink["options"]["schema_contract"]["columns"]
-    for i, column in enumerate(merge_key or ()):
-        if columns and column not in columns:
-            errors.append(
-                ctx.error(
-                    "DPONE_MANIFEST_UNIQUE_KEY_COLUMN",
-                    f"merge_key column '{column}' is not declared in the contract",
-                    f"{SINK}/merge_key/{i}",
-                    fixes=(f"declare '{column}' under schema_contract.columns",),
-                )
-            )
     return errors

@@ -61,7 +61,6 @@ class DltSinkSpec(SinkTarget):
     credentials: SecretRef | None
     destination_options: Mapping[str, Any]
     loader_file_format: str | None
-    merge_key: tuple[str, ...]
     base_dir: Path
     pipeline: str
     work_dir: Path
@@ -116,7 +115,6 @@ def _dlt_sink(section: Section, at: SinkPlace) -> DltSinkSpec:
         credentials=SecretRef(credentials) if credentials is not None else None,
         destination_options=dict(section.get("destination_options") or {}),
         loader_file_format=section.get("loader_file_format"),
-        merge_key=tuple(section.get("merge_key") or ()),
         base_dir=at.base,
         pipeline=at.pipeline,
         work_dir=at.work_dir,

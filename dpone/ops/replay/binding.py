@@ -68,6 +68,8 @@ class SinkReplayTarget:
         self._run_id = run_id
         self._mode = strategy.mode
         self._unique_key = strategy.unique_key
+        self._strategy = strategy
+        self._load_columns = manifest.sink.load_columns
 
     def committed(self, keys: Sequence[str]) -> set[str]:
         return self.sink.committed_keys(keys)
@@ -82,6 +84,13 @@ class SinkReplayTarget:
                 mode=self._mode,
                 unique_key=self._unique_key,
                 keys=tuple(keys),
+                merge_strategy=self._strategy.merge_strategy or "upsert",
+                merge_key=self._strategy.merge_key,
+                deleted_column=self._strategy.deleted_column,
+                # None under scd2: versions open when the replay batch commits (the sink's
+                # clock), unless the manifest fixes the boundary.
+                valid_at=self._strategy.boundary(),
+                load_columns=self._load_columns,
             )
         )
         try:

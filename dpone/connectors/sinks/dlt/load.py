@@ -21,6 +21,7 @@ from dpone.connectors.dltlib import quiet_dlt
 from dpone.connectors.errors import SinkConfigError, SinkError, SinkUnavailable
 from dpone.connectors.sinks._common import os_error
 from dpone.connectors.sinks.dlt.destination import LOAD_ID_COLUMN
+from dpone.connectors.sinks.dlt.hints import resource_hints, with_added
 from dpone.connectors.sinks.dlt.records import RECORD_SCHEMA, PackageRecords, marker
 from dpone.connectors.sinks.loadstate import LoadState
 from dpone.errors import DponeError
@@ -31,11 +32,6 @@ log = get_logger("dpone.sink")
 
 _SEQ = "_dpone_seq"  # staging only: a row's position in the load, for merge's last-wins
 _READ_BATCH = 65_536
-_MODES = {
-    "append": "append",
-    "replace": "replace",
-    "merge": {"disposition": "merge", "strategy": "delete-insert"},
-}
 
 
 class DltTarget(Protocol):
@@ -49,7 +45,6 @@ class DltTarget(Protocol):
     root: Path
     records: PackageRecords
     loader_file_format: str | None
-    merge_key: tuple[str, ...]
     table_format: str | None
     clock: Clock
     dlt: Any
@@ -123,12 +118,14 @@ class DltLoad(LoadState):
             raise os_error(exc, "dlt sink: staging rows") from None
 
     def _rows(self) -> Iterator[pa.Table]:
-        """The staged rows as dlt receives them: merge keeps the last row of each key."""
+        """The staged rows as dlt receives them: merge keeps the last row of each key, and
+        the columns dpone adds (``dlt_hints.with_added``) are on every row."""
+        spec = self.spec
         if not self._file.exists():  # no row was staged
-            yield self.spec.schema.empty_table()
+            yield with_added(spec, spec.schema.empty_table())
             return
         keep: pa.Array | None = None
-        if self.spec.mode == "merge":
+        if self.spec.mode == "merge" and self.spec.unique_key:
             keys = list(self.spec.unique_key)
             index = pq.read_table(self._file, columns=[*keys, _SEQ])
             last = index.group_by(keys, use_threads=False).aggregate([(_SEQ, "max")])
@@ -139,7 +136,7 @@ class DltLoad(LoadState):
                 batch = batch.filter(pc.is_in(batch.column(_SEQ), value_set=keep))
             if self.spec.mode == "merge":
                 batch = batch.drop_columns([_SEQ])
-            yield pa.Table.from_batches([batch], schema=self.spec.schema)
+            yield with_added(spec, pa.Table.from_batches([batch], schema=self.spec.schema))
 
     def _resource(self) -> Any:
         sink, spec = self._sink, self.spec
@@ -155,10 +152,8 @@ class DltLoad(LoadState):
             rows,
             name="dpone_rows",
             table_name=sink.table,
-            write_disposition=_MODES[spec.mode],
-            primary_key=list(spec.unique_key) or None,
-            merge_key=list(sink.merge_key) or None,
             table_format=sink.table_format,
+            **resource_hints(spec),
         )
 
     def _commit(self) -> LoadMarker:

@@ -94,7 +94,6 @@ class DltSink:
         credentials: str | None = None,
         options: Mapping[str, Any] | None = None,
         loader_file_format: str | None = None,
-        merge_key: tuple[str, ...] = (),
         clock: Clock = utc_now,
     ) -> None:
         self.destination = destination
@@ -106,7 +105,6 @@ class DltSink:
         self.dlt_pipeline_name = f"dpone_{pipeline}"
         self.root = Path(work_dir) / "dlt" / pipeline
         self.loader_file_format = loader_file_format
-        self.merge_key = merge_key
         self.clock = clock
         self.dlt = import_dlt()
         settings = dict(options or {})
