@@ -185,6 +185,8 @@ class ManifestError(ConfigError):
 
     code = "DPONE_MANIFEST_INVALID"
     stage = "validate"
+    #: what the compiler warns about besides the errors (a deprecated key), set by it
+    warnings: tuple[ErrorDetail, ...] = ()
 
     @classmethod
     def collect(cls, errors: Iterable[ErrorDetail], path: str | None) -> ManifestError:

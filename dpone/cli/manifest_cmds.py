@@ -43,6 +43,8 @@ def validate_cmd(manifests: tuple[str, ...], allow_any_import: bool, fmt: str) -
             else:
                 assert result.fingerprint is not None
                 click.echo(f"ok       {path}  ({result.name}, {result.fingerprint[:19]}…)")
+            for warning in result.warnings:
+                click.echo(render_detail(warning), err=True)
         doc = validation_document(results)
         valid: bool = doc["valid"]
         if fmt == "json":

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from dpone.assertions.spec import AssertionSpec, Policy
 from dpone.contracts.spec import ContractSpec
 from dpone.dlq.policy import DlqPolicy, is_production
+from dpone.errors import ErrorDetail
 from dpone.manifest.secrets import SecretRef
 from dpone.manifest.specs import IncrementalPlan, SinkSpec, SourceSpec
 
@@ -129,6 +130,11 @@ class Plan:
     document: dict[str, Any]
     """The normalized manifest: defaults applied, ``x-*`` keys dropped, paths as written."""
     fingerprint: str
+    quarantine_export: Path | None
+    """The deprecated ``quarantine.dir``: every rejected row's values are exported there too
+    (``dpone.runtime.legacy_export``); None for a manifest without it."""
+    warnings: tuple[ErrorDetail, ...]
+    """The compiler's warnings about the manifest as written (a deprecated key)."""
 
     @property
     def is_production(self) -> bool:
