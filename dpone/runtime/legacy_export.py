@@ -84,9 +84,7 @@ class RawExport:
             raise LegacyExportFailed(
                 f"the legacy quarantine export could not be written in {self._anchor.name}/: "
                 f"{exc.strerror or errno.errorcode.get(exc.errno or 0, 'OS error')}",
-                fixes=(
-                    "free space or fix the permissions of the quarantine.dir folder and rerun",
-                ),
+                fixes=("free space or fix the permissions of the quarantine.dir folder and rerun",),
             ) from None
         return path
 

@@ -99,6 +99,8 @@ def check_legacy_export_directory(doc: Document, ctx: CompileContext) -> list[Er
     export = _absolute(ctx, str(legacy["dir"]))
     work = _absolute(ctx, str(doc["runtime"]["work_dir"]))
     dlq = _absolute(ctx, _dlq_text(doc))
+    if export == dlq:
+        return []  # the DLQ's folder: check_dlq_directory's
     evidence = _absolute(ctx, str(doc["sink"]["options"]["runtime_evidence"]["output_dir"]))
     clashes = [
         f"overlaps {what}"
@@ -110,7 +112,7 @@ def check_legacy_export_directory(doc: Document, ctx: CompileContext) -> list[Er
     ]
     if _inside(work, export):
         clashes.insert(0, "is the work_dir itself" if work == export else "contains the work_dir")
-    if export != dlq and (_inside(export, dlq) or _inside(dlq, export)):
+    if _inside(export, dlq) or _inside(dlq, export):
         clashes.append("is inside the DLQ folder or contains it")
     if not clashes:
         return []
