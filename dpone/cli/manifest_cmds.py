@@ -69,6 +69,8 @@ def plan_cmd(manifest: str, allow_any_import: bool, fmt: str) -> None:
             print_json(plan.to_json())
         else:
             click.echo(render_plan(plan.to_json()))
+            for warning in plan.warnings:
+                click.echo(render_detail(warning), err=True)
             stored = _stored_cursor(plan)
             if stored is not None:
                 click.echo(stored)
@@ -110,6 +112,16 @@ def _window(inc: dict[str, Any]) -> str:
     if inc.get("end_value") is not None:
         window += f"; end {inc['end_value']} (exclusive)"
     return window
+
+
+def _legacy(manifest: dict[str, Any]) -> list[str]:
+    """The deprecated ``quarantine.dir``'s line, when the manifest has one."""
+    if "quarantine" not in manifest:
+        return []
+    return [
+        f"legacy       quarantine.dir {manifest['quarantine']['dir']}  (deprecated: a raw "
+        "export of rejected row values, sensitive)"
+    ]
 
 
 def render_plan(doc: dict[str, Any]) -> str:
@@ -172,6 +184,7 @@ def render_plan(doc: dict[str, Any]) -> str:
         f"dlq          {dlq['directory']}  (pii {dlq['pii_policy']}, "
         f"retention {dlq['retention_days']} days, enabled {str(dlq['enabled']).lower()})"
     )
+    lines.extend(_legacy(m))
     lines.append(f"evidence     {sink['options']['runtime_evidence']['output_dir']}")
     lines.append(f"state        {m['state']['type']}")
     for assertion in doc["assertions"]:

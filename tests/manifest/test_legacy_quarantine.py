@@ -69,6 +69,18 @@ def test_validate_json_carries_the_warning_in_its_schema(tmp_path: Path) -> None
     assert "warnings" not in second  # a manifest without a deprecated key: unchanged document
 
 
+def test_plan_shows_the_export_and_the_warning(tmp_path: Path) -> None:
+    path = _write(tmp_path, LEGACY)
+    result = CliRunner().invoke(cli, ["plan", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "dlq          legacy_q  (pii reference_only" in result.stdout
+    assert "legacy       quarantine.dir legacy_q  (deprecated" in result.stdout
+    assert "warning: DPONE_MANIFEST_DEPRECATED_KEY" in result.stderr
+    doc = json.loads(CliRunner().invoke(cli, ["plan", str(path), "--format", "json"]).stdout)
+    assert schema_errors(doc, "dpone.plan.v1") == []
+    assert doc["manifest"]["quarantine"] == {"dir": "legacy_q"}
+
+
 def test_the_schema_refuses_a_warning_with_error_severity(tmp_path: Path) -> None:
     doc = validate(_write(tmp_path, LEGACY)).to_json()
     doc["manifests"][0]["warnings"][0]["severity"] = "error"
