@@ -51,24 +51,26 @@ class RunFailed(DponeError):
 
 @dataclass(frozen=True, slots=True)
 class Validation:
-    """The outcome of :func:`validate`: ``ok``, or every error found (``dpone.error.v1``)."""
+    """The outcome of :func:`validate`: ``ok``, or every error found (``dpone.error.v1``);
+    ``warnings`` either way (a deprecated key: valid, but say so)."""
 
     path: str
     ok: bool
     errors: tuple[ErrorDetail, ...] = ()
     name: str | None = None
     fingerprint: str | None = None
+    warnings: tuple[ErrorDetail, ...] = ()
 
     def entry(self) -> dict[str, Any]:
         """This manifest's entry in a ``dpone.validation.v1`` document."""
+        entry: dict[str, Any] = {"path": self.path, "valid": self.ok}
         if not self.ok:
-            return {"path": self.path, "valid": False, "errors": [e.to_json() for e in self.errors]}
-        return {
-            "path": self.path,
-            "valid": True,
-            "name": self.name,
-            "fingerprint": self.fingerprint,
-        }
+            entry["errors"] = [e.to_json() for e in self.errors]
+        else:
+            entry |= {"name": self.name, "fingerprint": self.fingerprint}
+        if self.warnings:
+            entry["warnings"] = [w.to_json() for w in self.warnings]
+        return entry
 
     def to_json(self) -> dict[str, Any]:
         """The document ``dpone validate PATH --format json`` prints."""
@@ -94,8 +96,14 @@ def validate(path: str | os.PathLike[str], *, allow_any_import: bool = False) ->
     try:
         plan = compile_manifest(shown, allow_any_import=allow_any_import)
     except ManifestError as err:
-        return Validation(path=shown, ok=False, errors=err.errors)
-    return Validation(path=shown, ok=True, name=plan.name, fingerprint=plan.fingerprint)
+        return Validation(path=shown, ok=False, errors=err.errors, warnings=err.warnings)
+    return Validation(
+        path=shown,
+        ok=True,
+        name=plan.name,
+        fingerprint=plan.fingerprint,
+        warnings=plan.warnings,
+    )
 
 
 # The name SPEC §11 gives; it shadows `builtins.compile` only inside this module.

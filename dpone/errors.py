@@ -185,6 +185,8 @@ class ManifestError(ConfigError):
 
     code = "DPONE_MANIFEST_INVALID"
     stage = "validate"
+    #: what the compiler warns about besides the errors (a deprecated key), set by it
+    warnings: tuple[ErrorDetail, ...] = ()
 
     @classmethod
     def collect(cls, errors: Iterable[ErrorDetail], path: str | None) -> ManifestError:
@@ -281,6 +283,10 @@ MANIFEST_CODES: Mapping[str, str] = {
     "DPONE_MANIFEST_MERGE_WITHOUT_KEY": "strategy merge without unique_key",
     "DPONE_MANIFEST_MERGE_STRATEGY": "a merge setting that does not fit the mode or merge strategy",
     "DPONE_MANIFEST_PII_PRESERVE_IN_PRODUCTION": "pii_policy preserve in a production environment",
+    "DPONE_MANIFEST_LEGACY_EXPORT_IN_PRODUCTION": (
+        "the deprecated quarantine.dir (a raw export of row values) in a production environment"
+    ),
+    "DPONE_MANIFEST_DEPRECATED_KEY": "a warning: a deprecated key (quarantine.dir)",
     "DPONE_MANIFEST_DECIMAL_SCALE": "a decimal's scale exceeds its precision",
     "DPONE_MANIFEST_COLUMN_NAME": "contract column names or their source keys collide",
     "DPONE_MANIFEST_DLQ_LIMIT": "a DLQ limit is out of its allowed range",
@@ -288,7 +294,9 @@ MANIFEST_CODES: Mapping[str, str] = {
     "DPONE_MANIFEST_COERCION": "coercion none with enforcement coerce",
     "DPONE_MANIFEST_COERCE_APPEND": "enforcement coerce with strategy append",
     "DPONE_MANIFEST_NUL_BYTE": "a value holds a NUL byte",
-    "DPONE_MANIFEST_PATH_OVERLAP": "dlq.directory shares a folder with the work dir's other stores",
+    "DPONE_MANIFEST_PATH_OVERLAP": (
+        "dlq.directory (or quarantine.dir) shares a folder with the work dir's other stores"
+    ),
     "DPONE_MANIFEST_SECRET_REFERENCE": "a malformed ${ENV_VAR} reference",
     "DPONE_MANIFEST_INLINE_SECRET": "a credential written into the manifest",
     "DPONE_MANIFEST_PATH_ESCAPE": "a path leaves the manifest's folder where it must not",

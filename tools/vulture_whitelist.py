@@ -66,3 +66,6 @@ _.manifest_path
 # The errno of a DLQ storage error, kept on the error for whoever handles it (a test, a
 # caller of the Python API deciding whether a disk is full).
 _.errno_name
+# Seed 004's legacy ``QuarantineService.from_manifest``: public Python API for callers of a
+# ``quarantine.dir`` manifest (docs/dlq.md), not called inside dpone.
+_.from_manifest

@@ -43,6 +43,8 @@ def validate_cmd(manifests: tuple[str, ...], allow_any_import: bool, fmt: str) -
             else:
                 assert result.fingerprint is not None
                 click.echo(f"ok       {path}  ({result.name}, {result.fingerprint[:19]}…)")
+            for warning in result.warnings:
+                click.echo(render_detail(warning), err=True)
         doc = validation_document(results)
         valid: bool = doc["valid"]
         if fmt == "json":
@@ -67,6 +69,8 @@ def plan_cmd(manifest: str, allow_any_import: bool, fmt: str) -> None:
             print_json(plan.to_json())
         else:
             click.echo(render_plan(plan.to_json()))
+            for warning in plan.warnings:
+                click.echo(render_detail(warning), err=True)
             stored = _stored_cursor(plan)
             if stored is not None:
                 click.echo(stored)
@@ -108,6 +112,16 @@ def _window(inc: dict[str, Any]) -> str:
     if inc.get("end_value") is not None:
         window += f"; end {inc['end_value']} (exclusive)"
     return window
+
+
+def _legacy(manifest: dict[str, Any]) -> list[str]:
+    """The deprecated ``quarantine.dir``'s line, when the manifest has one."""
+    if "quarantine" not in manifest:
+        return []
+    return [
+        f"legacy       quarantine.dir {manifest['quarantine']['dir']}  (deprecated: a raw "
+        "export of rejected row values, sensitive)"
+    ]
 
 
 def render_plan(doc: dict[str, Any]) -> str:
@@ -170,6 +184,7 @@ def render_plan(doc: dict[str, Any]) -> str:
         f"dlq          {dlq['directory']}  (pii {dlq['pii_policy']}, "
         f"retention {dlq['retention_days']} days, enabled {str(dlq['enabled']).lower()})"
     )
+    lines.extend(_legacy(m))
     lines.append(f"evidence     {sink['options']['runtime_evidence']['output_dir']}")
     lines.append(f"state        {m['state']['type']}")
     for assertion in doc["assertions"]:

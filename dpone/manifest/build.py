@@ -14,6 +14,7 @@ import rfc8785
 from dpone.assertions.spec import AssertionSpec
 from dpone.contracts.spec import ColumnSpec, ContractSpec, EvolutionSpec, TypeInferenceSpec
 from dpone.dlq.policy import DlqPolicy
+from dpone.errors import ErrorDetail
 from dpone.manifest.context import (
     ASSERTIONS,
     RESERVED_ASSERTION_KEYS,
@@ -50,8 +51,11 @@ def fingerprint_of(document: Mapping[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(rfc8785.dumps(dict(document))).hexdigest()
 
 
-def build_plan(doc: dict[str, Any], manifest: LoadedManifest) -> Plan:
-    """The typed plan of a normalized document (every default already in it)."""
+def build_plan(
+    doc: dict[str, Any], manifest: LoadedManifest, warnings: tuple[ErrorDetail, ...]
+) -> Plan:
+    """The typed plan of a normalized document (every default already in it); ``warnings``:
+    the compiler's about the document as written."""
     base = manifest.path.parent
     runtime = doc["runtime"]
     sink = doc["sink"]
@@ -99,6 +103,10 @@ def build_plan(doc: dict[str, Any], manifest: LoadedManifest) -> Plan:
         observability=doc["observability"],
         document=doc,
         fingerprint=fingerprint_of(doc),
+        quarantine_export=(
+            resolve_under(base, doc["quarantine"]["dir"]) if "quarantine" in doc else None
+        ),
+        warnings=warnings,
     )
 
 

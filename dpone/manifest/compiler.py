@@ -15,7 +15,7 @@ from dpone.errors import ErrorDetail, ManifestError
 from dpone.manifest.build import build_plan
 from dpone.manifest.context import CompileContext, guarded
 from dpone.manifest.loader import LoadedManifest, load_manifest, parse_manifest
-from dpone.manifest.passes import AFTER_PASSES, PASSES
+from dpone.manifest.passes import AFTER_PASSES, PASSES, WARNINGS
 from dpone.manifest.plan import Plan
 from dpone.manifest.salvage import salvaged
 from dpone.manifest.schema import invalid_pointers, schema_errors
@@ -68,6 +68,7 @@ def compile_loaded(
             raise ManifestError.collect(stages[0], manifest.display_path)
         document = salvage
     ctx = CompileContext(manifest, assertion_types or Registered(), allow_any_import, invalid)
+    warnings = tuple(w for check in WARNINGS for w in guarded(check, manifest.document, ctx))
     try:
         for compile_pass in PASSES:
             result = compile_pass(document, ctx)
@@ -82,8 +83,10 @@ def compile_loaded(
     stages.extend(guarded(check, document, ctx) for check in AFTER_PASSES)
     problems = _once(stages)
     if problems:
-        raise ManifestError.collect(problems, manifest.display_path)
-    return build_plan(document, manifest)
+        error = ManifestError.collect(problems, manifest.display_path)
+        error.warnings = warnings
+        raise error
+    return build_plan(document, manifest, warnings)
 
 
 def _once(stages: list[list[ErrorDetail]]) -> list[ErrorDetail]:

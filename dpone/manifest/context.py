@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpone.assertions.catalog import AssertionTypeInfo
-from dpone.errors import ErrorDetail
+from dpone.errors import ErrorDetail, Severity
 from dpone.manifest.loader import LoadedManifest, locate
 from dpone.manifest.salvage import touches
 
@@ -24,6 +24,8 @@ CONTRACT = "/sink/options/schema_contract"
 DLQ = "/sink/options/dlq"
 ASSERTIONS = "/quality/assertions"
 STORAGE = "/source/options/storage"
+#: The deprecated top-level ``quarantine: {dir: ...}`` (the legacy raw JSONL export).
+LEGACY_QUARANTINE = "/quarantine"
 
 #: The three settings of ``schema_contract.evolution`` (one word sets all three).
 EVOLUTION_KEYS = ("tables", "columns", "data_type")
@@ -48,12 +50,14 @@ class CompileContext:
         *,
         at_key: bool = False,
         fixes: tuple[str, ...] = (),
+        severity: Severity = "error",
     ) -> ErrorDetail:
         line, column = locate(self.manifest, pointer, at_key=at_key)
         return ErrorDetail(
             code=code,
             message=message,
             stage="compile",
+            severity=severity,
             pointer=pointer,
             path=self.manifest.display_path,
             line=line,
@@ -71,6 +75,16 @@ Check = Callable[[Document, CompileContext], list[ErrorDetail]]
 def contract_columns(doc: Document) -> dict[str, Any]:
     columns: dict[str, Any] = doc["sink"]["options"]["schema_contract"]["columns"]
     return columns
+
+
+def dlq_directory_is_legacy(ctx: CompileContext) -> bool:
+    """Whether the DLQ's folder came from the legacy ``quarantine.dir`` (the manifest writes
+    no ``sink.options.dlq.directory``; ``normalize.map_legacy_keys``): an error about that
+    folder points at the key the user wrote."""
+    return (
+        ctx.manifest.mark(f"{DLQ}/directory") is None
+        and ctx.manifest.mark(f"{LEGACY_QUARANTINE}/dir") is not None
+    )
 
 
 def guarded(check: Check, doc: Document, ctx: CompileContext) -> list[ErrorDetail]:

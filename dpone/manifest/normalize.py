@@ -11,6 +11,7 @@ from typing import Any
 from dpone.manifest import defaults
 from dpone.manifest.context import (
     EVOLUTION_KEYS,
+    LEGACY_QUARANTINE,
     RESERVED_ASSERTION_KEYS,
     CompileContext,
     Document,
@@ -32,6 +33,28 @@ def drop_extensions(doc: Document, ctx: CompileContext) -> PassResult:
 
     result: Document = strip(doc)
     return result
+
+
+def map_legacy_keys(doc: Document, ctx: CompileContext) -> PassResult:
+    """The legacy ``quarantine.dir`` names the DLQ's folder when ``sink.options.dlq.directory``
+    is not written: the rejected rows stay where the legacy manifest kept them, and moving the
+    value to its replacement (the deprecation warning's fix) changes nothing on disk.
+
+    Before the defaults: the default DLQ folder is only for a manifest that names none. The
+    ``quarantine`` section itself stays (it is the raw export's folder, in the fingerprint).
+    """
+    legacy = doc.get(LEGACY_QUARANTINE[1:])
+    if not isinstance(legacy, dict) or not isinstance(legacy.get("dir"), str):
+        return doc
+    doc = copy.deepcopy(doc)
+    sink = doc.get("sink")
+    if not isinstance(sink, dict):
+        return doc  # the schema reports it
+    options = sink.setdefault("options", {})
+    dlq = options.setdefault("dlq", {}) if isinstance(options, dict) else None
+    if isinstance(dlq, dict) and "directory" not in dlq:
+        dlq["directory"] = legacy["dir"]
+    return doc
 
 
 def normalize_shorthands(doc: Document, ctx: CompileContext) -> PassResult:

@@ -19,15 +19,33 @@ from dpone.manifest.checks.dlt_sink import check_dlt_sink
 from dpone.manifest.checks.dlt_source import check_dlt_source, check_installed
 from dpone.manifest.checks.engine import check_engine
 from dpone.manifest.checks.incremental import check_incremental
-from dpone.manifest.checks.paths import check_dlq_directory, check_nul_bytes
+from dpone.manifest.checks.legacy import check_legacy_quarantine, deprecations
+from dpone.manifest.checks.paths import (
+    check_dlq_directory,
+    check_legacy_export_directory,
+    check_nul_bytes,
+)
 from dpone.manifest.checks.predicates import check_predicates
 from dpone.manifest.checks.prevalidated import check_prevalidated
 from dpone.manifest.checks.secrets import check_secrets
 from dpone.manifest.checks.source import check_source
 from dpone.manifest.checks.storage import check_storage
 from dpone.manifest.checks.strategy import check_strategy
-from dpone.manifest.context import ASSERTIONS, CONTRACT, DLQ, Check, Pass, all_at_once
-from dpone.manifest.normalize import apply_defaults, drop_extensions, normalize_shorthands
+from dpone.manifest.context import (
+    ASSERTIONS,
+    CONTRACT,
+    DLQ,
+    LEGACY_QUARANTINE,
+    Check,
+    Pass,
+    all_at_once,
+)
+from dpone.manifest.normalize import (
+    apply_defaults,
+    drop_extensions,
+    map_legacy_keys,
+    normalize_shorthands,
+)
 
 STATIC_CHECKS: tuple[Check, ...] = (
     check_source,
@@ -45,6 +63,8 @@ STATIC_CHECKS: tuple[Check, ...] = (
     check_assertions,
     check_engine,
     check_prevalidated,
+    check_legacy_quarantine,
+    check_legacy_export_directory,
 )
 
 #: What each check reads (JSON pointers): it runs after schema errors only when none of them
@@ -70,15 +90,27 @@ STATIC_INPUTS: dict[Check, tuple[str, ...]] = {
         f"{ASSERTIONS}/unique_columns",
     ),
     check_prevalidated: ("/source", "/sink", "/runtime/engine", ASSERTIONS),
+    check_legacy_quarantine: (LEGACY_QUARANTINE, f"{DLQ}/enabled", "/environment"),
+    check_legacy_export_directory: (
+        LEGACY_QUARANTINE,
+        "/runtime/work_dir",
+        DLQ,
+        "/sink/options/runtime_evidence",
+    ),
 }
 
 #: The compiler's pure passes, in order.
 PASSES: tuple[Pass, ...] = (
     drop_extensions,
+    map_legacy_keys,  # before the defaults: the legacy folder is the DLQ's unless one is named
     apply_defaults,  # before the shorthands: `evolution` defaults to the one word `evolve`
     normalize_shorthands,
     all_at_once(STATIC_CHECKS, STATIC_INPUTS),
 )
+
+#: Warnings about the document as written (deprecated keys): they never stop the compiler; the
+#: plan (or the manifest's error) carries them to ``dpone validate`` and ``dpone run``.
+WARNINGS: tuple[Check, ...] = (deprecations,)
 
 #: Checks that look beyond the document, run after the passes (and after schema errors, on
 #: what the schema accepted): custom predicates are found and parsed (never imported) to prove

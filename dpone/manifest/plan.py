@@ -17,6 +17,7 @@ from dpone.assertions.spec import AssertionSpec, Policy
 from dpone.contracts.prevalidated import contract_fingerprint
 from dpone.contracts.spec import ContractSpec
 from dpone.dlq.policy import DlqPolicy, is_production
+from dpone.errors import ErrorDetail
 from dpone.manifest.secrets import SecretRef
 from dpone.manifest.specs import IncrementalPlan, SinkSpec, SourceSpec
 
@@ -151,6 +152,11 @@ class Plan:
     document: dict[str, Any]
     """The normalized manifest: defaults applied, ``x-*`` keys dropped, paths as written."""
     fingerprint: str
+    quarantine_export: Path | None
+    """The deprecated ``quarantine.dir``: every rejected row's values are exported there too
+    (``dpone.runtime.legacy_export``); None for a manifest without it."""
+    warnings: tuple[ErrorDetail, ...]
+    """The compiler's warnings about the manifest as written (a deprecated key)."""
 
     @property
     def is_production(self) -> bool:

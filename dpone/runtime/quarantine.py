@@ -1,5 +1,7 @@
 """A chunk's rejected rows as DLQ records: their refs, reasons and (as the PII policy allows)
-values, handed to the run's DLQ pipe (durable before the DLQ index closes, SPEC §6)."""
+values, handed to the run's DLQ pipe (durable before the DLQ index closes, SPEC §6). A legacy
+``quarantine.dir`` manifest exports the same rows with their values first
+(:mod:`dpone.runtime.legacy_export`)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from dpone.faults import checkpoint
 from dpone.runtime.context import RunContext
 from dpone.runtime.cursor import CursorTracker
 from dpone.runtime.dlq_pipe import DlqPipe
+from dpone.runtime.legacy_export import RawExport
 from dpone.runtime.tally import Tally
 
 
@@ -29,6 +32,9 @@ class Quarantine:
         self._pipe = pipe
         #: ``dlq.enabled: false``: rejected rows are counted as dropped, never written
         self._dlq_enabled = dlq_enabled
+        folder = ctx.plan.quarantine_export
+        #: the deprecated ``quarantine.dir``: the rows' values exported there too
+        self._export = RawExport(folder, ctx.run_id) if folder is not None else None
 
     def decode_failures(self, chunk: SourceChunk, tracker: CursorTracker) -> None:
         """Lines the source could not decode: dead-lettered under quarantine (the run goes
@@ -53,13 +59,16 @@ class Quarantine:
         if not failures:
             return
         lines = [failure.line for failure in failures]
-        values = None
-        if plan.sink.dlq.pii_policy != "reference_only":
-            # The line's text is all there is of the row: preserve keeps it, masked its shape.
-            values = [{"line": failure.text} for failure in failures]
+        # The line's text is all there is of the row: preserve keeps it, masked its shape.
+        texts = [{"line": failure.text} for failure in failures]
+        values = texts if plan.sink.dlq.pii_policy != "reference_only" else None
+        refs = file_line_refs(chunk.partition, chunk.file_sha256, lines)
+        if self._export is not None:
+            reason = str(ReasonCode.DECODE_FAILED)
+            self._export.write(refs, [reason] * len(refs), [None] * len(refs), texts)
         self._pipe.submit(
             rejected_rows(
-                file_line_refs(chunk.partition, chunk.file_sha256, lines),
+                refs,
                 ReasonCode.DECODE_FAILED,
                 source_offsets=lines,
                 source_partitions=chunk.partition,
@@ -108,8 +117,13 @@ class Quarantine:
                     rule_ids.append(rules[i])
         refs, row_numbers = self.refs(chunk, positions, in_batch)
         values = None
-        if ctx.plan.sink.dlq.pii_policy != "reference_only":
+        if ctx.plan.sink.dlq.pii_policy != "reference_only" or self._export is not None:
             values = batch.take(pa.array(in_batch, pa.int64())).to_pylist()
+        if self._export is not None:
+            assert values is not None
+            self._export.write(refs, reasons, columns, values)
+            if ctx.plan.sink.dlq.pii_policy == "reference_only":
+                values = None
         expected = [result.expected_types.get(c) if c else None for c in columns]
         actual = [result.actual_types.get(c) if c else None for c in columns]
         rows = rejected_rows(

@@ -8,7 +8,12 @@ from __future__ import annotations
 import posixpath
 
 from dpone.errors import ErrorDetail
-from dpone.manifest.context import CompileContext, Document
+from dpone.manifest.context import (
+    LEGACY_QUARANTINE,
+    CompileContext,
+    Document,
+    dlq_directory_is_legacy,
+)
 from dpone.manifest.pointers import string_values
 
 DLQ_DIRECTORY = "/sink/options/dlq/directory"
@@ -65,6 +70,8 @@ def check_dlq_directory(doc: Document, ctx: CompileContext) -> list[ErrorDetail]
         return []
     explicit = ctx.manifest.mark(DLQ_DIRECTORY) is not None
     pointer = DLQ_DIRECTORY if explicit else EVIDENCE_DIR
+    if dlq_directory_is_legacy(ctx):
+        pointer = f"{LEGACY_QUARANTINE}/dir"
     return [
         ctx.error(
             "DPONE_MANIFEST_PATH_OVERLAP",
@@ -80,3 +87,43 @@ def check_dlq_directory(doc: Document, ctx: CompileContext) -> list[ErrorDetail]
 
 def _dlq_text(doc: Document) -> str:
     return str(doc["sink"]["options"]["dlq"]["directory"])
+
+
+def check_legacy_export_directory(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
+    """The legacy ``quarantine.dir`` export writes ``<dir>/<run_id>/``: it is the DLQ root
+    (beside ``runs/`` and ``acks/``) or a folder apart from it, and apart from the work dir
+    and its other stores, whose files must never mix with run folders of row values."""
+    legacy = doc.get("quarantine")
+    if not isinstance(legacy, dict) or "\x00" in str(legacy["dir"]):
+        return []
+    export = _absolute(ctx, str(legacy["dir"]))
+    work = _absolute(ctx, str(doc["runtime"]["work_dir"]))
+    dlq = _absolute(ctx, _dlq_text(doc))
+    if export == dlq:
+        return []  # the DLQ's folder: check_dlq_directory's
+    evidence = _absolute(ctx, str(doc["sink"]["options"]["runtime_evidence"]["output_dir"]))
+    clashes = [
+        f"overlaps {what}"
+        for what, folder in {
+            **{f"the work_dir's {n}/ folder": posixpath.join(work, n) for n in WORK_FOLDERS},
+            "the evidence output_dir": evidence,
+        }.items()
+        if _inside(export, folder) or _inside(folder, export)
+    ]
+    if _inside(work, export):
+        clashes.insert(0, "is the work_dir itself" if work == export else "contains the work_dir")
+    if _inside(export, dlq) or _inside(dlq, export):
+        clashes.append("is inside the DLQ folder or contains it")
+    if not clashes:
+        return []
+    return [
+        ctx.error(
+            "DPONE_MANIFEST_PATH_OVERLAP",
+            f"quarantine.dir {clashes[0]}; its run folders need a folder of their own",
+            f"{LEGACY_QUARANTINE}/dir",
+            fixes=(
+                "point it at the DLQ folder (sink.options.dlq.directory) or a folder apart "
+                "from the work_dir's stores",
+            ),
+        )
+    ]
