@@ -76,6 +76,8 @@ def drop_stage(con: duckdb.DuckDBPyConnection, sink: DuckDbTarget, stage: str) -
 class DuckDbLoad(LoadState):
     """One load staged into a DuckDB table."""
 
+    native_json = True  # ``type: json`` columns are DuckDB JSON
+
     def __init__(
         self, sink: DuckDbTarget, con: duckdb.DuckDBPyConnection, spec: LoadSpec, stage: str
     ) -> None:
