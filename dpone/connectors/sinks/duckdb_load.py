@@ -24,6 +24,7 @@ from dpone.connectors.sinks._common import (
 )
 from dpone.connectors.sinks._duck_errors import duck_error
 from dpone.connectors.sinks.loadstate import LoadState, keys_committed_twice
+from dpone.connectors.sinks.nativejson import native_schema
 from dpone.connectors.sources.duckdb import interruptible
 from dpone.connectors.sql.identifiers import quote_ident
 
@@ -233,8 +234,11 @@ class DuckDbLoad(LoadState):
         import pyarrow.parquet as pq  # a scale-out run's only: a local run never loads it
 
         self._require_open()
+        # A JSON column is a string in the files and arrow.json in the load: DuckDB reads it
+        # into the JSON column itself.
         if self.spec.mode == "merge" or any(
-            not pq.read_schema(f).remove_metadata().equals(self.spec.schema) for f in files
+            not native_schema(pq.read_schema(f).remove_metadata()).equals(self.spec.schema)
+            for f in files
         ):
             return super().commit_staged_parquet(files, cursor_to=cursor_to)
         self._parquet = tuple(files)
