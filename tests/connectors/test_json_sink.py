@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from dpone.connectors.sinks.loadstate import LoadState
 from dpone.contracts.spec import ColumnSpec
 from dpone.contracts.types import sink_field
 from tests.support.postgres import pg_query
@@ -74,6 +75,7 @@ def test_json_column_is_the_sinks_json_type(target: Target, how: str) -> None:
         spec("l1", schema=SCHEMA if how == "first_batch" else pa.schema([ID]))
     )
     if how == "widened":
+        assert isinstance(load, LoadState)  # every real sink's load widens (staging.py)
         load.write(_batch(1, pa.schema([ID])))
         load.widen(SCHEMA)
         load.write(_batch(11))
@@ -81,7 +83,7 @@ def test_json_column_is_the_sinks_json_type(target: Target, how: str) -> None:
         load.write(_batch(1))
     load.commit()
     assert _column_type(target) == NATIVE[target.kind]
-    expected = [{"a": {"b": [1, 2]}}, [], None, "text"]
+    expected: list[object] = [{"a": {"b": [1, 2]}}, [], None, "text"]
     assert _docs(target) == ([None] * 4 if how == "widened" else []) + expected
 
 
@@ -92,3 +94,25 @@ def test_json_column_from_staged_parquet(target: Target, tmp_path: Path) -> None
     assert marker.rows == 8
     assert _column_type(target) == NATIVE[target.kind]
     assert _docs(target)[:2] == [{"a": {"b": [1, 2]}}, []]
+
+
+@pytest.mark.parametrize(
+    "target", ["duckdb", pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
+def test_an_existing_text_column_keeps_its_type(target: Target) -> None:
+    """A table created while the column was text (before it was declared json) is not
+    retyped: the JSON text loads into it."""
+    create = 'CREATE TABLE "{d}".orders (id BIGINT NOT NULL, doc {t})'
+    if target.kind == "duckdb":
+        with duckdb.connect(str(target.base / target.config["database"])) as con:
+            con.execute(f'CREATE SCHEMA "{target.dataset}"')
+            con.execute(create.format(d=target.dataset, t="VARCHAR"))
+    else:
+        assert target.url is not None
+        pg_query(target.url, f'CREATE SCHEMA "{target.dataset}"')
+        pg_query(target.url, create.format(d=target.dataset, t="text"))
+    load = target.sink().begin(spec("l1", schema=SCHEMA))
+    load.write(_batch(1))
+    load.commit()
+    assert _column_type(target) == {"duckdb": "VARCHAR", "postgres": "text"}[target.kind]
+    assert _docs(target) == [{"a": {"b": [1, 2]}}, [], None, "text"]
