@@ -5,6 +5,7 @@ JSON text is dead-lettered with a schema reason; the filesystem sink keeps the t
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -125,3 +126,36 @@ def test_filesystem_keeps_json_as_text(tmp_path: Path) -> None:
         [],
         [1, {"deep": [True]}],
     ]
+
+
+def test_python_rows_with_nested_values_land_as_json(tmp_path: Path) -> None:
+    """A Python source's dicts and lists (Arrow structs and lists) are serialized into the
+    json column, which DuckDB holds as JSON; the evidence's ddl says so."""
+    module = f"nested_rows_{uuid.uuid4().hex}"
+    (tmp_path / f"{module}.py").write_text(
+        "def rows():\n"
+        "    yield {'id': 1, 'doc': {'kind': 'a', 'items': [{'sku': 'x', 'n': 2}]}}\n"
+        "    yield {'id': 2, 'doc': {'kind': 'b', 'items': []}}\n"
+    )
+    manifest = {
+        "name": "json_py",
+        "source": {"type": "python", "callable": f"{module}:rows"},
+        "sink": {
+            "type": "duckdb",
+            "database": "w.duckdb",
+            "table": "events",
+            "options": {"schema_contract": {"enforcement": "quarantine", "columns": COLUMNS}},
+        },
+    }
+    path = tmp_path / "manifest.yaml"
+    path.write_text(json.dumps(manifest))
+    doc = run(path)
+    assert doc["rows"]["loaded"] == 2
+    evidence = json.loads((tmp_path / doc["evidence"]).read_text())
+    assert {c["name"]: c["type"] for c in evidence["ddl"]["columns"]}["doc"] == "JSON"
+    with duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True) as con:
+        rows = con.sql(
+            "SELECT id, doc->>'$.kind', doc->'$.items'->'$[0]'->>'$.sku', "
+            "json_array_length(doc->'$.items') FROM dpone.events ORDER BY id"
+        ).fetchall()
+    assert rows == [(1, "a", "x", 1), (2, "b", None, 0)]
