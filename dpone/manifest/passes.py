@@ -20,6 +20,7 @@ from dpone.manifest.checks.dlt_source import check_dlt_source, check_installed
 from dpone.manifest.checks.engine import check_engine
 from dpone.manifest.checks.incremental import check_incremental
 from dpone.manifest.checks.legacy import check_legacy_quarantine, deprecations
+from dpone.manifest.checks.normalize import check_normalize
 from dpone.manifest.checks.paths import (
     check_dlq_directory,
     check_legacy_export_directory,
@@ -49,6 +50,7 @@ from dpone.manifest.normalize import (
 
 STATIC_CHECKS: tuple[Check, ...] = (
     check_source,
+    check_normalize,
     check_storage,
     check_nul_bytes,
     check_dlq_directory,
@@ -71,6 +73,7 @@ STATIC_CHECKS: tuple[Check, ...] = (
 #: lies in or above these; () = any salvaged document (it walks every value it meets).
 STATIC_INPUTS: dict[Check, tuple[str, ...]] = {
     check_source: ("/source",),
+    check_normalize: ("/source",),
     check_storage: ("/source",),
     check_nul_bytes: (),
     check_dlq_directory: ("/runtime/work_dir", DLQ, "/sink/options/runtime_evidence"),

@@ -54,6 +54,7 @@ from dpone.connectors.sinks.duckdb_load import (
     drop_stage,
     rollback,
 )
+from dpone.connectors.sinks.nativejson import native_schema
 from dpone.connectors.sources.duckdb import interruptible, utc_labels
 from dpone.connectors.sql.identifiers import qualify, quote_ident, short_hash
 from dpone.connectors.sql.merge import is_dpone_column
@@ -225,7 +226,7 @@ class DuckDbSink(KeyProbes):
         con = self.connect(create=True)
         assert con is not None
         stage = "_dpone_stage_" + short_hash(load.pipeline, load.load_id, self.target)
-        empty = load.schema.empty_table()
+        empty = native_schema(load.schema).empty_table()  # JSON columns as DuckDB's JSON
         if load.mode == "merge":
             empty = empty.append_column(SEQ, pa.array([], pa.int64()))
         step = Step(f"creating the schema {self._schema}")

@@ -25,6 +25,7 @@ from dpone.connectors.sinks._common import (
 )
 from dpone.connectors.sinks._duck_errors import duck_error
 from dpone.connectors.sinks.loadstate import LoadState, keys_committed_twice
+from dpone.connectors.sinks.nativejson import native_schema
 from dpone.connectors.sources.duckdb import interruptible
 from dpone.connectors.sql.identifiers import quote_ident
 from dpone.connectors.sql.merge import MergeSql, extra_columns
@@ -77,6 +78,8 @@ def drop_stage(con: duckdb.DuckDBPyConnection, sink: DuckDbTarget, stage: str) -
 
 class DuckDbLoad(LoadState):
     """One load staged into a DuckDB table."""
+
+    native_json = True  # ``type: json`` columns are DuckDB JSON
 
     def __init__(
         self, sink: DuckDbTarget, con: duckdb.DuckDBPyConnection, spec: LoadSpec, stage: str
@@ -236,10 +239,14 @@ class DuckDbLoad(LoadState):
         import pyarrow.parquet as pq  # scale-out and prevalidated runs only
 
         self._require_open()
+        # A JSON column is a string in the files and arrow.json in the load: DuckDB reads it
+        # into the JSON column itself.
         if (
             self.spec.mode == "merge"
             or self.spec.load_columns
-            or any(not same_columns(pq.read_schema(f), self.spec.schema) for f in files)
+            or any(
+                not same_columns(native_schema(pq.read_schema(f)), self.spec.schema) for f in files
+            )
         ):
             return super().commit_staged_parquet(files, cursor_to=cursor_to)
         self._parquet = tuple(files)

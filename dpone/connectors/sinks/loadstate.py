@@ -16,13 +16,20 @@ from dpone.connectors.errors import (
     SinkError,
     SinkSchemaError,
 )
+from dpone.connectors.sinks.nativejson import native_schema
 
 
 class LoadState(ABC):
     """Open until committed or aborted. Subclasses implement ``_stage``, ``_commit``,
     ``_abort`` and ``_close``; usable as a context manager (aborts unless committed)."""
 
+    #: a sink with a JSON column type of its own sets this: the load's ``type: json``
+    #: columns are then typed ``arrow.json`` from ``begin`` on (``nativejson.py``)
+    native_json = False
+
     def __init__(self, spec: LoadSpec) -> None:
+        if self.native_json:
+            spec = dataclasses.replace(spec, schema=native_schema(spec.schema))
         self.spec = spec
         self.rows = 0
         self.state = "open"
@@ -69,6 +76,8 @@ class LoadState(ABC):
         if the run had read them in one chunk. A failure aborts the load.
         """
         self._require_open()
+        if self.native_json:
+            schema = native_schema(schema)
         old = self.spec.schema
         for f in old:
             i = schema.get_field_index(f.name)

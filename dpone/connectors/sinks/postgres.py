@@ -226,6 +226,8 @@ class PostgresSink(KeyProbes):
 class PostgresLoad(LoadState):
     """One load: an open transaction holding a temporary staging table."""
 
+    native_json = True  # ``type: json`` columns are jsonb (staged as text, cast at commit)
+
     def __init__(
         self, sink: PostgresSink, conn: Any, spec: LoadSpec, stage: str, *, owned: bool = True
     ) -> None:
