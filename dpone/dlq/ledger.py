@@ -14,13 +14,13 @@ from typing import Any
 
 import orjson
 
+from dpone.contracts.dlq import DlqPolicy
 from dpone.contracts.reasons import ReasonCode
 from dpone.dlq import segments
 from dpone.dlq.encode import ENTRY_FIXED, EncodedChunk, column_json_size
 from dpone.dlq.errors import DlqInvalidReject, DlqLimitExceeded, DlqRecordConflict
 from dpone.dlq.index import entry
 from dpone.dlq.model import DlqRecord
-from dpone.dlq.policy import DlqPolicy
 from dpone.dlq.segments import SegmentEntry
 
 # Room the index header and reason counts take besides the entries (bytes, generous).

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from dpone.assertions.spec import AssertionSpec, Policy
+from dpone.contracts.dlq import DlqPolicy, is_production
 from dpone.contracts.spec import ContractSpec
-from dpone.dlq.policy import DlqPolicy, is_production
 from dpone.manifest.secrets import SecretRef
 from dpone.manifest.specs import IncrementalPlan, SinkSpec, SourceSpec
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from dpone.contracts.dlq import DlqPolicy
 from dpone.dlq.index import DlqIndex
 from dpone.dlq.model import DlqRecord
-from dpone.dlq.policy import DlqPolicy
 from dpone.dlq.rejects import RejectedRow
 from dpone.dlq.result import RunResult
 from dpone.dlq.store import DlqStore
