@@ -1,6 +1,6 @@
 """Lazy package exports (PEP 562): a package ``__init__`` names what it re-exports, and each
 name's module is imported on first access. ``import dpone.dlq`` (which ``import
-dpone.dlq.policy`` implies) therefore costs nothing until a caller needs the writer.
+dpone.dlq.refs`` implies) therefore costs nothing until a caller needs the writer.
 
 Written here rather than taken from ``lazy_loader``: it is these few lines, and every
 ``import dpone`` would import the dependency.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib import resources
 from importlib.resources.abc import Traversable
 from typing import Any
@@ -19,6 +19,8 @@ from jsonschema import Draft202012Validator, ValidationError
 from jsonschema.validators import extend
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
+
+from dpone.canonical import verify_checksum
 
 SCHEMA_SUFFIX = ".schema.json"
 
@@ -91,3 +93,18 @@ def schema_errors(doc: Any, name: str) -> list[str]:
         pointer = "/" + "/".join(str(p) for p in err.absolute_path)
         out.append(f"{pointer}: {err.message}")
     return out
+
+
+def checked_document(data: bytes, name: str, invalid: Callable[[str], Exception]) -> dict[str, Any]:
+    """A file dpone wrote and reads back (untrusted): a JSON object valid against schema
+    ``name`` whose checksum member verifies. Otherwise ``invalid(why)`` is raised; ``why``
+    says what is wrong ("is not JSON", ...) and never quotes the document."""
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        raise invalid("is not JSON") from None
+    if not isinstance(doc, dict) or schema_errors(doc, name):
+        raise invalid(f"is not a valid {name}")
+    if not verify_checksum(doc):
+        raise invalid("does not match its checksum")
+    return doc

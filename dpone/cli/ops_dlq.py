@@ -12,6 +12,7 @@ from dpone.cli.output import (
     ALLOW_UNSIGNED_OPTION,
     FORMAT_OPTION,
     markdown_format_option,
+    print_document,
     print_json,
     run_command,
     signature_options,
@@ -114,13 +115,10 @@ def summary_cmd(
         logs.to_stderr()
         store = open_store(directory, allow_unsigned=allow_unsigned)
         summary = summarize(store, run_id, evidence_dir=evidence_dir)
-        if fmt == "json":
-            print_json(summary.to_json())
-        else:
-            click.echo(render_summary(summary), nl=False)
+        print_document(fmt, summary.to_json(), lambda: render_summary(summary))
         return 0
 
-    run_command("json" if fmt == "json" else "text", body)
+    run_command(fmt, body)
 
 
 def render_summary(summary: DlqSummary) -> str:

@@ -8,7 +8,7 @@ import click
 
 from dpone.cli.output import (
     markdown_format_option,
-    print_json,
+    print_document,
     run_command,
     signature_options,
 )
@@ -95,13 +95,10 @@ def release_gate_cmd(
             allow_empty=allow_empty,
             policy=policy_file,
         ).to_json()
-        if fmt == "json":
-            print_json(doc)
-        else:
-            click.echo(render_markdown(doc), nl=False)
+        print_document(fmt, doc, lambda: render_markdown(doc))
         return 0 if doc["decision"] == "pass" else 1
 
-    run_command("json" if fmt == "json" else "text", body)
+    run_command(fmt, body)
 
 
 __all__ = ["release_gate_cmd"]

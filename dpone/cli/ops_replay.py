@@ -18,7 +18,7 @@ from dpone import logs
 from dpone.cli.output import (
     ALLOW_ANY_IMPORT_OPTION,
     markdown_format_option,
-    print_json,
+    print_document,
     run_command,
     signature_options,
 )
@@ -115,7 +115,7 @@ def quarantine_replay_cmd(
                 require_signature=require_signature,
                 allow_unsigned=allow_unsigned,
             ).to_json()
-            _show_plan(doc, fmt)
+            print_document(fmt, doc, lambda: render_plan(doc))
             return 0
         assert bound is not None  # --execute without --manifest was refused above
         result = ops.replay_execute(
@@ -127,20 +127,10 @@ def quarantine_replay_cmd(
             require_signature=require_signature,
             allow_unsigned=allow_unsigned,
         ).to_json()
-        if fmt == "json":
-            print_json(result)
-        else:
-            click.echo(render_result(result), nl=False)
+        print_document(fmt, result, lambda: render_result(result))
         return 0
 
-    run_command("json" if fmt == "json" else "text", body)
-
-
-def _show_plan(doc: dict[str, Any], fmt: str) -> None:
-    if fmt == "json":
-        print_json(doc)
-    else:
-        click.echo(render_plan(doc), nl=False)
+    run_command(fmt, body)
 
 
 def _code(text: object) -> str:

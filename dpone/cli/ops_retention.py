@@ -11,7 +11,7 @@ from dpone import logs
 from dpone.cli.output import (
     ALLOW_UNSIGNED_OPTION,
     markdown_format_option,
-    print_json,
+    print_document,
     run_command,
     signature_options,
 )
@@ -77,13 +77,10 @@ def plan_cmd(
             output=output,
             allow_unsigned=allow_unsigned,
         ).to_json()
-        if fmt == "json":
-            print_json(doc)
-        else:
-            click.echo(render_plan(doc, output), nl=False)
+        print_document(fmt, doc, lambda: render_plan(doc, output))
         return 0
 
-    run_command("json" if fmt == "json" else "text", body)
+    run_command(fmt, body)
 
 
 @retention_group.command("apply")
@@ -136,13 +133,10 @@ def apply_cmd(
             allow_unsigned=allow_unsigned,
         )
         doc = result.to_json()
-        if fmt == "json":
-            print_json(doc)
-        else:
-            click.echo(render_result(doc), nl=False)
+        print_document(fmt, doc, lambda: render_result(doc))
         return 0 if result.clean else 1
 
-    run_command("json" if fmt == "json" else "text", body)
+    run_command(fmt, body)
 
 
 def _looks_ahead(now: str) -> bool:

@@ -75,6 +75,15 @@ def print_json(doc: Any) -> None:
     click.echo(dumps(doc))
 
 
+def print_document(fmt: str, doc: Any, text: Callable[[], str], *, newline: bool = False) -> None:
+    """What a command prints: ``doc`` as JSON when ``fmt`` is ``json``, else ``text()`` (its
+    Markdown or text rendering, which ends with its own newline unless ``newline``)."""
+    if fmt == "json":
+        print_json(doc)
+    else:
+        click.echo(text(), nl=newline)
+
+
 def render_detail(detail: ErrorDetail) -> str:
     where = f"{detail.located()}: " if detail.path is not None else ""
     lines = [f"{where}{detail.severity}: {detail.code}: {detail.message}"]
@@ -104,7 +113,8 @@ def fail(err: DponeError, fmt: str) -> NoReturn:
 
 
 def run_command(fmt: str, body: Callable[[], int | None]) -> NoReturn:
-    """Run a command body; map its outcome and any error to an exit code."""
+    """Run a command body; map its outcome and any error to an exit code (an error is a
+    ``dpone.error.v1`` document when ``fmt`` is ``json``, else text, ``md`` included)."""
     try:
         code = body()
     except DponeError as err:
@@ -134,6 +144,7 @@ __all__ = [
     "REQUIRE_SIGNATURE_OPTION",
     "dumps",
     "fail",
+    "print_document",
     "print_json",
     "render_error_text",
     "run_command",

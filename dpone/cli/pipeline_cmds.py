@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from dpone.cli.output import FORMAT_OPTION, print_json, run_command
+from dpone.cli.output import FORMAT_OPTION, print_document, print_json, run_command
 from dpone.errors import UsageError
 
 if TYPE_CHECKING:
@@ -100,10 +100,7 @@ def info_cmd(name: str, work_dir: Path | None, manifest: Path | None, fmt: str) 
         from dpone import ops
 
         info = ops.pipeline_info(name, **_places(work_dir, manifest))
-        if fmt == "json":
-            print_json(info.to_json())
-        else:
-            click.echo(render_info(info))
+        print_document(fmt, info.to_json(), lambda: render_info(info), newline=True)
         return 0
 
     run_command(fmt, body)

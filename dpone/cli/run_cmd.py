@@ -9,7 +9,12 @@ from types import FrameType
 
 import click
 
-from dpone.cli.output import ALLOW_ANY_IMPORT_OPTION, FORMAT_OPTION, print_json, run_command
+from dpone.cli.output import (
+    ALLOW_ANY_IMPORT_OPTION,
+    FORMAT_OPTION,
+    print_document,
+    run_command,
+)
 from dpone.errors import Interrupted
 
 
@@ -79,10 +84,7 @@ def run_cmd(
         from dpone.cli.run_text import render_text
 
         doc = report.to_json()
-        if fmt == "json":
-            print_json(doc)
-        else:
-            click.echo(render_text(doc))
+        print_document(fmt, doc, lambda: render_text(doc), newline=True)
         return report.exit_code
 
     run_command(fmt, body)

@@ -2,7 +2,7 @@
 
 Pure data, so it lives in the bottom layer: the manifest compiler builds it from
 ``sink.options.dlq``, the store enforces it, and seed 004's Python API builds it with
-:meth:`DlqPolicy.from_config`. ``dpone.dlq.policy`` re-exports every name.
+:meth:`DlqPolicy.from_config`. ``dpone.dlq`` re-exports ``DlqPolicy``.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ The lifecycle uses::
     result = writer.close()                         # or writer.abort() on failure
 
 The names below are imported on first use (:mod:`dpone._lazy`): importing a light module of
-this package (``dpone.dlq.policy``, which the manifest compiler needs) loads no writer.
+this package (``dpone.dlq.refs``) loads no writer. ``DlqPolicy`` lives in
+:mod:`dpone.contracts.dlq`, which the manifest compiler imports without this package.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dpone._lazy import exports
 
 if TYPE_CHECKING:
     from dpone.canonical import canonical_json, checksum
+    from dpone.contracts.dlq import DlqPolicy
     from dpone.dlq.acks import ACK_SCHEMA, ReplayAck
     from dpone.dlq.errors import (
         DlqChecksumMismatch,
@@ -33,7 +35,6 @@ if TYPE_CHECKING:
     from dpone.dlq.index import INDEX_SCHEMA, DlqIndex, IndexEntry
     from dpone.dlq.integrity import Finding
     from dpone.dlq.model import RECORD_SCHEMA, REDACTED, DlqRecord
-    from dpone.dlq.policy import DlqPolicy
     from dpone.dlq.refs import file_ref, file_refs, parse_ref, run_row_ref, run_row_refs
     from dpone.dlq.rejects import RejectedRow, rejected_rows
     from dpone.dlq.result import RunResult
@@ -63,7 +64,7 @@ __getattr__, __dir__ = exports(
         "DlqRecord": "dpone.dlq.model",
         "RejectedRow": "dpone.dlq.rejects",
         "rejected_rows": "dpone.dlq.rejects",
-        "DlqPolicy": "dpone.dlq.policy",
+        "DlqPolicy": "dpone.contracts.dlq",
         "file_ref": "dpone.dlq.refs",
         "file_refs": "dpone.dlq.refs",
         "parse_ref": "dpone.dlq.refs",

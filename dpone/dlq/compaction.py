@@ -191,16 +191,7 @@ def _compact(
             on_disk = fsio.read_file(segments_fd, name, new_where, HARD_MAX_SEGMENT_BYTES)
             if on_disk != new_data:
                 raise DlqRecordConflict(f"{new_where} exists with other bytes; it is kept")
-        listed.append(
-            SegmentEntry(
-                name=name,
-                sha256=segments.bytes_checksum(new_data),
-                record_count=len(kept),
-                first_record_id=kept[0].record_id,
-                last_record_id=kept[-1].record_id,
-                expires_at=max(line.expires_at for line in kept),
-            )
-        )
+        listed.append(segments.entry_of(name, new_data, kept))
     if not replaced:
         return index, replaced
     checkpoint("retention_after_compact")

@@ -35,11 +35,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dpone.canonical import CanonicalizationError, canonical_json
+from dpone.contracts.dlq import DlqPolicy, PiiPolicy
 from dpone.contracts.reasons import ReasonCode
 from dpone.dlq.errors import DlqInvalidReject, DlqLimitExceeded
 from dpone.dlq.index import entry
 from dpone.dlq.model import MAX_SAFE_INT, RECORD_SCHEMA, reason_block
-from dpone.dlq.policy import DlqPolicy, PiiPolicy
 from dpone.dlq.refs import MAX_REF_LENGTH, all_have_ref_shape, has_ref_shape, is_replayable
 from dpone.dlq.rejects import RejectedRow, check_reject, payload_value
 

@@ -27,6 +27,7 @@ from operator import itemgetter, not_
 from typing import Any, Literal, get_args
 
 from dpone.canonical import CHECKSUM_PATTERN
+from dpone.contracts.dlq import PII_POLICIES, RETENTION_DAYS, PiiPolicy
 from dpone.contracts.reasons import ReasonCode
 from dpone.dlq.columns import (
     CODE_TEXT,
@@ -39,7 +40,6 @@ from dpone.dlq.columns import (
 )
 from dpone.dlq.errors import DlqIndexInvalid
 from dpone.dlq.model import MAX_NAME_LENGTH, TIMESTAMP_PATTERN
-from dpone.dlq.policy import PII_POLICIES, RETENTION_DAYS, PiiPolicy
 from dpone.dlq.segments import SegmentEntry
 from dpone.ids import is_identifier, is_ulid
 from dpone.signing import well_formed

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from dpone.dlq.policy import MAX_INDEX_BYTES, MAX_SEGMENT_BYTES
+from dpone.contracts.dlq import MAX_INDEX_BYTES, MAX_SEGMENT_BYTES
 from dpone.dlq.segments import SEGMENTS_DIR
 
 RUNS_DIR = "runs"

@@ -14,13 +14,13 @@ from typing import Any
 
 import orjson
 
+from dpone.contracts.dlq import DlqPolicy
 from dpone.contracts.reasons import ReasonCode
 from dpone.dlq import segments
 from dpone.dlq.encode import ENTRY_FIXED, EncodedChunk, column_json_size
 from dpone.dlq.errors import DlqInvalidReject, DlqLimitExceeded, DlqRecordConflict
 from dpone.dlq.index import entry
 from dpone.dlq.model import DlqRecord
-from dpone.dlq.policy import DlqPolicy
 from dpone.dlq.segments import SegmentEntry
 
 # Room the index header and reason counts take besides the entries (bytes, generous).
@@ -189,14 +189,7 @@ class RunLedger:
 
     def adopt_items(self, name: str, data: bytes, group: Sequence[Item]) -> None:
         """Records written one by one, durable as segment ``name`` (some maybe held already)."""
-        self.segments[name] = SegmentEntry(
-            name=name,
-            sha256=segments.bytes_checksum(data),
-            record_count=len(group),
-            first_record_id=group[0].record_id,
-            last_record_id=group[-1].record_id,
-            expires_at=max(item.expires_at for item in group),
-        )
+        self.segments[name] = segments.entry_of(name, data, group)
         fresh = [item for item in group if item.record_id not in self.sha_of]
         self.add_entries(
             [item.record_id for item in fresh],

@@ -14,9 +14,9 @@ from datetime import datetime
 from typing import Any, ClassVar, Literal, get_args
 
 from dpone.canonical import CHECKSUM_PATTERN
+from dpone.contracts.dlq import PII_POLICIES, PiiPolicy
 from dpone.contracts.reasons import REASONS, ReasonCode
 from dpone.dlq.errors import DlqRecordInvalid
-from dpone.dlq.policy import PII_POLICIES, PiiPolicy
 from dpone.dlq.refs import MAX_REF_LENGTH, is_replayable
 from dpone.ids import is_identifier, is_ulid
 

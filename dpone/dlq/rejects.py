@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from dpone.canonical import canonical_json, fast_path_ok
+from dpone.contracts.dlq import PiiPolicy
 from dpone.contracts.reasons import ReasonCode
 from dpone.dlq.errors import DlqInvalidReject
 from dpone.dlq.model import (
@@ -31,7 +32,6 @@ from dpone.dlq.model import (
     SAFE_TOKEN_PATTERN,
     reason_block,
 )
-from dpone.dlq.policy import PiiPolicy
 from dpone.dlq.refs import has_ref_shape, is_replayable
 
 _SAFE_TOKEN = re.compile(SAFE_TOKEN_PATTERN)

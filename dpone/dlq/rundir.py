@@ -22,6 +22,7 @@ from typing import Any
 
 from dpone import durable, signing
 from dpone.clock import Clock, format_timestamp, utc_now
+from dpone.contracts.dlq import DlqPolicy, PiiPolicy
 from dpone.dlq import fsio
 from dpone.dlq.errors import DlqError, DlqRunLocked, DlqRunNotFound
 from dpone.dlq.fsio import check_identifier
@@ -29,7 +30,6 @@ from dpone.dlq.index import DlqIndex, DlqRunStatus, StatusReason, build_index_do
 from dpone.dlq.indexfile import IndexCache, read_index_at
 from dpone.dlq.layout import INDEX_FILE, RUNS_DIR, dumps, index_where, run_where
 from dpone.dlq.lock import release_lock, take_lock
-from dpone.dlq.policy import DlqPolicy, PiiPolicy
 from dpone.dlq.scan import scan_segments
 from dpone.dlq.segments import SEGMENTS_DIR, SegmentEntry
 from dpone.logs import get_logger

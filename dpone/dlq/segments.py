@@ -22,7 +22,7 @@ import hashlib
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -117,8 +117,20 @@ def _invalid(pointer: str) -> DlqIndexInvalid:
     return DlqIndexInvalid(f"the run index is not a valid dpone.dlq-index.v1 document at {pointer}")
 
 
-def entry_of(name: str, data: bytes, records: Sequence[DlqRecord]) -> SegmentEntry:
-    """The index entry of segment ``name`` holding ``records`` (its bytes are ``data``)."""
+class Listed(Protocol):
+    """What a segment's index entry needs of each of its records (a :class:`DlqRecord`, a
+    :class:`Line`, a writer's item)."""
+
+    @property
+    def record_id(self) -> str: ...
+
+    @property
+    def expires_at(self) -> str: ...
+
+
+def entry_of(name: str, data: bytes | memoryview, records: Sequence[Listed]) -> SegmentEntry:
+    """The index entry of segment ``name`` holding ``records`` in record-id order (its bytes
+    are ``data``)."""
     return SegmentEntry(
         name=name,
         sha256=bytes_checksum(data),
@@ -295,6 +307,7 @@ __all__ = [
     "SEGMENT_FILE",
     "Decoded",
     "Line",
+    "Listed",
     "SegmentEntry",
     "bytes_checksum",
     "compacted_name",

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from dpone.clock import Clock
+from dpone.contracts.dlq import PII_POLICIES, DlqPolicy, is_production
 from dpone.dlq import acks as dlq_acks
 from dpone.dlq import compaction, fsio, integrity, opening, segments
 from dpone.dlq.acks import ReplayAck
@@ -52,7 +53,6 @@ from dpone.dlq.layout import (
 )
 from dpone.dlq.lock import name_exists, release_lock, take_lock
 from dpone.dlq.model import DlqRecord
-from dpone.dlq.policy import PII_POLICIES, DlqPolicy, is_production
 from dpone.dlq.rundir import RunDir, RunHeader
 from dpone.dlq.scan import scan_segments
 from dpone.dlq.segments import SEGMENTS_DIR, SegmentEntry

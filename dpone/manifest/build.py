@@ -12,8 +12,8 @@ from typing import Any
 import rfc8785
 
 from dpone.assertions.spec import AssertionSpec
+from dpone.contracts.dlq import DlqPolicy
 from dpone.contracts.spec import ColumnSpec, ContractSpec, EvolutionSpec, TypeInferenceSpec
-from dpone.dlq.policy import DlqPolicy
 from dpone.errors import ErrorDetail
 from dpone.manifest.context import (
     ASSERTIONS,

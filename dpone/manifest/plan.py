@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from dpone.assertions.spec import AssertionSpec, Policy
+from dpone.contracts.dlq import DlqPolicy, is_production
 from dpone.contracts.prevalidated import contract_fingerprint
 from dpone.contracts.spec import ContractSpec
-from dpone.dlq.policy import DlqPolicy, is_production
 from dpone.errors import ErrorDetail
 from dpone.manifest.secrets import SecretRef
 from dpone.manifest.specs import IncrementalPlan, SinkSpec, SourceSpec

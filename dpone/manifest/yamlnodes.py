@@ -267,40 +267,31 @@ def check_events(text: str, display_path: str) -> None:
         if isinstance(event, CollectionStartEvent):
             depth += 1
             if depth > MAX_DEPTH:
-                raise ManifestError.collect(
-                    [
-                        _event_error(
-                            event,
-                            display_path,
-                            "DPONE_MANIFEST_YAML_TOO_DEEP",
-                            f"the manifest nests deeper than {MAX_DEPTH} levels",
-                            "flatten the structure; no manifest key needs that depth",
-                        )
-                    ],
+                raise _event_error(
+                    event,
                     display_path,
+                    "DPONE_MANIFEST_YAML_TOO_DEEP",
+                    f"the manifest nests deeper than {MAX_DEPTH} levels",
+                    "flatten the structure; no manifest key needs that depth",
                 )
         elif isinstance(event, CollectionEndEvent):
             depth -= 1
         elif isinstance(event, AliasEvent):
             aliases += 1
             if aliases > MAX_ALIASES:
-                raise ManifestError.collect(
-                    [
-                        _event_error(
-                            event,
-                            display_path,
-                            "DPONE_MANIFEST_YAML_ALIAS_LIMIT",
-                            f"the manifest uses more than {MAX_ALIASES} aliases",
-                            "write the repeated parts out, or use fewer aliases",
-                        )
-                    ],
+                raise _event_error(
+                    event,
                     display_path,
+                    "DPONE_MANIFEST_YAML_ALIAS_LIMIT",
+                    f"the manifest uses more than {MAX_ALIASES} aliases",
+                    "write the repeated parts out, or use fewer aliases",
                 )
 
 
-def _event_error(event: Any, path: str, code: str, message: str, fix: str) -> ErrorDetail:
+def _event_error(event: Any, path: str, code: str, message: str, fix: str) -> ManifestError:
+    """The manifest error of one event of the stream (where it starts), raised at once."""
     mark = event.start_mark
-    return ErrorDetail(
+    detail = ErrorDetail(
         code=code,
         message=message,
         stage="load",
@@ -309,6 +300,7 @@ def _event_error(event: Any, path: str, code: str, message: str, fix: str) -> Er
         column=mark.column + 1,
         fixes=(fix,),
     )
+    return ManifestError.collect([detail], path)
 
 
 def compose(text: str) -> Node | None:

@@ -1,5 +1,5 @@
 """Seed 004's DLQ services: ``DlqService`` (write and read a run's dead letters) and
-``DlqReplayService`` (:mod:`dpone.ops.dlq_replay`), over the real store.
+``DlqReplayService`` (:mod:`dpone.ops.replay.service`), over the real store.
 
 ``DlqService.write_run`` is how a run turns its rejected rows into ``dpone.dlq.v1`` records:
 one DLQ run opened, the rows written as one durable chunk, the index closed; a failure aborts
@@ -11,13 +11,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from dpone.contracts.dlq import DlqPolicy
 from dpone.dlq.index import DlqIndex
 from dpone.dlq.model import DlqRecord
-from dpone.dlq.policy import DlqPolicy
 from dpone.dlq.rejects import RejectedRow
 from dpone.dlq.result import RunResult
 from dpone.dlq.store import DlqStore
-from dpone.ops.dlq_replay import DlqRecordResolver, DlqReplayService, DlqReplaySink
+from dpone.ops.replay.service import DlqRecordResolver, DlqReplayService, DlqReplaySink
 from dpone.ops.summary import DlqSummary, summarize
 
 

@@ -12,7 +12,7 @@ import os
 from typing import Any
 
 from dpone.clock import Clock
-from dpone.dlq.policy import DlqPolicy
+from dpone.contracts.dlq import DlqPolicy
 from dpone.dlq.store import DlqStore
 
 

@@ -18,14 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from dpone import signing
-from dpone.canonical import verify_checksum
 from dpone.errors import UsageError
 from dpone.evidence.writer import EVIDENCE_FILE
 from dpone.ids import is_identifier
-from dpone.published import schema_errors
+from dpone.published import checked_document
 
 if TYPE_CHECKING:
     from dpone.manifest.plan import Plan
@@ -202,14 +199,7 @@ def _evidence(path: Path, pipeline: str, run_id: str) -> dict[str, Any] | None:
     data = read_plain(path, MAX_EVIDENCE_BYTES)
     if data is None:
         return None
-    try:
-        doc = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        raise Unreadable("is not JSON") from None
-    if not isinstance(doc, dict) or schema_errors(doc, EVIDENCE_SCHEMA):
-        raise Unreadable(f"is not a valid {EVIDENCE_SCHEMA}")
-    if not verify_checksum(doc):
-        raise Unreadable("does not match its checksum")
+    doc = checked_document(data, EVIDENCE_SCHEMA, Unreadable)
     # A present signature is checked when a key is configured, as the release gate does.
     signed = signing.problem(doc, signing.keyring(), require=False, what="it")
     if signed is not None:

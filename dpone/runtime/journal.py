@@ -32,10 +32,10 @@ from typing import Any, Literal
 import orjson
 
 from dpone import durable, signing
-from dpone.canonical import verify_checksum, with_checksum
+from dpone.canonical import with_checksum
 from dpone.errors import DponeError, PathIsSymlink, Stage
 from dpone.ids import is_identifier
-from dpone.published import schema_errors
+from dpone.published import checked_document, schema_errors
 from dpone.runtime.identity import RunIdentity
 
 JOURNAL_SCHEMA = "dpone.run-journal.v1"
@@ -186,11 +186,8 @@ class RunJournal:
             return None
         if len(raw) > MAX_JOURNAL_BYTES:
             raise self._invalid("is larger than any journal dpone writes")
-        try:
-            doc = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            # Replaced atomically, so a torn journal means outside interference.
-            raise self._invalid("is not JSON") from None
+        # Replaced atomically, so a torn journal means outside interference.
+        doc = checked_document(raw, JOURNAL_SCHEMA, self._invalid)
         self._check(doc)
         return JournalEntry(
             pipeline=doc["pipeline"],
@@ -203,11 +200,7 @@ class RunJournal:
             boundary=doc.get("boundary"),
         )
 
-    def _check(self, doc: Any) -> None:
-        if not isinstance(doc, dict) or schema_errors(doc, JOURNAL_SCHEMA):
-            raise self._invalid(f"is not a valid {JOURNAL_SCHEMA}")
-        if not verify_checksum(doc):
-            raise self._invalid("does not match its checksum")
+    def _check(self, doc: dict[str, Any]) -> None:
         if doc["pipeline"] != self.pipeline:
             raise self._invalid("names another pipeline")
         if doc["phase"] == "running" and signing.configured():

@@ -41,7 +41,7 @@ from dpone.evidence.model import DataOutcome
 from dpone.ids import new_ulid
 
 if TYPE_CHECKING:
-    from dpone.dlq.policy import DlqPolicy
+    from dpone.contracts.dlq import DlqPolicy
     from dpone.dlq.result import RunResult
     from dpone.readiness.schema_contracts import SchemaContract
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dpone.dlq.policy import DlqPolicy
+from dpone.contracts.dlq import DlqPolicy
 from dpone.dlq.store import DlqStore
 from dpone.testing import FrozenClock
 from tests.support.dlqrows import StoreFactory

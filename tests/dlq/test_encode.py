@@ -18,11 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpone.canonical import checksum
+from dpone.contracts.dlq import DlqPolicy
 from dpone.contracts.reasons import ReasonCode
 from dpone.dlq.encode import RecordEncoder
 from dpone.dlq.errors import DlqInvalidReject
 from dpone.dlq.index import entry
-from dpone.dlq.policy import DlqPolicy
 from dpone.dlq.refs import file_line_refs, file_ref, run_row_ref
 from dpone.dlq.rejects import (
     RejectedRow,

@@ -9,11 +9,11 @@ from typing import Any
 import orjson
 import pytest
 
+from dpone.contracts.dlq import LIMITS
 from dpone.dlq.errors import DlqLimitExceeded, DlqPolicyInvalid
 from dpone.dlq.index import entry
 from dpone.dlq.ledger import INDEX_OVERHEAD as _INDEX_OVERHEAD
 from dpone.dlq.ledger import SEGMENT_ENTRY_BYTES as _SEGMENT_ENTRY_BYTES
-from dpone.dlq.policy import LIMITS
 from tests.support.dlqfiles import lines_of, record_ids_on_disk, segment_files
 from tests.support.dlqrows import StoreFactory, rows, run_writer
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from dpone.contracts.dlq import DlqPolicy
 from dpone.contracts.reasons import ReasonCode
 from dpone.dlq.errors import DlqError
 from dpone.dlq.ledger import EntryColumns
@@ -20,7 +21,6 @@ from dpone.dlq.partition import (
     partition_segment_name,
     partition_writer,
 )
-from dpone.dlq.policy import DlqPolicy
 from dpone.dlq.refs import file_refs
 from dpone.dlq.rejects import RejectedRow, rejected_rows
 from dpone.dlq.store import DlqStore

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from dpone.contracts.dlq import DlqPolicy, is_production
 from dpone.dlq.errors import DlqPolicyInvalid
-from dpone.dlq.policy import DlqPolicy, is_production
 from tests.support.dlqrows import StoreFactory
 
 

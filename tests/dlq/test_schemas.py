@@ -8,11 +8,11 @@ from typing import Any
 import orjson
 import pytest
 
+from dpone.contracts.dlq import PII_POLICIES, RETENTION_DAYS
 from dpone.contracts.reasons import REASONS, ReasonCode
 from dpone.dlq.acks import ACK_OUTCOMES
 from dpone.dlq.index import RUN_STATUSES, STATUS_REASONS
 from dpone.dlq.model import REPLAY_STATUSES
-from dpone.dlq.policy import PII_POLICIES, RETENTION_DAYS
 from dpone.dlq.store import DlqStore
 from dpone.published import load_schema, schema_errors, schema_names
 from tests.support.dlqfiles import lines_of, segment_files

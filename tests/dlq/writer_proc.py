@@ -19,8 +19,8 @@ import time
 import structlog
 
 import dpone.faults
+from dpone.contracts.dlq import DlqPolicy
 from dpone.contracts.reasons import ReasonCode
-from dpone.dlq.policy import DlqPolicy
 from dpone.dlq.refs import file_refs
 from dpone.dlq.rejects import rejected_rows
 from dpone.dlq.store import DlqStore

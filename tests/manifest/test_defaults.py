@@ -34,8 +34,8 @@ from dpone.connectors.sources.python import PythonSource
 from dpone.connectors.sources.sqlite import SqliteSource
 from dpone.contracts import dlq as dlq_policy
 from dpone.contracts import spec as contract_spec
+from dpone.contracts.dlq import DlqPolicy
 from dpone.contracts.spec import ColumnSpec, ContractSpec, EvolutionSpec, TypeInferenceSpec
-from dpone.dlq.policy import DlqPolicy
 from dpone.manifest import plan as plan_module
 from dpone.manifest import specs
 from dpone.manifest.compiler import compile_loaded

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dpone.dlq.policy import is_production
+from dpone.contracts.dlq import is_production
 from dpone.errors import ManifestError
 from dpone.manifest.compiler import compile_text
 from tests.manifest.helpers import BASE

@@ -15,6 +15,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from ruamel.yaml import YAML
 
+from dpone.contracts.dlq import LIMITS, PII_POLICIES
 from dpone.contracts.spec import (
     COERCIONS,
     CONFLICT_POLICIES,
@@ -22,7 +23,6 @@ from dpone.contracts.spec import (
     EVOLUTION_MODES,
     LOGICAL_TYPES,
 )
-from dpone.dlq.policy import LIMITS, PII_POLICIES
 from dpone.errors import MANIFEST_CODES
 
 ROOT = Path(__file__).resolve().parents[2]

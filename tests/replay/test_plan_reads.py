@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from dpone.contracts.dlq import DlqPolicy
 from dpone.contracts.reasons import ReasonCode
 from dpone.dlq.errors import DlqChecksumMismatch
-from dpone.dlq.policy import DlqPolicy
 from dpone.dlq.refs import file_refs, run_row_refs
 from dpone.dlq.rejects import rejected_rows
 from dpone.dlq.store import DlqStore

@@ -3,7 +3,7 @@ production, limits within their bounds."""
 
 from __future__ import annotations
 
-from dpone.dlq import policy as dlq_limits
+from dpone.contracts import dlq as dlq_limits
 from dpone.errors import ErrorDetail
 from dpone.manifest.context import DLQ, CompileContext, Document
 

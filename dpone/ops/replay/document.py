@@ -22,9 +22,9 @@ import orjson
 
 from dpone import signing
 from dpone.canonical import CHECKSUM_PATTERN, CHECKSUM_PREFIX
+from dpone.contracts.dlq import MAX_RECORDS_PER_RUN
 from dpone.dlq.index import PIPELINE_PATTERN
 from dpone.dlq.model import TIMESTAMP_PATTERN
-from dpone.dlq.policy import MAX_RECORDS_PER_RUN
 from dpone.ids import is_identifier, is_ulid
 from dpone.ops.plan_files import PlanFileKind, read_plan_file
 from dpone.ops.replay.errors import ReplayPlanInvalid

@@ -271,6 +271,13 @@ def execute(
         checkpoint("replay_after_batch_commit")
         acknowledge(batch)
 
+    return finish(store, plan_, outcomes, started_at)
+
+
+def finish(
+    store: DlqStore, plan_: ReplayPlan, outcomes: Mapping[str, ItemOutcome], started_at: str
+) -> ReplayResult:
+    """The result of an execution that decided every item of ``plan_`` (logged once)."""
     result = ReplayResult(
         plan_id=plan_.plan_id,
         run_id=plan_.run_id,
@@ -285,6 +292,19 @@ def execute(
     return result
 
 
+def already_acknowledged(item: ReplayItem, acks: Mapping[str, ReplayAck]) -> ItemOutcome | None:
+    """The outcome of ``item`` when an acknowledgement of it exists (which must name the
+    plan's checksum of the record), else None."""
+    ack = acks.get(item.record_id)
+    if ack is None:
+        return None
+    if ack.record_sha256 != item.record_sha256:
+        raise DlqAckMismatch(
+            f"the acknowledgement of record {item.record_id} names another checksum"
+        )
+    return ItemOutcome(item.record_id, item.idempotency_key, "already_acknowledged")
+
+
 def _triage(
     plan_: ReplayPlan, acks: Mapping[str, ReplayAck]
 ) -> tuple[dict[str, ItemOutcome], list[ReplayItem]]:
@@ -292,15 +312,9 @@ def _triage(
     outcomes: dict[str, ItemOutcome] = {}
     pending: list[ReplayItem] = []
     for item in plan_.items:
-        ack = acks.get(item.record_id)
-        if ack is not None:
-            if ack.record_sha256 != item.record_sha256:
-                raise DlqAckMismatch(
-                    f"the acknowledgement of record {item.record_id} names another checksum"
-                )
-            outcomes[item.record_id] = ItemOutcome(
-                item.record_id, item.idempotency_key, "already_acknowledged"
-            )
+        done = already_acknowledged(item, acks)
+        if done is not None:
+            outcomes[item.record_id] = done
         elif not item.replayable:
             outcomes[item.record_id] = ItemOutcome(
                 item.record_id,
@@ -356,8 +370,10 @@ __all__ = [
     "ReplaySink",
     "Resolution",
     "ack_docs",
+    "already_acknowledged",
     "check_fresh",
     "check_identities",
     "execute",
+    "finish",
     "replay_id",
 ]

@@ -20,24 +20,22 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from dpone.clock import format_timestamp
-from dpone.dlq.errors import DlqAckMismatch
 from dpone.dlq.model import DlqRecord
-from dpone.logs import get_logger
 from dpone.ops.replay.document import DEFAULT_MAX_ITEMS, UNBOUND, ReplayItem, ReplayPlan
 from dpone.ops.replay.executor import (
     ItemOutcome,
     ReplayResult,
     ack_docs,
+    already_acknowledged,
     check_fresh,
     check_identities,
+    finish,
     replay_id,
 )
 from dpone.ops.replay.reading import plan
 
 if TYPE_CHECKING:
     from dpone.dlq.store import DlqStore
-
-log = get_logger("dpone.replay")
 
 #: What to do about an unbound plan, and about one that pins other identities.
 SERVICE_FIXES = (
@@ -107,17 +105,11 @@ class DlqReplayService:
         outcomes: dict[str, ItemOutcome] = {}
         pending: list[ReplayItem] = []
         for item in plan_.items:
-            ack = acks.get(item.record_id)
-            if ack is None:
+            done = already_acknowledged(item, acks)
+            if done is None:
                 pending.append(item)
-                continue
-            if ack.record_sha256 != item.record_sha256:
-                raise DlqAckMismatch(
-                    f"the acknowledgement of record {item.record_id} names another checksum"
-                )
-            outcomes[item.record_id] = ItemOutcome(
-                item.record_id, item.idempotency_key, "already_acknowledged"
-            )
+            else:
+                outcomes[item.record_id] = done
         index = store.read_index(plan_.run_id)
         # Resolve everything first: a resolver that refuses the replay does so before any row.
         rows = [
@@ -135,18 +127,7 @@ class DlqReplayService:
             sink.apply(row, item.idempotency_key)
             store.write_acks(plan_.run_id, replay_id(plan_), ack_docs(plan_, [item]), index=index)
             outcomes[item.record_id] = ItemOutcome(item.record_id, item.idempotency_key, "applied")
-        result = ReplayResult(
-            plan_id=plan_.plan_id,
-            run_id=plan_.run_id,
-            pipeline=plan_.pipeline,
-            resolver_identity=plan_.resolver_identity,
-            target_identity=plan_.target_identity,
-            items=tuple(outcomes[item.record_id] for item in plan_.items),
-            started_at=started_at,
-            finished_at=format_timestamp(store.now()),
-        )
-        log.info("replay.executed", run_id=plan_.run_id, **result.counts())
-        return result
+        return finish(store, plan_, outcomes, started_at)
 
 
 __all__ = ["DlqRecordResolver", "DlqReplayService", "DlqReplaySink"]

@@ -13,12 +13,12 @@ from typing import Any
 
 import orjson
 
-from dpone.canonical import verify_checksum, with_checksum
+from dpone.canonical import with_checksum
 from dpone.connectors.base import LoadMarker
 from dpone.connectors.errors import SinkMarkerInvalid
 from dpone.connectors.sinks._common import os_error
 from dpone.durable import create_only, fsync_dir
-from dpone.published import schema_errors
+from dpone.published import checked_document
 
 RECORD_SCHEMA = "dpone.dlt-package.v1"
 #: dlt load ids are Unix timestamps as text; checked before one reaches a SQL literal.
@@ -65,14 +65,7 @@ class PackageRecords:
             raise os_error(exc, "dlt sink: reading a package record") from None
         if len(raw) > MAX_RECORD_BYTES:
             raise invalid("is larger than any record dpone writes")
-        try:
-            doc = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            raise invalid("is not JSON") from None
-        if not isinstance(doc, dict) or schema_errors(doc, RECORD_SCHEMA):
-            raise invalid(f"is not a valid {RECORD_SCHEMA}")
-        if not verify_checksum(doc):
-            raise invalid("does not match its checksum")
+        doc = checked_document(raw, RECORD_SCHEMA, invalid)
         if doc["load_id"] != path.stem or not DLT_LOAD_ID.fullmatch(doc["dlt_load_id"]):
             raise invalid("names another load than its file name")
         if (doc["pipeline"], doc["dlt_pipeline"]) != (self.pipeline_name, self.dlt_pipeline_name):
