@@ -57,6 +57,24 @@ def map_legacy_keys(doc: Document, ctx: CompileContext) -> PassResult:
     return doc
 
 
+def map_dlt_merge_key(doc: Document, ctx: CompileContext) -> PassResult:
+    """The dlt sink's earlier ``sink.merge_key`` is ``sink.strategy.merge_key`` with
+    ``merge_strategy: delete-insert``: what dlt did with it (its merge by ``merge_key``).
+    Written beside the new keys, the new ones win and the strategy checks report any clash."""
+    sink = doc.get("sink")
+    if not isinstance(sink, dict) or "merge_key" not in sink:
+        return doc
+    doc = copy.deepcopy(doc)
+    sink = doc["sink"]
+    merge_key = sink.pop("merge_key")
+    strategy = sink.setdefault("strategy", {})
+    if isinstance(strategy, dict):
+        strategy.setdefault("merge_key", merge_key)
+        if strategy.get("mode") == "merge":
+            strategy.setdefault("merge_strategy", "delete-insert")
+    return doc
+
+
 def normalize_shorthands(doc: Document, ctx: CompileContext) -> PassResult:
     """One-word ``evolution`` becomes the three-key form; assertion values take table form."""
     doc = copy.deepcopy(doc)

@@ -44,6 +44,7 @@ from dpone.manifest.context import (
 from dpone.manifest.normalize import (
     apply_defaults,
     drop_extensions,
+    map_dlt_merge_key,
     map_legacy_keys,
     normalize_shorthands,
 )
@@ -105,6 +106,7 @@ STATIC_INPUTS: dict[Check, tuple[str, ...]] = {
 #: The compiler's pure passes, in order.
 PASSES: tuple[Pass, ...] = (
     drop_extensions,
+    map_dlt_merge_key,  # before the defaults: the deprecated key becomes its replacement
     map_legacy_keys,  # before the defaults: the legacy folder is the DLQ's unless one is named
     apply_defaults,  # before the shorthands: `evolution` defaults to the one word `evolve`
     normalize_shorthands,

@@ -145,3 +145,14 @@ def test_a_dlt_word_names_the_dpone_key(where: str, word: str, names: str | None
         assert not any("dlt's" in fix for fix in error.fixes)
     else:
         assert names in error.fixes[0]
+
+
+def test_the_dlt_sinks_earlier_merge_key_is_read_as_delete_insert_with_a_warning() -> None:
+    text = manifest("{mode: merge, unique_key: [id]}", sink="type: dlt\n  destination: duckdb")
+    text = text.replace("  table: orders\n", "  table: orders\n  merge_key: [day]\n")
+    plan = compile_text(text)
+    strategy = plan.sink.strategy
+    assert (strategy.merge_strategy, strategy.merge_key) == ("delete-insert", ("day",))
+    [warning] = plan.warnings
+    assert (warning.code, warning.pointer) == ("DPONE_MANIFEST_DEPRECATED_KEY", "/sink/merge_key")
+    assert "merge_strategy: delete-insert" in warning.fixes[0]

@@ -48,6 +48,30 @@ def check_legacy_quarantine(doc: Document, ctx: CompileContext) -> list[ErrorDet
 def deprecations(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
     """The deprecation warnings of a document as written (before any pass): they do not stop
     the compiler; ``dpone validate`` and ``dpone run`` show them."""
+    return [*_dlt_merge_key(doc, ctx), *_quarantine_dir(doc, ctx)]
+
+
+def _dlt_merge_key(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
+    sink = doc.get("sink")
+    if not isinstance(sink, dict) or "merge_key" not in sink:
+        return []
+    return [
+        ctx.error(
+            "DPONE_MANIFEST_DEPRECATED_KEY",
+            "sink.merge_key is deprecated and is replaced by sink.strategy.merge_key with "
+            f"merge_strategy: delete-insert; it is read as exactly that until dpone {REMOVED_IN}",
+            "/sink/merge_key",
+            at_key=True,
+            fixes=(
+                "move it under sink.strategy as `merge_key:` and add "
+                "`merge_strategy: delete-insert` there",
+            ),
+            severity="warning",
+        )
+    ]
+
+
+def _quarantine_dir(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
     legacy = doc.get("quarantine")
     if not isinstance(legacy, dict) or "dir" not in legacy:
         return []
