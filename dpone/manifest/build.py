@@ -95,6 +95,7 @@ def build_plan(doc: dict[str, Any], manifest: LoadedManifest) -> Plan:
             contract=contract,
             dlq=dlq,
             evidence_dir=resolve_under(base, options["runtime_evidence"]["output_dir"]),
+            system_tables=options["system_tables"],
         ),
         quality=_quality(doc),
         state_type=doc["state"]["type"],

@@ -68,6 +68,8 @@ class SinkPlan:
     contract: ContractSpec
     dlq: DlqPolicy
     evidence_dir: Path
+    #: ``options.system_tables``: the sink keeps ``_dpone_runs`` and ``_dpone_rejected``
+    system_tables: bool
 
     @property
     def type(self) -> str:
