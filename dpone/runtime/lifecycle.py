@@ -73,6 +73,7 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
     # Logged once the run is this process's: a refused preflight or a locked pipeline logs
     # no run.start (and so no run without a run.finished or run.failed).
     log.info("run.start", pipeline=plan.name, run_id=ctx.run_id)
+    engine.announce(pipeline=plan.name, run_id=ctx.run_id)
     if ctx.owns_watch:
         ctx.interrupts.start()
     try:
