@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pytest
 
 import dpone
@@ -15,32 +14,12 @@ from dpone.errors import ConfigError
 from dpone.runtime.context import RunOptions
 from dpone.runtime.lifecycle import run_pipeline
 from dpone.testing import MemorySink
-from tests.support.postgres import PG_URL, pg_query
 from tests.support.processes import dpone_subprocess
 from tests.support.project import CANARY, Project, good
+from tests.support.systables import SYSTEM, execute, query
 
-SYSTEM = {"system_tables": True}
 #: Two bad rows: a non-integer id (the column named) and a NULL in a NOT NULL column.
 BAD = [("x7", CANARY, "1.00", "2026-01-07T10:00:00Z", "true"), ("8", CANARY, None, None, None)]
-
-
-def query(project: Project, sql: str) -> list[tuple[Any, ...]]:
-    """``sql`` with ``{ds}`` the quoted dataset, on a fresh connection of the test's own."""
-    text = sql.format(ds=f'"{project.dataset}"')
-    if project.kind == "duckdb":
-        with duckdb.connect(str(project.root / project.sink["database"]), read_only=True) as con:
-            return con.execute(text).fetchall()
-    return pg_query(PG_URL, text)
-
-
-def execute(project: Project, sql: str) -> None:
-    """One statement (``{ds}`` the quoted dataset), committed."""
-    text = sql.format(ds=f'"{project.dataset}"')
-    if project.kind == "duckdb":
-        with duckdb.connect(str(project.root / project.sink["database"])) as con:
-            con.execute(text)
-    else:
-        pg_query(PG_URL, text)
 
 
 def runs(project: Project) -> list[tuple[Any, ...]]:
