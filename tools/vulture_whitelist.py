@@ -66,3 +66,5 @@ _.manifest_path
 # The errno of a DLQ storage error, kept on the error for whoever handles it (a test, a
 # caller of the Python API deciding whether a disk is full).
 _.errno_name
+# A ``_dpone_runs`` row's field: ``RunRow.to_table`` reads every column by name (``getattr``).
+_.error_code

@@ -18,7 +18,9 @@ The rows of Parquet files staged by other processes (a scale-out run's tasks,
 transaction, straight into the table that becomes the target or into the target.
 
 A load that carries idempotency keys (a replay batch) inserts one row per key into
-``<dataset>._dpone_load_keys`` in the same commit. :meth:`DuckDbSink.session` opens the
+``<dataset>._dpone_load_keys`` in the same commit, and a load given the system tables' rows
+(``connectors/systables.py``) inserts them there too; :meth:`DuckDbSink.record_run` records a
+failed run's row on its own. :meth:`DuckDbSink.session` opens the
 database once for many loads and look-ups (each then takes a cursor of that connection).
 """
 

@@ -14,8 +14,10 @@ spaces and non-ASCII names are exact. PostgreSQL silently truncates names longer
 bytes, so such a name is refused instead.
 
 A load that carries idempotency keys (a replay batch) inserts one row per key into
-``<dataset>._dpone_load_keys`` in the same transaction. :meth:`PostgresSink.session` pins one
-connection for many loads and look-ups, each ending its own transaction.
+``<dataset>._dpone_load_keys`` in the same transaction, and so do the system tables' rows
+(``pgsystem.py``); :meth:`PostgresSink.record_run` records a failed run's row on its own.
+:meth:`PostgresSink.session` pins one connection for many loads and look-ups, each ending its
+own transaction.
 """
 
 from __future__ import annotations
