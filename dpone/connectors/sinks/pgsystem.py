@@ -9,9 +9,10 @@ from typing import Any
 import pyarrow as pa
 
 from dpone.connectors.sinks._common import Step
+from dpone.connectors.sql import postgres as pg
 from dpone.connectors.sql.identifiers import quote_ident
 from dpone.connectors.sql.postgres import ingest_temporary, temporary
-from dpone.connectors.systables import SystemTable
+from dpone.connectors.systables import RUNS_TABLE, RunRow, SystemTable
 
 
 def insert_system(
@@ -33,9 +34,17 @@ def insert_system(
         cur.execute(table.insert(name, temporary(temp)))
 
 
-def ensure_schema(cur: Any, dataset: str, step: Step) -> None:
-    step.doing = f"creating the schema {quote_ident(dataset)}"
-    cur.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(dataset)}")
+def record_run(conn: Any, dataset: str, q: Callable[[str], str], row: RunRow) -> None:
+    """``row`` into ``_dpone_runs`` in a transaction of its own on ``conn`` (committed here;
+    the caller closes the connection)."""
+    step = Step(f"creating the schema {quote_ident(dataset)}")
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(dataset)}")
+            insert_system(cur, q, ((RUNS_TABLE, row.to_table()),), step)
+        conn.commit()
+    except pg.DRIVER_ERRORS as exc:
+        raise pg.sink_error(exc, step.doing) from None
 
 
-__all__ = ["ensure_schema", "insert_system"]
+__all__ = ["insert_system", "record_run"]

@@ -43,12 +43,12 @@ from dpone.connectors.sinks._common import (
     probe_join_sql,
 )
 from dpone.connectors.sinks.loadstate import LoadState, keys_committed_twice
-from dpone.connectors.sinks.pgsystem import ensure_schema, insert_system
+from dpone.connectors.sinks.pgsystem import insert_system, record_run
 from dpone.connectors.sql import postgres as pg
 from dpone.connectors.sql.identifiers import qualify, quote_ident, short_hash
 from dpone.connectors.sql.pgtypes import arrow_type, pg_type, staging_array
 from dpone.connectors.sql.postgres import ingest_temporary, temporary
-from dpone.connectors.systables import RUNS_TABLE, RunRow, SystemRows
+from dpone.connectors.systables import RunRow, SystemRows
 from dpone.errors import DponeError
 from dpone.manifest.specs import PostgresSinkSpec
 
@@ -217,14 +217,8 @@ class PostgresSink(KeyProbes):
 
     def record_run(self, row: RunRow) -> None:
         """``row`` into ``_dpone_runs`` in a transaction of its own, on a connection of its own."""
-        step = Step(f"recording the run in {self._q(RUNS_TABLE.name)}")
-        try:
-            with self._borrowed(fresh=True) as conn, conn.cursor() as cur:
-                ensure_schema(cur, self.dataset, step)
-                insert_system(cur, self._q, ((RUNS_TABLE, row.to_table()),), step)
-                conn.commit()
-        except pg.DRIVER_ERRORS as exc:
-            raise pg.sink_error(exc, step.doing) from None
+        with self._borrowed(fresh=True) as conn:
+            record_run(conn, self.dataset, self._q, row)
 
     def cleanup_abandoned(self, pipeline: str, keep_load_id: str | None = None) -> list[str]:
         """Nothing to do: staging lives and dies with the load's own transaction."""
