@@ -229,3 +229,21 @@ def test_a_sink_passed_in_that_cannot_hold_them_is_refused_before_reading(
 
     assert caught.value.code == "DPONE_MANIFEST_SINK_OPTION"
     assert caught.value.exit_code == 2
+
+
+def test_a_failed_run_that_cannot_record_itself_reports_its_own_error(project: Project) -> None:
+    # A table of the user's own under the name: the failed run's row cannot go in.
+    project.write_csv("a.csv", [good(1)])
+    project.write_manifest(sink_options=SYSTEM, assertions={"min_rows_per_load": 5})
+    execute(project, "CREATE SCHEMA {ds}")
+    execute(project, "CREATE TABLE {ds}._dpone_runs (note VARCHAR)")
+
+    result = project.cli()
+
+    assert result.exit_code == 1
+    assert result.doc["error"]["code"] == "DPONE_ASSERTION_FAILED"
+    events = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+    [warning] = [e for e in events if e["event"] == "system_tables.run_not_recorded"]
+    assert warning["run_id"] == result.doc["run_id"]
+    assert warning["code"].startswith("DPONE_SINK_")
+    assert query(project, "SELECT count(*) FROM {ds}._dpone_runs") == [(0,)]
