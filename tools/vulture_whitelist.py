@@ -69,3 +69,5 @@ _.errno_name
 # Seed 004's legacy ``QuarantineService.from_manifest``: public Python API for callers of a
 # ``quarantine.dir`` manifest (docs/dlq.md), not called inside dpone.
 _.from_manifest
+# A ``_dpone_runs`` row's field: ``RunRow.to_table`` reads every column by name (``getattr``).
+_.error_code

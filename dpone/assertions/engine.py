@@ -4,9 +4,12 @@ Rows reach the engine after contract enforcement (only rows that would load), ch
 chunk, and every assertion sees them in declaration order, custom predicates last (the
 compiler already ordered ``Plan.quality.assertions`` so). Row verdicts under ``fail`` stop
 the run at once; under ``quarantine`` the row goes to the DLQ with ``quality.rule_failed``
-and the first failing assertion as ``rule_id``; under ``warn`` they are counted and the first
-five per assertion logged (names and counts, never values). Batch verdicts arrive in
+and the first failing assertion as ``rule_id``; under ``warn`` they are counted, the first
+five violations per assertion logged one by one (``assertion.warn``: the assertion and the
+row's position among the rows it judged, never a value) and, once the batch verdicts are in,
+one ``assertion.warn_summary`` line gives the totals. Batch verdicts arrive in
 :meth:`AssertionEngine.finalize`, after the last chunk and before the sink commits.
+:meth:`AssertionEngine.announce` logs the gate once per run (``assertion.gate_attached``).
 """
 
 from __future__ import annotations
@@ -193,6 +196,7 @@ class AssertionEngine:
             if present is not None and alive is not None:
                 seen = {name: mask.filter(alive) for name, mask in present.items()}
             failing = tally.check(view, keys, seen)
+            judged_before = tally.observed
             tally.observed += view.num_rows
             if failing is None:
                 continue
@@ -212,7 +216,7 @@ class AssertionEngine:
             if alive is not None:  # back to the batch's positions
                 failing = pc.replace_with_mask(falses(n), alive, failing)
             if policy == "warn":
-                self._log_warning(tally, count)
+                self._log_rows(tally, failing, judged_before)
                 self.warned = failing if self.warned is None else pc.or_(self.warned, failing)
                 continue
             rules = pc.if_else(failing, pa.scalar(tally.spec.name), rules)
@@ -223,15 +227,66 @@ class AssertionEngine:
             return batch, None, None
         return batch, quarantine, rules.to_pylist()
 
-    def _log_warning(self, tally: _Tally, count: int) -> None:
-        if tally.logged < WARN_LOG_LIMIT:
+    def _log_rows(self, tally: _Tally, failing: pa.BooleanArray, judged_before: int) -> None:
+        """Log the first violations of a ``warn`` assertion one by one, up to five per run.
+
+        ``failing`` is aligned with the rows the assertion judged in this chunk, so a row is
+        named by its 1-based position among every row the assertion judged in the run."""
+        room = WARN_LOG_LIMIT - tally.logged
+        if room <= 0:
+            return
+        positions = pc.indices_nonzero(failing).to_pylist()[:room]
+        for position in positions:
             tally.logged += 1
-            log.warning("assertion.warn", assertion=tally.spec.name, failed_rows=count)
+            log.warning(
+                "assertion.warn",
+                assertion=tally.spec.name,
+                type=tally.spec.type,
+                judged_row=judged_before + int(position) + 1,
+            )
+
+    def announce(self, *, pipeline: str, run_id: str) -> None:
+        """One ``assertion.gate_attached`` line naming the assertions in the order they
+        judge rows, with their scope and policy (nothing when there are none)."""
+        if not self.tallies:
+            return
+        log.info(
+            "assertion.gate_attached",
+            pipeline=pipeline,
+            run_id=run_id,
+            count=len(self.tallies),
+            assertions=[
+                {
+                    "name": t.spec.name,
+                    "type": t.spec.type,
+                    "scope": t.scope,
+                    "on_failure": t.spec.on_failure,
+                }
+                for t in self.tallies
+            ],
+        )
+
+    def _warn_summary(self) -> None:
+        """One line with every ``warn`` assertion that failed and how many rows it warned
+        about (a batch assertion: the rows of the batch it judged)."""
+        warned = {
+            t.spec.name: t.failed if t.scope == "row" else t.observed
+            for t in self.tallies
+            if t.spec.on_failure == "warn" and (t.failed or t.batch_failed)
+        }
+        if warned:
+            log.warning(
+                "assertion.warn_summary",
+                assertions=warned,
+                logged=sum(t.logged for t in self.tallies if t.spec.name in warned),
+            )
 
     # --- end of the batch -----------------------------------------------------------------------
 
     def finalize(self) -> None:
-        """Batch verdicts over every row that would load; ``fail`` raises before the commit."""
+        """Batch verdicts over every row that would load, then the run's warn summary;
+        the first failing ``fail`` verdict raises (before the commit)."""
+        failure: AssertionFailed | None = None
         for tally in self.tallies:
             if tally.scope != "batch" or tally.finish is None:
                 continue
@@ -241,11 +296,22 @@ class AssertionEngine:
                 continue
             tally.batch_failed = True
             if tally.spec.on_failure == "fail":
-                raise AssertionFailed(
+                failure = failure or AssertionFailed(
                     f"assertion '{tally.spec.name}' failed: {message}",
                     fixes=("check the source for an outage or a runaway extraction",),
                 )
-            self._log_warning(tally, self.rows_passed)
+                continue
+            tally.logged += 1
+            log.warning(
+                "assertion.warn",
+                assertion=tally.spec.name,
+                type=tally.spec.type,
+                message=message,
+                batch_rows=self.rows_passed,
+            )
+        self._warn_summary()
+        if failure is not None:
+            raise failure
 
     def verdicts(self) -> tuple[AssertionVerdict, ...]:
         out = []

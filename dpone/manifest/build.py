@@ -97,6 +97,7 @@ def build_plan(
             dlq=dlq,
             evidence_dir=resolve_under(base, options["runtime_evidence"]["output_dir"]),
             load_columns=tuple(options.get("load_columns", ())),
+            system_tables=options["system_tables"],
         ),
         quality=_quality(doc),
         state_type=doc["state"]["type"],

@@ -32,6 +32,7 @@ from dpone.manifest.checks.secrets import check_secrets
 from dpone.manifest.checks.source import check_source
 from dpone.manifest.checks.storage import check_storage
 from dpone.manifest.checks.strategy import check_strategy
+from dpone.manifest.checks.systables import check_system_tables
 from dpone.manifest.context import (
     ASSERTIONS,
     CONTRACT,
@@ -57,6 +58,7 @@ STATIC_CHECKS: tuple[Check, ...] = (
     check_dlq_directory,
     check_strategy,
     check_dlt_sink,
+    check_system_tables,
     check_contract,
     check_column_names,
     check_dlq,
@@ -80,6 +82,7 @@ STATIC_INPUTS: dict[Check, tuple[str, ...]] = {
     check_dlq_directory: ("/runtime/work_dir", DLQ, "/sink/options/runtime_evidence"),
     check_strategy: ("/sink/strategy", f"{CONTRACT}/columns"),
     check_dlt_sink: ("/sink",),
+    check_system_tables: ("/sink/type", "/sink/options/system_tables"),
     check_contract: (CONTRACT,),
     check_column_names: (f"{CONTRACT}/columns", "/source"),
     check_dlq: ("/sink/options", ASSERTIONS, "/environment"),

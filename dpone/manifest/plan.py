@@ -91,6 +91,8 @@ class SinkPlan:
     evidence_dir: Path
     #: dpone's columns added to every loaded row (``load_id`` -> ``_dpone_load_id``)
     load_columns: tuple[LoadColumn, ...]
+    #: ``options.system_tables``: the sink keeps ``_dpone_runs`` and ``_dpone_rejected``
+    system_tables: bool
 
     @property
     def type(self) -> str:

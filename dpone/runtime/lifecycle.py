@@ -37,7 +37,7 @@ from dpone.evidence.model import DataOutcome, SchemaChange
 from dpone.faults import checkpoint
 from dpone.logs import get_logger
 from dpone.manifest.plan import Plan
-from dpone.runtime import commit, outcome
+from dpone.runtime import commit, outcome, systables
 from dpone.runtime.context import RunContext, RunOptions
 from dpone.runtime.journal import JournalEntry, JournalPhase
 from dpone.runtime.recovery import recover
@@ -66,6 +66,7 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
     parts = wire(
         plan, env=options.env, clock=options.clock, source=options.source, sink=options.sink
     )
+    systables.preflight(plan, parts.sink)
     engine = parts.assertion_engine()
     parts.paths.check_owned()  # a link where dpone keeps a folder: refused before any write
     parts.journal.lock()
@@ -74,6 +75,7 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
     log.info("run.start", pipeline=plan.name, run_id=ctx.run_id)
     for warning in plan.warnings:  # a deprecated key: the run goes on, the operator is told
         log.warning("manifest.warning", code=warning.code, pointer=warning.pointer)
+    engine.announce(pipeline=plan.name, run_id=ctx.run_id)
     if ctx.owns_watch:
         ctx.interrupts.start()
     try:
@@ -124,6 +126,9 @@ class _Run:
                 unplaced=streamed.unplaced,
                 boundary=streamed.boundary.to_json() if streamed.boundary else None,
             )
+            if ctx.plan.sink.system_tables:
+                rows = systables.committed_rows(ctx, stream, evidence.data_outcome)
+                stream.staging.attach_system_rows(rows)
             checkpoint("before_sink_commit")
             ctx.interrupts.check()
             # The marker carries the cursor the evidence moves the state to: the run's highest
@@ -273,6 +278,7 @@ class _Run:
             published = self._publish(evidence.to_json())
         except DponeError as evidence_err:
             log.error("evidence.failed", run_id=ctx.run_id, code=evidence_err.code)
+        systables.record_failure(ctx, self.parts.sink, stream.counts(), err, data_outcome)
         log.error("run.failed", pipeline=ctx.plan.name, run_id=ctx.run_id, code=err.code)
         return self._report(
             stream,

@@ -10,7 +10,8 @@ from time import perf_counter
 import pyarrow as pa
 
 from dpone.connectors.base import DescribedLoad, LoadSpec, Sink, SinkLoad, TableDefinition
-from dpone.connectors.errors import SinkSchemaError
+from dpone.connectors.errors import SinkConfigError, SinkSchemaError
+from dpone.connectors.systables import SystemRows, SystemTablesLoad
 from dpone.contracts.spec import VARIANT_PREFIX
 from dpone.logs import get_logger
 
@@ -95,6 +96,16 @@ class Staging:
         if isinstance(self._load, DescribedLoad):
             return self._load.target_definition()
         return None
+
+    def attach_system_rows(self, rows: SystemRows) -> None:
+        """The system tables' rows, inserted by the load's commit (``runtime/systables.py``)."""
+        assert self._load is not None, "begin_empty() runs before the commit"
+        if not isinstance(self._load, SystemTablesLoad):
+            raise SinkConfigError(
+                "sink.options.system_tables is on, but this sink's load cannot write them",
+                code="DPONE_MANIFEST_SINK_OPTION",
+            )
+        self._load.attach_system_rows(rows)
 
     def commit(self, cursor_to: str | None) -> None:
         assert self._load is not None, "begin_empty() runs before the commit"

@@ -364,6 +364,7 @@ TYPED: dict[str, tuple[Accessor, Typed]] = {
         )
     },
     "/sink/options/runtime_evidence/output_dir": (lambda p, _: p.sink.evidence_dir, _as_path),
+    "/sink/options/system_tables": (lambda p, _: p.sink.system_tables, _same),
     "/quality/assertions/on_failure": (lambda p, _: p.quality.on_failure, _same),
     "/quality/assertions/custom": (
         lambda p, _: tuple(a for a in p.quality.assertions if a.type == "custom"),

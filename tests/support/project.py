@@ -147,8 +147,10 @@ class Project:
         chunk_size: int = 1000,
         dlq: dict[str, Any] | None = None,
         source: dict[str, Any] | None = None,
+        sink_options: dict[str, Any] | None = None,
     ) -> Path:
-        """The manifest; ``source`` replaces the CSV files of :meth:`write_csv`."""
+        """The manifest; ``source`` replaces the CSV files of :meth:`write_csv`;
+        ``sink_options`` are more keys of ``sink.options`` (``system_tables``)."""
         self.dlq_directory = (dlq or {}).get("directory")
         strategy: dict[str, Any] = {"mode": mode}
         if unique_key:
@@ -174,6 +176,7 @@ class Project:
                     "schema_contract": {"enforcement": enforcement, "columns": CONTRACT_COLUMNS},
                     "dlq": {"pii_policy": "reference_only", **(dlq or {})},
                     "runtime_evidence": {"output_dir": ".dpone/evidence"},
+                    **(sink_options or {}),
                 },
             },
             "state": {"type": "file"},

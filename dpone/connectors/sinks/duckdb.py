@@ -18,7 +18,9 @@ The rows of Parquet files staged by other processes (a scale-out run's tasks,
 transaction, straight into the table that becomes the target or into the target.
 
 A load that carries idempotency keys (a replay batch) inserts one row per key into
-``<dataset>._dpone_load_keys`` in the same commit. :meth:`DuckDbSink.session` opens the
+``<dataset>._dpone_load_keys`` in the same commit, and a load given the system tables' rows
+(``connectors/systables.py``) inserts them there too; :meth:`DuckDbSink.record_run` records a
+failed run's row on its own. :meth:`DuckDbSink.session` opens the
 database once for many loads and look-ups (each then takes a cursor of that connection).
 """
 
@@ -52,12 +54,14 @@ from dpone.connectors.sinks.duckdb_load import (
     STAGES_DDL,
     DuckDbLoad,
     drop_stage,
+    insert_system,
     rollback,
 )
 from dpone.connectors.sinks.nativejson import native_schema
 from dpone.connectors.sources.duckdb import interruptible, utc_labels
 from dpone.connectors.sql.identifiers import qualify, quote_ident, short_hash
 from dpone.connectors.sql.merge import is_dpone_column
+from dpone.connectors.systables import RUNS_TABLE, RunRow
 from dpone.manifest.specs import DuckdbSinkSpec
 
 
@@ -254,6 +258,25 @@ class DuckDbSink(KeyProbes):
                 raise duck_error(exc, step.doing) from None
             raise
         return DuckDbLoad(self, con, load, stage)
+
+    def record_run(self, row: RunRow) -> None:
+        """``row`` into ``_dpone_runs`` in a transaction of its own."""
+        con = self.connect(create=True)
+        assert con is not None
+        step = Step(f"creating the schema {self._schema}")
+        try:
+            with interruptible(f"DuckDB sink: recording the run in {self.q(RUNS_TABLE.name)}"):
+                con.execute(f"CREATE SCHEMA IF NOT EXISTS {self._schema}")
+                con.execute("BEGIN TRANSACTION")
+                insert_system(con, self, ((RUNS_TABLE, row.to_table()),), step)
+                con.execute("COMMIT")
+        except BaseException as exc:  # an interrupt too: the transaction never half-stays
+            rollback(con)
+            if isinstance(exc, duckdb.Error):
+                raise duck_error(exc, step.doing) from None
+            raise
+        finally:
+            con.close()
 
     def cleanup_abandoned(self, pipeline: str, keep_load_id: str | None = None) -> list[str]:
         con = self.connect(create=False)

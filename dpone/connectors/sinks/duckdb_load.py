@@ -29,6 +29,7 @@ from dpone.connectors.sinks.nativejson import native_schema
 from dpone.connectors.sources.duckdb import interruptible
 from dpone.connectors.sql.identifiers import quote_ident
 from dpone.connectors.sql.merge import MergeSql, extra_columns
+from dpone.connectors.systables import SystemRows, SystemTable
 
 #: DuckDB's row group size (rows): staging inserts whole row groups (see DuckDbLoad._stage).
 ROW_GROUP_ROWS = 122_880
@@ -38,6 +39,7 @@ SEQ = "_dpone_seq"
 KEY, ID = quote_ident(KEY_COLUMN), quote_ident("load_id")
 # Arrow objects registered on a connection for one statement.
 PROBE, EMPTY, BATCH, NEW_KEYS = "_dpone_probe", "_dpone_empty", "_dpone_batch", "_dpone_keys"
+SYSTEM_ROWS = "_dpone_system_rows"
 
 LOADS_DDL = (
     'CREATE TABLE IF NOT EXISTS {t} ("load_id" VARCHAR PRIMARY KEY, "pipeline" VARCHAR NOT NULL, '
@@ -69,6 +71,24 @@ class DuckDbTarget(Protocol):
     ) -> list[tuple[str, str, bool]]: ...
 
 
+def insert_system(
+    con: duckdb.DuckDBPyConnection,
+    sink: DuckDbTarget,
+    tables: tuple[tuple[SystemTable, pa.Table], ...],
+    step: Step,
+) -> None:
+    """Create the system tables that do not exist yet and add ``tables``' rows, in the
+    caller's transaction (a row whose key is there already is left as it is)."""
+    for table, rows in tables:
+        name = sink.q(table.name)
+        step.doing = f"recording the run in {name}"
+        con.execute(table.ddl(name, "duckdb"))
+        if rows.num_rows:
+            con.register(SYSTEM_ROWS, rows)
+            con.execute(table.insert(name, quote_ident(SYSTEM_ROWS)))
+            con.unregister(SYSTEM_ROWS)
+
+
 def drop_stage(con: duckdb.DuckDBPyConnection, sink: DuckDbTarget, stage: str) -> None:
     con.execute("BEGIN TRANSACTION")
     con.execute(f"DROP TABLE IF EXISTS {sink.q(stage)}")
@@ -96,6 +116,12 @@ class DuckDbLoad(LoadState):
         self._parquet: tuple[Path, ...] = ()
         #: the staging table's columns in its order (a widened load appends to it)
         self._stage_names: list[str] = list(spec.schema.names)
+        self._system: SystemRows | None = None
+
+    def attach_system_rows(self, rows: SystemRows) -> None:
+        """Insert ``rows`` into the system tables in this load's commit transaction."""
+        self._require_open()
+        self._system = rows
 
     def _stage(self, batch: pa.RecordBatch) -> None:
         """Stage ``batch`` in whole row groups: each INSERT holds a multiple of DuckDB's row
@@ -211,6 +237,8 @@ class DuckDbLoad(LoadState):
                 if spec.keys:
                     step.doing = f"inserting idempotency keys into {q(KEYS_TABLE)}"
                     self._insert_keys(con)
+                if self._system is not None:
+                    insert_system(con, sink, self._system.tables(), step)
                 step.doing = f"dropping the staging table {stage}"
                 if not adopted:
                     con.execute(f"DROP TABLE {stage}")

@@ -14,8 +14,10 @@ spaces and non-ASCII names are exact. PostgreSQL silently truncates names longer
 bytes, so such a name is refused instead.
 
 A load that carries idempotency keys (a replay batch) inserts one row per key into
-``<dataset>._dpone_load_keys`` in the same transaction. :meth:`PostgresSink.session` pins one
-connection for many loads and look-ups, each ending its own transaction.
+``<dataset>._dpone_load_keys`` in the same transaction, and so do the system tables' rows
+(``pgsystem.py``); :meth:`PostgresSink.record_run` records a failed run's row on its own.
+:meth:`PostgresSink.session` pins one connection for many loads and look-ups, each ending its
+own transaction.
 """
 
 from __future__ import annotations
@@ -43,10 +45,13 @@ from dpone.connectors.sinks._common import (
     probe_join_sql,
 )
 from dpone.connectors.sinks.loadstate import LoadState, keys_committed_twice
+from dpone.connectors.sinks.pgsystem import insert_system, record_run
 from dpone.connectors.sql import postgres as pg
 from dpone.connectors.sql.identifiers import qualify, quote_ident, short_hash
 from dpone.connectors.sql.merge import MergeSql, extra_columns, is_dpone_column
 from dpone.connectors.sql.pgtypes import arrow_type, pg_type, staging_array
+from dpone.connectors.sql.postgres import ingest_temporary, temporary
+from dpone.connectors.systables import RunRow, SystemRows
 from dpone.errors import DponeError
 from dpone.manifest.specs import PostgresSinkSpec
 
@@ -217,6 +222,11 @@ class PostgresSink(KeyProbes):
             ) from None
         return PostgresLoad(self, conn, load, stage, owned=owned)
 
+    def record_run(self, row: RunRow) -> None:
+        """``row`` into ``_dpone_runs`` in a transaction of its own, on a connection of its own."""
+        with self._borrowed(fresh=True) as conn:
+            record_run(conn, self.dataset, self._q, row)
+
     def cleanup_abandoned(self, pipeline: str, keep_load_id: str | None = None) -> list[str]:
         """Nothing to do: staging lives and dies with the load's own transaction."""
         del pipeline, keep_load_id
@@ -239,6 +249,12 @@ class PostgresLoad(LoadState):
         self._step = Step(f"committing the load into {sink._q(sink.table)}")
         #: the staging table's columns in its order (a widened load appends to it)
         self._stage_names = [*spec.schema.names, *([_SEQ] if spec.mode == "merge" else [])]
+        self._system: SystemRows | None = None
+
+    def attach_system_rows(self, rows: SystemRows) -> None:
+        """Insert ``rows`` into the system tables in this load's transaction."""
+        self._require_open()
+        self._system = rows
 
     def _stage(self, batch: pa.RecordBatch) -> None:
         arrays = [staging_array(column) for column in batch.columns]
@@ -353,6 +369,8 @@ class PostgresLoad(LoadState):
         if spec.keys:
             step.doing = f"inserting idempotency keys into {q(KEYS_TABLE)}"
             self._insert_keys(cur)
+        if self._system is not None:
+            insert_system(cur, q, self._system.tables(), step)
         step.doing = f"committing the load into {merge.target}"
         self._conn.commit()  # ON COMMIT DROP removes the staging table
         return marker
@@ -425,20 +443,6 @@ class PostgresLoad(LoadState):
 
 def too_long(name: str) -> bool:
     return len(name.encode("utf-8")) > MAX_IDENTIFIER_BYTES
-
-
-def temporary(name: str) -> str:
-    """A temporary table of this session, qualified: ``"pg_temp"."name"``."""
-    return qualify("pg_temp", name)
-
-
-def ingest_temporary(cur: Any, name: str, table: pa.Table) -> None:
-    """``table`` into a temporary table dropped at the end of the current transaction."""
-    columns = [f"{quote_ident(f.name)} {pg_type(f.type, staging=True)}" for f in table.schema]
-    cur.execute(f"CREATE TEMPORARY TABLE {quote_ident(name)} ({', '.join(columns)}) ON COMMIT DROP")
-    arrays = [staging_array(column.combine_chunks()) for column in table.columns]
-    staged = pa.RecordBatch.from_arrays(arrays, names=table.schema.names)
-    cur.adbc_ingest(name, staged, mode="append", temporary=True)
 
 
 # Cleanup is best effort and must not hide the run's own error: after an interrupt inside the
