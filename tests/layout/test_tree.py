@@ -56,6 +56,21 @@ def test_no_source_names_a_step_or_an_issue_of_its_history() -> None:
     assert found == []
 
 
+def test_the_users_docs_name_no_document_they_do_not_have() -> None:
+    """README and docs speak to the package's users: the product's design documents (its
+    seeds) are not theirs to read, so a doc that cites one explains nothing."""
+    seed = re.compile(r"\bseed\b|\bseeds/|\bSPEC\.md\b", re.IGNORECASE)
+    files = [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sorted(files)
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if seed.search(line)
+    ]
+    assert len(files) > 10
+    assert found == []
+
+
 #: Modules stay small enough to hold in one's head (STYLE): about 450 lines, split by
 #: responsibility; past this one is split before it grows further.
 MAX_MODULE_LINES = 500
