@@ -81,25 +81,23 @@ def _merge_settings(strategy: dict[str, Any], ctx: CompileContext) -> list[Error
         if key not in strategy:
             continue
         if strategy["mode"] != "merge":
-            errors.append(
-                ctx.error(
-                    "DPONE_MANIFEST_MERGE_STRATEGY",
-                    f"{key} applies only to strategy mode merge",
-                    f"{STRATEGY}/{key}",
-                    at_key=True,
-                    fixes=(f"remove {key}, or set `mode: merge`",),
-                )
-            )
+            needs, fix = "strategy mode merge", "`mode: merge`"
         elif how not in strategies:
-            errors.append(
-                ctx.error(
-                    "DPONE_MANIFEST_MERGE_STRATEGY",
-                    f"{key} applies only to merge_strategy {' or '.join(strategies)}",
-                    f"{STRATEGY}/{key}",
-                    at_key=True,
-                    fixes=(f"remove {key}, or set `merge_strategy: {strategies[0]}`",),
-                )
+            needs, fix = (
+                f"merge_strategy {' or '.join(strategies)}",
+                f"`merge_strategy: {strategies[0]}`",
             )
+        else:
+            continue
+        errors.append(
+            ctx.error(
+                "DPONE_MANIFEST_MERGE_STRATEGY",
+                f"{key} applies only to {needs}",
+                f"{STRATEGY}/{key}",
+                at_key=True,
+                fixes=(f"remove {key}, or set {fix}",),
+            )
+        )
     boundary = strategy.get("boundary_timestamp")
     if isinstance(boundary, str) and parse_boundary(boundary) is None:
         errors.append(
