@@ -4,7 +4,7 @@ as ``pii_policy: preserve`` does; ``checks.dlq`` refuses that one the same way).
 
 from __future__ import annotations
 
-from dpone.dlq import policy as dlq_limits
+from dpone.contracts.dlq import is_production
 from dpone.errors import ErrorDetail
 from dpone.manifest.context import DLQ, LEGACY_QUARANTINE, CompileContext, Document
 
@@ -29,7 +29,7 @@ def check_legacy_quarantine(doc: Document, ctx: CompileContext) -> list[ErrorDet
                 fixes=("remove `enabled: false`", "or remove `quarantine:`"),
             )
         )
-    if dlq_limits.is_production(doc["environment"]):
+    if is_production(doc["environment"]):
         errors.append(
             ctx.error(
                 "DPONE_MANIFEST_LEGACY_EXPORT_IN_PRODUCTION",
