@@ -163,7 +163,7 @@ def _stages(log: str) -> dict[str, float]:
             found["cluster_start"] = float(event["seconds"])
         elif name == "scaleout.cluster_closed":
             found["cluster_close"] = float(event["seconds"])
-        elif name == "scaleout.sink_committed":
+        elif name == "sink.files_committed":
             found["sink_commit"] = float(event["seconds"])
         elif name == "scaleout.stages":
             for key in ("tasks", "index_close", "staged_check"):

@@ -136,6 +136,10 @@ class DaskScaleOut:
         #: the run's scale-out folder, once made: removed when the load commits or the run
         #: fails (nothing else reads it)
         self.folder: Path | None = None
+        #: per partition index: its staged files' schemas, checked as its task ended
+        self._schemas: dict[int, list[pa.Schema]] = {}
+        #: how many partitions (in order) have their DLQ segments indexed
+        self._adopted = 0
 
     def evidence(self) -> dict[str, Any]:
         """The evidence's ``scale_out`` section."""
@@ -186,21 +190,20 @@ class DaskScaleOut:
         tracker = self._merge(stream, results, partitions)
         stream.engine.finalize()
         clock = time.perf_counter()
-        adopt(stream.pipe, results)
-        stream.pipe.close()
-        self.stage_seconds["index_close"] = time.perf_counter() - clock
+        stream.pipe.close()  # every partition's segments were adopted as its task ended
+        self._add_seconds("index_close", clock)
         checkpoint("after_dlq_close")
         self._report_progress(stream, len(partitions), len(partitions))
         clock = time.perf_counter()
         staged = [f for r in results for f in r.staged]
-        schemas = [_check_staged(folder / "staged", f) for f in staged]
+        schemas = [s for r in results for s in self._schemas[r.index]]
         empty = [r.empty_schema for r in results if r.empty_schema is not None]
         # Tasks' files differ in the variant columns their chunks needed: the load holds them
         # all, in the order one chunk would have given them.
         fallback = empty[0] if empty else sink_schema(plan.sink.contract)
         schema = functools.reduce(widened, schemas) if schemas else fallback
         stream.staging.begin_staged([folder / "staged" / f.name for f in staged], schema)
-        self.stage_seconds["staged_check"] = time.perf_counter() - clock
+        self._add_seconds("staged_check", clock)
         log.info("scaleout.stages", **{k: round(v, 3) for k, v in self.stage_seconds.items()})
         return streamed(ctx, tracker, stream.tally.late_skipped)
 
@@ -242,6 +245,7 @@ class DaskScaleOut:
                 results[result.index] = result
                 if result.failure is not None:
                     break  # the run fails: the other tasks are cancelled with the client
+                self._absorb(stream, spec, result, results, partitions)
                 log.info(
                     "scaleout.partition_done",
                     partition=result.index,
@@ -253,16 +257,42 @@ class DaskScaleOut:
                 self._report_progress(stream, len(results), len(partitions), results.values())
         return [results[k] for k in sorted(results)]
 
+    def _absorb(
+        self,
+        stream: Stream,
+        spec: TaskSpec,
+        result: PartitionResult,
+        results: dict[int, PartitionResult],
+        partitions: Sequence[Partition],
+    ) -> None:
+        """While the other tasks run: the staged files of the task that just ended checked,
+        and every task's DLQ segments indexed (in partition order, as far as the partitions
+        ended so far reach). A run that fails later aborts its DLQ run with what is on disk."""
+        clock = time.perf_counter()
+        self._schemas[result.index] = [_check_staged(spec.staged_dir, f) for f in result.staged]
+        self._add_seconds("staged_check", clock)
+        clock = time.perf_counter()
+        while self._adopted < len(partitions) and partitions[self._adopted].index in results:
+            adopt(stream.pipe, [results[partitions[self._adopted].index]])
+            self._adopted += 1
+        self._add_seconds("index_close", clock)
+
+    def _add_seconds(self, stage: str, since: float) -> None:
+        took = time.perf_counter() - since
+        self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + took
+
     def _report_progress(self, stream: Stream, done: int, total: int, results: Any = None) -> None:
         """The CLI's bar fills with the partitions done (its "share read")."""
         if self.ctx.options.progress is None:
             return
+        adopted = stream.pipe.records  # the DLQ pipe's count is of the segments indexed
         if results is not None:
             rows = list(results)
             stream.tally.read = sum(r.read for r in rows)
             stream.tally.loaded = sum(r.loaded for r in rows)
             stream.pipe.records = sum(r.quarantined for r in rows)
         progress = RunProgress.of(stream.counts(), bytes_read=done, bytes_total=total)
+        stream.pipe.records = adopted
         self.ctx.options.progress(progress)
 
     # --- the results ----------------------------------------------------------------------------
@@ -280,7 +310,6 @@ class DaskScaleOut:
             stream.state,
             merge=plan.sink.strategy.mode == "merge",
         )
-        stream.pipe.records = 0
         tally.read = tally.loaded = tally.warned = tally.skipped = tally.chunks = 0
         tally.rejected = tally.dropped = 0
         tally.late_skipped = 0
