@@ -11,11 +11,15 @@ process (its start, imports and the cluster's start and close included), timed r
 - ``dask1``: ``engine: dask`` with one worker, the driver and the worker under ``taskset -c 0``;
 - ``dask2``: ``engine: dask`` with two workers, under ``taskset -c 0,1``.
 
+After each round, a control: how much faster two processes of pure Python work run on cores 0
+and 1 than one on core 0 (2.00 on an idle machine): (d2) cannot be more than that.
+
 Printed: (d1) the per-core efficiency, local's time / dask1's (target >= 0.75), and (d2) the
-scaling, dask1's time / dask2's (target >= 1.7), each with the CPU seconds of the whole process
-tree, then the dask runs' stages from their logs (cluster start, tasks, DLQ index, the staged
-files' check, the sink's commit) and the machine's load average: the figures are of the moment
-they were taken, on a machine other work shares they are noisy.
+scaling, dask1's time / dask2's (target >= 1.7), each with the ratio of the CPU seconds of the
+whole process trees (less sensitive to other work on the machine than the wall times), then
+the dask runs' stages from their logs (cluster start, tasks, DLQ index, the staged files'
+check, the sink's commit) and the machine's load average: the figures are of the moment they
+were taken, and on a machine that other work shares they are noisy.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ ROWS_ENV = "DPONE_BENCH_DASK_ROWS"
 BAD_EVERY = 100  # 1%
 CHUNK = 100_000
 REPEATS = 3
+SPIN = 20_000_000  # about a second of one core
 #: (label, engine, workers, cores)
 CONTENDERS = (
     ("local", "local", 0, "0"),
@@ -148,6 +153,20 @@ def _once(folder: Path, label: str, manifest: Path, cores: str) -> Outcome:
     )
 
 
+def _capacity() -> float:
+    """How much two cores give right now against one: two processes of pure Python work on
+    cores 0 and 1 against one on core 0 (2.0 on an idle machine; other work lowers it)."""
+    spin = [sys.executable, "-c", f"for _ in range({SPIN}): pass"]
+    began = time.perf_counter()
+    subprocess.run(["taskset", "-c", "0", *spin], check=True)
+    one = time.perf_counter() - began
+    began = time.perf_counter()
+    procs = [subprocess.Popen(["taskset", "-c", "0,1", *spin]) for _ in range(2)]
+    for proc in procs:
+        proc.wait()
+    return 2 * one / (time.perf_counter() - began)
+
+
 def _stages(log: str) -> dict[str, float]:
     """The driver's seconds per stage, from its JSON log lines."""
     found: dict[str, float] = {}
@@ -180,10 +199,12 @@ def run() -> None:
     print(f"load average before: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}, {os.cpu_count()} cores")
     manifests = {lab: _manifest(folder, lab, eng, w) for lab, eng, w, _ in CONTENDERS}
     outcomes: dict[str, list[Outcome]] = {lab: [] for lab, *_ in CONTENDERS}
+    capacity: list[float] = []
     for r in range(REPEATS):
         order = CONTENDERS[r % len(CONTENDERS) :] + CONTENDERS[: r % len(CONTENDERS)]
         for label, _, _, cores in order:
             outcomes[label].append(_once(folder, label, manifests[label], cores))
+        capacity.append(_capacity())
     counts = {o.counts for runs in outcomes.values() for o in runs}
     assert len(counts) == 1, f"the engines loaded other rows: {counts}"
     wall = {k: statistics.median(o.seconds for o in v) for k, v in outcomes.items()}
@@ -195,8 +216,18 @@ def run() -> None:
             f"  {label:6} cores {cores:4} {wall[label]:6.2f} s  cpu {cpu[label]:6.2f} s"
             f"  (runs: {spread})"
         )
-    print(f"(d1) per-core efficiency, local / dask1: {wall['local'] / wall['dask1']:.2f} (>= 0.75)")
-    print(f"(d2) scaling, dask1 / dask2:            {wall['dask1'] / wall['dask2']:.2f}x (>= 1.7)")
+    print(
+        f"(d1) per-core efficiency, local / dask1: {wall['local'] / wall['dask1']:.2f} "
+        f"(target >= 0.75; CPU seconds: {cpu['local'] / cpu['dask1']:.2f})"
+    )
+    print(
+        f"(d2) scaling, dask1 / dask2: {wall['dask1'] / wall['dask2']:.2f}x (target >= 1.7; "
+        f"CPU seconds dask2 / dask1: {cpu['dask2'] / cpu['dask1']:.2f})"
+    )
+    print(
+        "    what two cores gave against one meanwhile (pure Python work, 2.00 when idle): "
+        + " ".join(f"{c:.2f}" for c in capacity)
+    )
     for label in ("dask1", "dask2"):
         parts = " ".join(
             f"{s} {statistics.median(o.stages.get(s, 0.0) for o in outcomes[label]):.2f}"
