@@ -30,12 +30,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import os
 import re
-import sys
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +55,7 @@ from dpone.runtime.context import RunContext
 from dpone.runtime.cursor import CursorTracker
 from dpone.runtime.dlq_pipe import DlqPipe, OwnDlqRun
 from dpone.runtime.report import RunProgress
+from dpone.runtime.scaleout.cluster import ScaleOutError, cluster_client
 from dpone.runtime.scaleout.partitions import Partition, plan_partitions
 from dpone.runtime.scaleout.task import PartitionResult, StagedFile, TaskSpec, run_partition
 from dpone.runtime.staging import Staging, widened
@@ -70,10 +68,6 @@ log = get_logger("dpone.run")
 SCALEOUT_DIR = "scaleout"
 _STAGED_NAME = re.compile(r"p[0-9]{5}-c[0-9]{6}\.parquet")
 _SEGMENT_NAME = re.compile(r"p([0-9]{5})-c[0-9]{6}(-[0-9]+)?\.jsonl")
-
-
-class ScaleOutError(DponeError):
-    code = "DPONE_SCALEOUT_FAILED"
 
 
 class AdoptedDlqRun(OwnDlqRun):
@@ -215,7 +209,7 @@ class DaskScaleOut:
         from distributed import as_completed
 
         results: dict[int, PartitionResult] = {}
-        with _client(config) as client:
+        with cluster_client(config) as client:
             if client.dashboard_link:
                 log.info("scaleout.dashboard", url=client.dashboard_link)
             futures = [
@@ -389,60 +383,6 @@ def _variables(plan: Plan) -> tuple[str, ...]:
     spec = plan.source.spec
     store = standard_variables(spec.path) if isinstance(spec, FileSourceSpec) else ()
     return (*plan.secret_names, *store)
-
-
-def _start_method() -> str:
-    """How the local cluster's worker processes start: forked from the driver on Linux.
-
-    A forked worker has the driver's modules already imported (pyarrow, Dask, dpone's
-    stream): a spawned one imports them again, about half a second of CPU per worker, which on
-    a small machine is a good share of the run. A forked worker inherits the driver's open
-    files, its run and DLQ locks among them; Dask's worker exits as soon as the process that
-    started it is gone (its "parent alive" pipe), so a driver killed mid-run leaves no worker
-    holding them. Elsewhere (macOS: fork is not safe there) Dask's setting stays."""
-    import dask
-
-    if sys.platform == "linux":
-        return "fork"
-    return str(dask.config.get("distributed.worker.multiprocessing-method"))
-
-
-@contextmanager
-def _client(config: DaskPlan) -> Iterator[Any]:
-    """A client of the manifest's cluster, or of a local one started (and closed) here."""
-    import dask
-    from distributed import Client, LocalCluster
-
-    if config.address:
-        try:
-            client = Client(config.address, timeout="30s")
-        except (OSError, TimeoutError) as exc:
-            raise ScaleOutError(
-                f"cannot reach the Dask scheduler ({type(exc).__name__})",
-                code="DPONE_SCALEOUT_UNAVAILABLE",
-                fixes=("check runtime.dask.address and that the scheduler is running",),
-            ) from None
-        with client:
-            yield client
-        return
-    workers = config.n_workers or os.cpu_count() or 1
-    started = time.perf_counter()
-    with (
-        dask.config.set({"distributed.worker.multiprocessing-method": _start_method()}),
-        LocalCluster(
-            n_workers=workers,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=":0",
-            memory_limit=config.memory_limit or "auto",
-        ) as cluster,
-        Client(cluster) as client,
-    ):
-        seconds = round(time.perf_counter() - started, 3)
-        log.info("scaleout.cluster_started", workers=workers, seconds=seconds)
-        yield client
-        closing = time.perf_counter()
-    log.info("scaleout.cluster_closed", seconds=round(time.perf_counter() - closing, 3))
 
 
 __all__ = ["SCALEOUT_DIR", "DaskScaleOut", "ScaleOutError", "scale_out_stream"]
