@@ -77,3 +77,14 @@ def test_objects_are_frozen_only_while_forked_workers_share_them() -> None:
     assert gc.get_freeze_count() == before
     with frozen_for_fork("spawn"):
         assert gc.get_freeze_count() == before
+
+
+def test_a_freeze_of_the_calling_application_is_left_alone() -> None:
+    gc.freeze()  # as an application calling dpone.api.run might have
+    try:
+        frozen = gc.get_freeze_count()
+        with frozen_for_fork("fork"):
+            assert gc.get_freeze_count() == frozen
+        assert gc.get_freeze_count() == frozen  # not unfrozen by the cluster's end
+    finally:
+        gc.unfreeze()

@@ -50,8 +50,10 @@ def frozen_for_fork(method: str) -> Iterator[None]:
     """The driver's objects left out of garbage collections while forked workers share them
     (the ``gc`` module's advice for a fork without exec): a collection walking them would
     write to, and so copy, every page they are on, in each worker. They are handed back to
-    the collector when the cluster is closed."""
-    if method != "fork":
+    the collector when the cluster is closed. A process that froze objects itself (an
+    application calling :func:`dpone.api.run`) is left as it is: unfreezing would undo its
+    own freeze."""
+    if method != "fork" or gc.get_freeze_count():
         yield
         return
     gc.freeze()
