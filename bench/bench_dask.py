@@ -1,39 +1,59 @@
-"""engine: dask (a LocalCluster of 2 worker processes) against engine: local, in one run.
+"""engine: dask against engine: local, per core, as whole processes.
 
-10,000,000 rows in 20 CSV files, 1% of them with an amount that is not a decimal (quarantined);
-``DPONE_BENCH_DASK_ROWS`` sets another row count (still 20 files), e.g. 1000000 for a quick
-look at the per-stage split on a busy machine. The files are generated once into a cache
-folder on disk (``DPONE_BENCH_CACHE``, default ``~/.cache/dpone-bench``), never on a tmpfs.
-Printed: rows/s of each engine and the ratio (target >= 1.5x at 10M rows on 2 idle cores),
-the peak RSS of every worker process (target < 1 GB; psutil, sampled every 0.2 s), the
-driver's time per stage (cluster start, partitioning, tasks, DLQ index from the tasks'
-descriptors, the staged files' check, the sink's commit reading them, the rest: preflight,
-evidence and state), and the machine's load average: the figures are of the moment they were
-taken.
+2,000,000 rows in 8 CSV files (three columns, 1% of the rows with an amount that is not a
+decimal: quarantined); ``DPONE_BENCH_DASK_ROWS`` sets another row count (still 8 files). The
+files are generated once into a cache folder on the real disk (``DPONE_BENCH_CACHE``, default
+``~/.cache/dpone-bench``), never on a tmpfs. Three contenders, each a whole ``dpone run``
+process (its start, imports and the cluster's start and close included), timed round-robin
+(the order rotates every round), median of :data:`REPEATS`:
+
+- ``local``: ``engine: local`` under ``taskset -c 0``;
+- ``dask1``: ``engine: dask`` with one worker, the driver and the worker under ``taskset -c 0``;
+- ``dask2``: ``engine: dask`` with two workers, under ``taskset -c 0,1``.
+
+After each round, a control: how much faster two processes of pure Python work run on cores 0
+and 1 than one on core 0 (2.00 on an idle machine): (d2) cannot be more than that.
+
+Printed: (d1) the per-core efficiency, local's time / dask1's (target >= 0.75), and (d2) the
+scaling, dask1's time / dask2's (target >= 1.7), each with the ratio of the CPU seconds of the
+whole process trees (less sensitive to other work on the machine than the wall times), then
+the dask runs' stages from their logs (cluster start, tasks, DLQ index, the staged files'
+check, the sink's commit) and the machine's load average: the figures are of the moment they
+were taken, and on a machine that other work shares they are noisy.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
-import threading
+import statistics
+import subprocess
+import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pyarrow as pa
 import pyarrow.csv as pacsv
-import structlog
 import yaml
 
-from dpone import api
-
-FILES = 20
-ROWS = 10_000_000
+FILES = 8
+ROWS = 2_000_000
 ROWS_ENV = "DPONE_BENCH_DASK_ROWS"
 BAD_EVERY = 100  # 1%
 CHUNK = 100_000
+REPEATS = 3
+SPIN = 20_000_000  # about a second of one core
+#: (label, engine, workers, cores)
+CONTENDERS = (
+    ("local", "local", 0, "0"),
+    ("dask1", "dask", 1, "0"),
+    ("dask2", "dask", 2, "0,1"),
+)
+DPONE_RUN = (sys.executable, "-m", "dpone", "run", "--format", "json")
+STAGES = ("cluster_start", "tasks", "index_close", "staged_check", "sink_commit", "cluster_close")
 
 
 def _rows() -> int:
@@ -60,9 +80,8 @@ def _cache() -> Path:
     return folder
 
 
-def _manifest(folder: Path, engine: str) -> Path:
-    name = f"bench_{engine}"
-    shutil.rmtree(folder / f".{name}", ignore_errors=True)
+def _manifest(folder: Path, label: str, engine: str, workers: int) -> Path:
+    name = f"bench_{label}"
     doc: dict[str, Any] = {
         "name": name,
         "runtime": {"engine": engine, "chunk_size": CHUNK, "work_dir": f".{name}"},
@@ -83,91 +102,137 @@ def _manifest(folder: Path, engine: str) -> Path:
         },
     }
     if engine == "dask":
-        doc["runtime"]["dask"] = {"n_workers": 2}
+        doc["runtime"]["dask"] = {"n_workers": workers}
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(doc), encoding="utf-8")
     return path
 
 
-class _RssSampler:
-    """Peak RSS of every process below this one (the cluster's nannies and workers)."""
-
-    def __init__(self) -> None:
-        self.peaks: dict[int, tuple[int, str]] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def __enter__(self) -> _RssSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _loop(self) -> None:
-        me = psutil.Process()
-        while not self._stop.wait(0.2):
-            for child in me.children(recursive=True):
-                try:
-                    rss = child.memory_info().rss
-                    # LocalCluster's nannies live in this process; its workers are spawned
-                    # processes (multiprocessing's resource tracker is not one of them).
-                    cmdline = " ".join(child.cmdline())
-                except psutil.Error:
-                    continue
-                if "resource_tracker" in cmdline:
-                    continue
-                if rss > self.peaks.get(child.pid, (0, ""))[0]:
-                    self.peaks[child.pid] = (rss, "worker")
+@dataclass
+class Outcome:
+    seconds: float
+    cpu: float
+    counts: tuple[int, int]
+    stages: dict[str, float] = field(default_factory=dict)
 
 
-def _timed(manifest: Path) -> tuple[float, Any, list[dict[str, Any]]]:
-    with structlog.testing.capture_logs() as events:
-        started = time.perf_counter()
-        report = api.run(manifest)
-        seconds = time.perf_counter() - started
-    return seconds, report, events
+def _child_env(folder: Path) -> dict[str, str]:
+    """The environment of a run: compiled modules cached (as an installed dpone's are)."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(folder / "pycache")
+    return env
+
+
+def _once(folder: Path, label: str, manifest: Path, cores: str) -> Outcome:
+    shutil.rmtree(folder / f".bench_{label}", ignore_errors=True)
+    os.sync()  # the previous run's removed files are not this run's bill
+    err = folder / f"{label}.err"
+    with err.open("wb") as stderr:
+        began = time.perf_counter()
+        proc = subprocess.Popen(
+            ["taskset", "-c", cores, *DPONE_RUN, str(manifest)],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            cwd=folder,
+            env=_child_env(folder),
+        )
+        assert proc.stdout is not None
+        out = proc.stdout.read()
+        _, status, usage = os.wait4(proc.pid, 0)
+        took = time.perf_counter() - began
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{label} failed: see {err}")
+    report = json.loads(out)
+    rows = report["rows"]
+    return Outcome(
+        took,
+        usage.ru_utime + usage.ru_stime,
+        (int(rows["loaded"]), int(rows["quarantined"])),
+        _stages(err.read_text(encoding="utf-8", errors="replace")),
+    )
+
+
+def _capacity() -> float:
+    """How much two cores give right now against one: two processes of pure Python work on
+    cores 0 and 1 against one on core 0 (2.0 on an idle machine; other work lowers it)."""
+    spin = [sys.executable, "-c", f"for _ in range({SPIN}): pass"]
+    began = time.perf_counter()
+    subprocess.run(["taskset", "-c", "0", *spin], check=True)
+    one = time.perf_counter() - began
+    began = time.perf_counter()
+    procs = [subprocess.Popen(["taskset", "-c", "0,1", *spin]) for _ in range(2)]
+    for proc in procs:
+        proc.wait()
+    return 2 * one / (time.perf_counter() - began)
+
+
+def _stages(log: str) -> dict[str, float]:
+    """The driver's seconds per stage, from its JSON log lines."""
+    found: dict[str, float] = {}
+    for line in log.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(event, dict):
+            continue
+        name = event.get("event")
+        if name == "scaleout.cluster_started":
+            found["cluster_start"] = float(event["seconds"])
+        elif name == "scaleout.cluster_closed":
+            found["cluster_close"] = float(event["seconds"])
+        elif name == "sink.files_committed":
+            found["sink_commit"] = float(event["seconds"])
+        elif name == "scaleout.stages":
+            for key in ("tasks", "index_close", "staged_check"):
+                found[key] = float(event.get(key, 0.0))
+    if "tasks" in found:  # the tasks' stage holds the cluster's start and close
+        found["tasks"] -= found.get("cluster_start", 0.0) + found.get("cluster_close", 0.0)
+    return found
 
 
 def run() -> None:
     folder = _cache()
     load = os.getloadavg()
     print(f"{_rows():,} rows in {FILES} CSV files (1% bad), cache {folder}")
-    print(
-        f"load average before: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} cores"
-    )
-    local_s, local, _ = _timed(_manifest(folder, "local"))
-    with _RssSampler() as rss:
-        dask_s, dask, events = _timed(_manifest(folder, "dask"))
-    for name, seconds, report in (("local", local_s, local), ("dask", dask_s, dask)):
-        rows = report.rows
+    print(f"load average before: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}, {os.cpu_count()} cores")
+    manifests = {lab: _manifest(folder, lab, eng, w) for lab, eng, w, _ in CONTENDERS}
+    outcomes: dict[str, list[Outcome]] = {lab: [] for lab, *_ in CONTENDERS}
+    capacity: list[float] = []
+    for r in range(REPEATS):
+        order = CONTENDERS[r % len(CONTENDERS) :] + CONTENDERS[: r % len(CONTENDERS)]
+        for label, _, _, cores in order:
+            outcomes[label].append(_once(folder, label, manifests[label], cores))
+        capacity.append(_capacity())
+    counts = {o.counts for runs in outcomes.values() for o in runs}
+    assert len(counts) == 1, f"the engines loaded other rows: {counts}"
+    wall = {k: statistics.median(o.seconds for o in v) for k, v in outcomes.items()}
+    cpu = {k: statistics.median(o.cpu for o in v) for k, v in outcomes.items()}
+    print(f"whole processes, median of {REPEATS}, seconds (CPU seconds of the process tree):")
+    for label, *_, cores in CONTENDERS:
+        spread = " ".join(f"{o.seconds:.2f}" for o in outcomes[label])
         print(
-            f"engine {name:5}: {seconds:7.1f} s  {rows.read / seconds:12,.0f} rows/s  "
-            f"loaded {rows.loaded:,} quarantined {rows.quarantined:,}"
+            f"  {label:6} cores {cores:4} {wall[label]:6.2f} s  cpu {cpu[label]:6.2f} s"
+            f"  (runs: {spread})"
         )
-    assert (local.rows.loaded, local.rows.quarantined) == (dask.rows.loaded, dask.rows.quarantined)
-    ratio = local_s / dask_s
-    print(f"dask / local rows/s: {ratio:.2f}x (target >= 1.5x)")
-    workers = sorted((v for v in rss.peaks.values() if v[1] == "worker"), reverse=True)
     print(
-        "peak RSS per worker (target < 1 GB): "
-        + ", ".join(f"{b / 2**20:,.0f} MB" for b, _ in workers)
+        f"(d1) per-core efficiency, local / dask1: {wall['local'] / wall['dask1']:.2f} "
+        f"(target >= 0.75; CPU seconds: {cpu['local'] / cpu['dask1']:.2f})"
     )
-    stages = next((e for e in events if e["event"] == "scaleout.stages"), {})
-    commit = next((e for e in events if e["event"] == "scaleout.sink_committed"), {})
-    start = next((e for e in events if e["event"] == "scaleout.cluster_started"), {})
-    closed = next((e for e in events if e["event"] == "scaleout.cluster_closed"), {})
-    cluster = float(start.get("seconds", 0.0)) + float(closed.get("seconds", 0.0))
-    split = {"cluster_start_and_close": cluster}
-    split.update(
-        (k, float(stages.get(k, 0.0))) for k in ("partitioning", "index_close", "staged_check")
+    print(
+        f"(d2) scaling, dask1 / dask2: {wall['dask1'] / wall['dask2']:.2f}x (target >= 1.7; "
+        f"CPU seconds dask2 / dask1: {cpu['dask2'] / cpu['dask1']:.2f})"
     )
-    split["tasks (without the cluster's start)"] = float(stages.get("tasks", 0.0)) - cluster
-    split["sink_commit"] = float(commit.get("seconds", 0.0))
-    split["rest (preflight, evidence, state)"] = dask_s - sum(split.values())
-    print("dask run, seconds per stage:")
-    for k, v in split.items():
-        print(f"  {k:40} {v:7.2f}")
+    print(
+        "    what two cores gave against one meanwhile (pure Python work, 2.00 when idle): "
+        + " ".join(f"{c:.2f}" for c in capacity)
+    )
+    for label in ("dask1", "dask2"):
+        parts = " ".join(
+            f"{s} {statistics.median(o.stages.get(s, 0.0) for o in outcomes[label]):.2f}"
+            for s in STAGES
+        )
+        print(f"  {label} driver stages, median s: {parts}")
     load = os.getloadavg()
     print(f"load average after: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")

@@ -127,13 +127,16 @@ def link_at(
     *,
     mode: int = FILE_MODE,
     before_link: Callable[[], None] | None = None,
+    fsync: bool = True,
 ) -> bool:
     """Publish ``data`` as ``name``, create-only and durable; ``False`` if ``name`` exists.
 
     Temp file, fsync, ``link`` to the final name, unlink the temp name, fsync the folder.
+    ``fsync=False`` keeps the publishing atomic (never a torn file under ``name``) but not
+    durable: for files that no longer matter once the machine went down.
     """
     tmp = temp_name(name)
-    create_exclusive(dir_fd, tmp, data, fsync=True, mode=mode)
+    create_exclusive(dir_fd, tmp, data, fsync=fsync, mode=mode)
     try:
         if before_link is not None:
             before_link()
@@ -144,7 +147,8 @@ def link_at(
             created = False
     finally:
         unlink_quietly(dir_fd, tmp)
-    os.fsync(dir_fd)
+    if fsync:
+        os.fsync(dir_fd)
     return created
 
 
@@ -299,10 +303,11 @@ def replace_atomic(
         replace_at(dir_fd, path.name, data, before_publish=before_publish)
 
 
-def create_only(path: Path, data: bytes, *, anchor: Path | None = None) -> None:
-    """Publish ``data`` at ``path`` atomically and durably; ``FileExistsError`` if it exists."""
+def create_only(path: Path, data: bytes, *, anchor: Path | None = None, fsync: bool = True) -> None:
+    """Publish ``data`` at ``path`` atomically and durably (not durably with ``fsync=False``,
+    see :func:`link_at`); ``FileExistsError`` if it exists."""
     with open_folder(path.parent, anchor=anchor) as dir_fd:
-        if not link_at(dir_fd, path.name, data):
+        if not link_at(dir_fd, path.name, data, fsync=fsync):
             raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path))
 
 

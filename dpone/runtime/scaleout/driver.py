@@ -30,11 +30,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import os
 import re
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +55,7 @@ from dpone.runtime.context import RunContext
 from dpone.runtime.cursor import CursorTracker
 from dpone.runtime.dlq_pipe import DlqPipe, OwnDlqRun
 from dpone.runtime.report import RunProgress
+from dpone.runtime.scaleout.cluster import ScaleOutError, cluster_client
 from dpone.runtime.scaleout.partitions import Partition, plan_partitions
 from dpone.runtime.scaleout.task import PartitionResult, StagedFile, TaskSpec, run_partition
 from dpone.runtime.staging import Staging, widened
@@ -69,10 +68,6 @@ log = get_logger("dpone.run")
 SCALEOUT_DIR = "scaleout"
 _STAGED_NAME = re.compile(r"p[0-9]{5}-c[0-9]{6}\.parquet")
 _SEGMENT_NAME = re.compile(r"p([0-9]{5})-c[0-9]{6}(-[0-9]+)?\.jsonl")
-
-
-class ScaleOutError(DponeError):
-    code = "DPONE_SCALEOUT_FAILED"
 
 
 class AdoptedDlqRun(OwnDlqRun):
@@ -135,6 +130,10 @@ class DaskScaleOut:
         #: the run's scale-out folder, once made: removed when the load commits or the run
         #: fails (nothing else reads it)
         self.folder: Path | None = None
+        #: per partition index: its staged files' schemas, checked as its task ended
+        self._schemas: dict[int, list[pa.Schema]] = {}
+        #: how many partitions (in order) have their DLQ segments indexed
+        self._adopted = 0
 
     def evidence(self) -> dict[str, Any]:
         """The evidence's ``scale_out`` section."""
@@ -185,21 +184,20 @@ class DaskScaleOut:
         tracker = self._merge(stream, results, partitions)
         stream.engine.finalize()
         clock = time.perf_counter()
-        adopt(stream.pipe, results)
-        stream.pipe.close()
-        self.stage_seconds["index_close"] = time.perf_counter() - clock
+        stream.pipe.close()  # every partition's segments were adopted as its task ended
+        self._add_seconds("index_close", clock)
         checkpoint("after_dlq_close")
         self._report_progress(stream, len(partitions), len(partitions))
         clock = time.perf_counter()
         staged = [f for r in results for f in r.staged]
-        schemas = [_check_staged(folder / "staged", f) for f in staged]
+        schemas = [s for r in results for s in self._schemas[r.index]]
         empty = [r.empty_schema for r in results if r.empty_schema is not None]
         # Tasks' files differ in the variant columns their chunks needed: the load holds them
         # all, in the order one chunk would have given them.
         fallback = empty[0] if empty else sink_schema(plan.sink.contract)
         schema = functools.reduce(widened, schemas) if schemas else fallback
         stream.staging.begin_staged([folder / "staged" / f.name for f in staged], schema)
-        self.stage_seconds["staged_check"] = time.perf_counter() - clock
+        self._add_seconds("staged_check", clock)
         log.info("scaleout.stages", **{k: round(v, 3) for k, v in self.stage_seconds.items()})
         return streamed(ctx, tracker, stream.tally.late_skipped)
 
@@ -211,7 +209,7 @@ class DaskScaleOut:
         from distributed import as_completed
 
         results: dict[int, PartitionResult] = {}
-        with _client(config) as client:
+        with cluster_client(config) as client:
             if client.dashboard_link:
                 log.info("scaleout.dashboard", url=client.dashboard_link)
             futures = [
@@ -241,6 +239,7 @@ class DaskScaleOut:
                 results[result.index] = result
                 if result.failure is not None:
                     break  # the run fails: the other tasks are cancelled with the client
+                self._absorb(stream, spec, result, results, partitions)
                 log.info(
                     "scaleout.partition_done",
                     partition=result.index,
@@ -252,16 +251,42 @@ class DaskScaleOut:
                 self._report_progress(stream, len(results), len(partitions), results.values())
         return [results[k] for k in sorted(results)]
 
+    def _absorb(
+        self,
+        stream: Stream,
+        spec: TaskSpec,
+        result: PartitionResult,
+        results: dict[int, PartitionResult],
+        partitions: Sequence[Partition],
+    ) -> None:
+        """While the other tasks run: the staged files of the task that just ended checked,
+        and every task's DLQ segments indexed (in partition order, as far as the partitions
+        ended so far reach). A run that fails later aborts its DLQ run with what is on disk."""
+        clock = time.perf_counter()
+        self._schemas[result.index] = [_check_staged(spec.staged_dir, f) for f in result.staged]
+        self._add_seconds("staged_check", clock)
+        clock = time.perf_counter()
+        while self._adopted < len(partitions) and partitions[self._adopted].index in results:
+            adopt(stream.pipe, [results[partitions[self._adopted].index]])
+            self._adopted += 1
+        self._add_seconds("index_close", clock)
+
+    def _add_seconds(self, stage: str, since: float) -> None:
+        took = time.perf_counter() - since
+        self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + took
+
     def _report_progress(self, stream: Stream, done: int, total: int, results: Any = None) -> None:
         """The CLI's bar fills with the partitions done (its "share read")."""
         if self.ctx.options.progress is None:
             return
+        adopted = stream.pipe.records  # the DLQ pipe's count is of the segments indexed
         if results is not None:
             rows = list(results)
             stream.tally.read = sum(r.read for r in rows)
             stream.tally.loaded = sum(r.loaded for r in rows)
             stream.pipe.records = sum(r.quarantined for r in rows)
         progress = RunProgress.of(stream.counts(), bytes_read=done, bytes_total=total)
+        stream.pipe.records = adopted
         self.ctx.options.progress(progress)
 
     # --- the results ----------------------------------------------------------------------------
@@ -279,7 +304,6 @@ class DaskScaleOut:
             stream.state,
             merge=plan.sink.strategy.mode == "merge",
         )
-        stream.pipe.records = 0
         tally.read = tally.loaded = tally.warned = tally.skipped = tally.chunks = 0
         tally.rejected = tally.dropped = 0
         tally.late_skipped = 0
@@ -359,42 +383,6 @@ def _variables(plan: Plan) -> tuple[str, ...]:
     spec = plan.source.spec
     store = standard_variables(spec.path) if isinstance(spec, FileSourceSpec) else ()
     return (*plan.secret_names, *store)
-
-
-@contextmanager
-def _client(config: DaskPlan) -> Iterator[Any]:
-    """A client of the manifest's cluster, or of a local one started (and closed) here."""
-    from distributed import Client, LocalCluster
-
-    if config.address:
-        try:
-            client = Client(config.address, timeout="30s")
-        except (OSError, TimeoutError) as exc:
-            raise ScaleOutError(
-                f"cannot reach the Dask scheduler ({type(exc).__name__})",
-                code="DPONE_SCALEOUT_UNAVAILABLE",
-                fixes=("check runtime.dask.address and that the scheduler is running",),
-            ) from None
-        with client:
-            yield client
-        return
-    workers = config.n_workers or os.cpu_count() or 1
-    started = time.perf_counter()
-    with (
-        LocalCluster(
-            n_workers=workers,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=":0",
-            memory_limit=config.memory_limit or "auto",
-        ) as cluster,
-        Client(cluster) as client,
-    ):
-        seconds = round(time.perf_counter() - started, 3)
-        log.info("scaleout.cluster_started", workers=workers, seconds=seconds)
-        yield client
-        closing = time.perf_counter()
-    log.info("scaleout.cluster_closed", seconds=round(time.perf_counter() - closing, 3))
 
 
 __all__ = ["SCALEOUT_DIR", "DaskScaleOut", "ScaleOutError", "scale_out_stream"]
