@@ -5,7 +5,7 @@ tables and names both sides share."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -23,12 +23,14 @@ from dpone.connectors.sinks._common import (
     marker_from_row,
     marker_row,
 )
+from dpone.connectors.errors import SinkSchemaError
 from dpone.connectors.sinks._duck_errors import duck_error
+from dpone.connectors.sinks.duckdb_children import DuckChildren
 from dpone.connectors.sinks.loadstate import LoadState, keys_committed_twice
 from dpone.connectors.sinks.nativejson import native_schema
 from dpone.connectors.sources.duckdb import interruptible
 from dpone.connectors.sql.identifiers import quote_ident
-from dpone.connectors.sql.merge import MergeSql, extra_columns
+from dpone.connectors.sql.merge import ROW_ID_COLUMN, MergeSql, extra_columns
 
 #: DuckDB's row group size (rows): staging inserts whole row groups (see DuckDbLoad._stage).
 ROW_GROUP_ROWS = 122_880
@@ -57,6 +59,7 @@ class DuckDbTarget(Protocol):
     """What a load needs of its sink (``duckdb.DuckDbSink``), so the two modules import one way."""
 
     table: str
+    dataset: str
     target: str
     clock: Clock
 
@@ -96,6 +99,23 @@ class DuckDbLoad(LoadState):
         self._parquet: tuple[Path, ...] = ()
         #: the staging table's columns in its order (a widened load appends to it)
         self._stage_names: list[str] = list(spec.schema.names)
+        #: child tables' rows (``write_nested``), written by the commit
+        self._children = DuckChildren(sink.table, sink.dataset)
+        #: the ``_dpone_id`` of the rows being staged (``write_nested``)
+        self._ids: pa.StringArray | None = None
+
+    def write_nested(
+        self, batch: pa.RecordBatch, ids: pa.StringArray, children: Mapping[str, pa.RecordBatch]
+    ) -> None:
+        """Stage ``batch`` with its rows' ids; the child rows wait for the commit."""
+        if not self.spec.child_tables:
+            raise SinkSchemaError("this load was not begun for child tables")
+        self._ids = ids
+        try:
+            self.write(batch)
+        finally:
+            self._ids = None
+        self._children.add(children)
 
     def _stage(self, batch: pa.RecordBatch) -> None:
         """Stage ``batch`` in whole row groups: each INSERT holds a multiple of DuckDB's row
@@ -111,6 +131,10 @@ class DuckDbLoad(LoadState):
         if self.spec.mode == "merge":
             seq = pa.array(range(self.rows, self.rows + batch.num_rows), pa.int64())
             batch = batch.append_column(SEQ, seq)
+        if self.spec.child_tables:
+            if self._ids is None or len(self._ids) != batch.num_rows:
+                raise SinkSchemaError("rows of a load with child tables come with their ids")
+            batch = batch.append_column(ROW_ID_COLUMN, self._ids)
         if self._waiting:
             need = ROW_GROUP_ROWS - self._waiting_rows
             if batch.num_rows < need:
@@ -189,6 +213,7 @@ class DuckDbLoad(LoadState):
                 adopted = (
                     spec.mode != "merge"
                     and not spec.load_columns
+                    and not spec.child_tables
                     and self._stage_names == spec.schema.names
                     and not sink.table_exists(con, sink.table)
                 )
@@ -199,8 +224,11 @@ class DuckDbLoad(LoadState):
                     self._adopt_stage(con)
                 else:
                     self._prepare_target(con)
+                    self._prepare_children(con, target, stage)
                     self._apply(con, target, stage)
                     self._insert_parquet(con, target)
+                if spec.child_tables:
+                    self._insert_children(con, target)
                 marker = self.new_marker(sink.target, iso_utc(sink.clock()))
                 step.doing = f"inserting the load marker into {q(LOADS)}"
                 con.execute(
@@ -265,6 +293,33 @@ class DuckDbLoad(LoadState):
             f"INSERT INTO {into} ({cols}) SELECT {cols} FROM read_parquet([{files}])"
         ).fetchall()
         self.rows += int(inserted[0][0])
+
+    def _prepare_children(self, con: duckdb.DuckDBPyConnection, target: str, stage: str) -> None:
+        """Empty or prune the target's child tables before its rows change (a load without
+        child tables leaves them alone)."""
+        if not self.spec.child_tables:
+            return
+        self._step.doing = f"listing the child tables of {target}"
+        existing = [self._sink.q(name) for name in self._children.existing(con)]
+        self._children.before_apply(
+            con,
+            existing,
+            target=target,
+            stage=stage,
+            mode=self.spec.mode,
+            keys=self.spec.unique_key,
+            step=self._step,
+        )
+
+    def _insert_children(self, con: duckdb.DuckDBPyConnection, target: str) -> None:
+        sink = self._sink
+        present = {
+            name: [c[0].lower() for c in sink.table_columns(con, name)]
+            for name in self._children.existing(con)
+        }
+        self._children.insert(
+            con, sink.q, present, target=target, merge=self.spec.mode == "merge", step=self._step
+        )
 
     def _insert_keys(self, con: duckdb.DuckDBPyConnection) -> None:
         """One row per idempotency key of the load, inside the commit's transaction."""
@@ -356,6 +411,7 @@ class DuckDbLoad(LoadState):
 
     def _abort(self) -> None:
         self._waiting, self._waiting_rows = [], 0
+        self._children.clear()
         try:
             drop_stage(self._con, self._sink, self._stage_table)
         except duckdb.Error:
