@@ -50,7 +50,7 @@ def child_contract(contract: ContractSpec, path: Path) -> ContractSpec:
 
 
 def declared_paths(contract: ContractSpec) -> frozenset[Path]:
-    """Every child table path the contract's dotted columns name (``a.b.c``: ``(a,)``, ``(a, b)``)."""
+    """Every child table path the dotted columns name (``a.b.c``: ``(a,)`` and ``(a, b)``)."""
     out: set[Path] = set()
     for c in contract.columns:
         parts = tuple(c.name.split(PATH_SEP))
@@ -163,7 +163,7 @@ def _collect(
 
 
 def _may_nest(dtype: pa.DataType) -> bool:
-    return (
+    return bool(
         pa.types.is_string(dtype)
         or pa.types.is_large_string(dtype)
         or pa.types.is_list(dtype)
@@ -175,9 +175,7 @@ def _value(value: Any) -> Any:
     """A JSON text that is an array, parsed (its numbers as their text); anything else as is."""
     if isinstance(value, str) and value.lstrip().startswith("["):
         try:
-            return json.loads(
-                value, parse_float=_Raw, parse_int=_Raw, parse_constant=_Raw
-            )
+            return json.loads(value, parse_float=_Raw, parse_int=_Raw, parse_constant=_Raw)
         except (ValueError, RecursionError):
             return value
     return value

@@ -35,7 +35,12 @@ from dpone.contracts.reasons import ReasonCode
 from dpone.contracts.result import TABLE_SCOPE, EnforcementResult, Hit, Rejects
 from dpone.manifest.plan import Plan
 
-ID, PARENT_ID, LIST_IDX, ROOT_ID = "_dpone_id", "_dpone_parent_id", "_dpone_list_idx", "_dpone_root_id"
+ID, PARENT_ID, LIST_IDX, ROOT_ID = (
+    "_dpone_id",
+    "_dpone_parent_id",
+    "_dpone_list_idx",
+    "_dpone_root_id",
+)
 #: hex digits of a ``_dpone_id`` (80 bits of a sha256)
 ID_HEX = 20
 #: the deepest child tables when ``max_nesting`` is not given (the schema's maximum)
@@ -102,7 +107,9 @@ class ChildTables:
     def split(self, batch: pa.RecordBatch) -> Unnested:
         return unnest(batch, max_nesting=self._max, declared=self._declared, keep=self._keep)
 
-    def judge(self, nested: Unnested, result: EnforcementResult) -> tuple[Judged, EnforcementResult]:
+    def judge(
+        self, nested: Unnested, result: EnforcementResult
+    ) -> tuple[Judged, EnforcementResult]:
         """Enforce every child table of the chunk; the root result with the root rows of bad
         child values (and of child fields that are not lists of objects) rejected too. A
         strict contract's violation in a child table fails the run as the root's would."""

@@ -39,10 +39,14 @@ def dlq_records(root: Path, run_id: str) -> list[dict[str, Any]]:
     return [json.loads(line) for s in segments for line in s.read_text().splitlines()]
 
 
-ONCE = {
+ONCE: dict[str, list[tuple[Any, ...]]] = {
     "customers": [(1, "ann"), (2, "bob"), (4, "dee")],
     "customers__orders": [(1, 0, "A-1", 2), (1, 1, "A-2", 1), (4, 0, "D-1", 5)],
-    "customers__orders__items": [(1, "A-1", 0, "x", 1), (1, "A-1", 1, "y", 2), (4, "D-1", 0, "z", 3)],
+    "customers__orders__items": [
+        (1, "A-1", 0, "x", 1),
+        (1, "A-1", 1, "y", 2),
+        (4, "D-1", 0, "z", 3),
+    ],
 }
 
 

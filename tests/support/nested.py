@@ -27,7 +27,11 @@ LINES: list[dict[str, Any]] = [
     },
     {"id": 2, "name": "bob", "orders": []},
     {"id": 3, "name": "cid", "orders": [{"sku": "C-1", "qty": BAD_QTY}]},
-    {"id": 4, "name": "dee", "orders": [{"sku": "D-1", "qty": 5, "items": [{"code": "z", "n": 3}]}]},
+    {
+        "id": 4,
+        "name": "dee",
+        "orders": [{"sku": "D-1", "qty": 5, "items": [{"code": "z", "n": 3}]}],
+    },
 ]
 
 COLUMNS: dict[str, dict[str, Any]] = {

@@ -15,6 +15,7 @@ import pyarrow as pa
 from dpone.clock import Clock, iso_utc
 from dpone.connectors.base import ColumnDefinition, LoadMarker, LoadSpec, TableDefinition
 from dpone.connectors.batches import same_columns
+from dpone.connectors.errors import SinkSchemaError
 from dpone.connectors.sinks._common import (
     KEY_COLUMN,
     KEYS_TABLE,
@@ -23,7 +24,6 @@ from dpone.connectors.sinks._common import (
     marker_from_row,
     marker_row,
 )
-from dpone.connectors.errors import SinkSchemaError
 from dpone.connectors.sinks._duck_errors import duck_error
 from dpone.connectors.sinks.duckdb_children import DuckChildren
 from dpone.connectors.sinks.loadstate import LoadState, keys_committed_twice
