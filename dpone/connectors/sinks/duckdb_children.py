@@ -1,6 +1,6 @@
 """The child tables of one DuckDB load (``source.normalize: {nested: child_tables}``, SPEC §13),
-held in memory until the load commits and written inside its one transaction, before its
-marker: every table of a load commits together or none does.
+held in memory until the load commits (``loadstate.NestingLoad``) and written inside its one
+transaction, before its marker: every table of a load commits together or none does.
 
 Per strategy, as dlt applies its child tables: ``append`` appends; ``replace`` empties every
 child table of the target (``<table>__*``) with the target; a ``merge`` (upsert) deletes the
@@ -17,7 +17,6 @@ import duckdb
 import pyarrow as pa
 
 from dpone.connectors.sinks._common import Step
-from dpone.connectors.sinks.nativejson import native_schema
 from dpone.connectors.sql.identifiers import quote_ident
 from dpone.connectors.sql.merge import ROW_ID_COLUMN
 
@@ -27,20 +26,11 @@ CHILD = "_dpone_child"
 
 
 class DuckChildren:
-    """The child rows of one load (table name -> batches), until its commit."""
+    """The statements on the child tables of the target ``dataset.table``."""
 
     def __init__(self, table: str, dataset: str) -> None:
         self._table = table
         self._dataset = dataset
-        self._rows: dict[str, list[pa.RecordBatch]] = {}
-
-    def add(self, children: Mapping[str, pa.RecordBatch]) -> None:
-        for name, batch in children.items():
-            if batch.num_rows:
-                self._rows.setdefault(name, []).append(batch)
-
-    def clear(self) -> None:
-        self._rows.clear()
 
     def existing(self, con: duckdb.DuckDBPyConnection) -> list[str]:
         """The target's child tables in the database (``<table>__*``)."""
@@ -85,21 +75,16 @@ class DuckChildren:
         con: duckdb.DuckDBPyConnection,
         q: Callable[[str], str],
         present: Mapping[str, list[str]],
+        rows: Mapping[str, pa.Table],
         *,
         target: str,
         merge: bool,
         step: Step,
     ) -> None:
-        """Create or widen each child table of the load and insert its rows; ``q`` quotes a
-        table's name, ``present`` holds the columns of the child tables that exist (lower
+        """Create or widen each child table of the load and insert its ``rows``; ``q`` quotes
+        a table's name, ``present`` holds the columns of the child tables that exist (lower
         case: DuckDB matches quoted names so)."""
-        for name, batches in self._rows.items():
-            table = pa.Table.from_batches(batches[:1])
-            if len(batches) > 1:
-                table = pa.concat_tables(
-                    [pa.Table.from_batches([b]) for b in batches], promote_options="default"
-                )
-            table = table.cast(native_schema(table.schema))
+        for name, table in rows.items():
             child = q(name)
             con.register(CHILD, table)
             try:

@@ -5,7 +5,7 @@ tables and names both sides share."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -15,7 +15,6 @@ import pyarrow as pa
 from dpone.clock import Clock, iso_utc
 from dpone.connectors.base import ColumnDefinition, LoadMarker, LoadSpec, TableDefinition
 from dpone.connectors.batches import same_columns
-from dpone.connectors.errors import SinkSchemaError
 from dpone.connectors.sinks._common import (
     KEY_COLUMN,
     KEYS_TABLE,
@@ -26,11 +25,11 @@ from dpone.connectors.sinks._common import (
 )
 from dpone.connectors.sinks._duck_errors import duck_error
 from dpone.connectors.sinks.duckdb_children import DuckChildren
-from dpone.connectors.sinks.loadstate import LoadState, keys_committed_twice
+from dpone.connectors.sinks.loadstate import NestingLoad, keys_committed_twice
 from dpone.connectors.sinks.nativejson import native_schema
 from dpone.connectors.sources.duckdb import interruptible
 from dpone.connectors.sql.identifiers import quote_ident
-from dpone.connectors.sql.merge import ROW_ID_COLUMN, MergeSql, extra_columns
+from dpone.connectors.sql.merge import MergeSql, extra_columns
 
 #: DuckDB's row group size (rows): staging inserts whole row groups (see DuckDbLoad._stage).
 ROW_GROUP_ROWS = 122_880
@@ -79,7 +78,7 @@ def drop_stage(con: duckdb.DuckDBPyConnection, sink: DuckDbTarget, stage: str) -
     con.execute("COMMIT")
 
 
-class DuckDbLoad(LoadState):
+class DuckDbLoad(NestingLoad):
     """One load staged into a DuckDB table."""
 
     native_json = True  # ``type: json`` columns are DuckDB JSON
@@ -99,23 +98,8 @@ class DuckDbLoad(LoadState):
         self._parquet: tuple[Path, ...] = ()
         #: the staging table's columns in its order (a widened load appends to it)
         self._stage_names: list[str] = list(spec.schema.names)
-        #: child tables' rows (``write_nested``), written by the commit
+        #: the commit's statements on the child tables (``write_nested``)
         self._children = DuckChildren(sink.table, sink.dataset)
-        #: the ``_dpone_id`` of the rows being staged (``write_nested``)
-        self._ids: pa.StringArray | None = None
-
-    def write_nested(
-        self, batch: pa.RecordBatch, ids: pa.StringArray, children: Mapping[str, pa.RecordBatch]
-    ) -> None:
-        """Stage ``batch`` with its rows' ids; the child rows wait for the commit."""
-        if not self.spec.child_tables:
-            raise SinkSchemaError("this load was not begun for child tables")
-        self._ids = ids
-        try:
-            self.write(batch)
-        finally:
-            self._ids = None
-        self._children.add(children)
 
     def _stage(self, batch: pa.RecordBatch) -> None:
         """Stage ``batch`` in whole row groups: each INSERT holds a multiple of DuckDB's row
@@ -131,10 +115,7 @@ class DuckDbLoad(LoadState):
         if self.spec.mode == "merge":
             seq = pa.array(range(self.rows, self.rows + batch.num_rows), pa.int64())
             batch = batch.append_column(SEQ, seq)
-        if self.spec.child_tables:
-            if self._ids is None or len(self._ids) != batch.num_rows:
-                raise SinkSchemaError("rows of a load with child tables come with their ids")
-            batch = batch.append_column(ROW_ID_COLUMN, self._ids)
+        batch = self.with_ids(batch)
         if self._waiting:
             need = ROW_GROUP_ROWS - self._waiting_rows
             if batch.num_rows < need:
@@ -318,7 +299,13 @@ class DuckDbLoad(LoadState):
             for name in self._children.existing(con)
         }
         self._children.insert(
-            con, sink.q, present, target=target, merge=self.spec.mode == "merge", step=self._step
+            con,
+            sink.q,
+            present,
+            self.child_tables(),
+            target=target,
+            merge=self.spec.mode == "merge",
+            step=self._step,
         )
 
     def _insert_keys(self, con: duckdb.DuckDBPyConnection) -> None:
@@ -411,7 +398,7 @@ class DuckDbLoad(LoadState):
 
     def _abort(self) -> None:
         self._waiting, self._waiting_rows = [], 0
-        self._children.clear()
+        self.drop_children()
         try:
             drop_stage(self._con, self._sink, self._stage_table)
         except duckdb.Error:
