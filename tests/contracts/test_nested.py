@@ -94,7 +94,8 @@ def test_below_max_nesting_a_list_stays_json_text() -> None:
     items = out.children[("orders",)].batch.column("items").to_pylist()
     assert [json.loads(v) for v in items] == [[{"n": 7}]]
     none = unnest(batch, max_nesting=0, declared=frozenset(), keep=frozenset())
-    assert none.children == {} and none.root.equals(batch)
+    assert none.children == {}
+    assert none.root.equals(batch)
 
 
 def test_a_child_field_of_something_else_marks_its_root() -> None:
@@ -109,7 +110,8 @@ def test_a_child_field_of_something_else_marks_its_root() -> None:
 def test_lists_of_scalars_and_objects_stay_in_the_row() -> None:
     batch = text_batch([{"id": 1, "tags": ["a"], "meta": {"k": [{"x": 1}]}}])
     out = unnest(batch, max_nesting=2, declared=frozenset(), keep=frozenset())
-    assert out.children == {} and out.root.equals(batch)
+    assert out.children == {}
+    assert out.root.equals(batch)
 
 
 def test_objects_without_fields_are_rows_and_typed_lists_unnest() -> None:

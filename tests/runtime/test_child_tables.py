@@ -19,6 +19,7 @@ from tests.support.nested import (
     LINKS,
     TABLES,
     file_sha,
+    pg_table,
     root_id,
     shaped,
     table,
@@ -223,3 +224,54 @@ def test_every_table_of_a_load_commits_with_its_marker(tmp_path: Path, mode: str
     with duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True) as con:
         markers = con.sql('SELECT load_id, row_count FROM shop."_dpone_loads"').fetchall()
     assert markers == [(doc["load_id"], 3)]
+
+
+def test_postgres_loads_the_same_tables(tmp_path: Path, pg_url: str, pg_schema: str) -> None:
+    data = write_lines(tmp_path, LINES)
+    sink = {"type": "postgres", "connection": pg_url, "dataset": pg_schema}
+
+    def read(name: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+        return pg_table(pg_url, pg_schema, name)
+
+    doc = run(write_manifest(tmp_path, sink=sink))
+    assert (doc["rows"]["loaded"], doc["rows"]["quarantined"]) == (3, 1)
+    (record,) = dlq_records(tmp_path, doc["run_id"])
+    assert record["reason"]["column"] == "orders.qty"
+    assert shaped(tmp_path, read) == ONCE
+    assert read("customers")[0] == ["id", "name", "_dpone_id"]
+    assert read("customers__orders")[0] == ["sku", "qty", *LINKS]
+    assert sorted(r[2] for r in read("customers")[1]) == sorted(
+        root_id(file_sha(data), row) for row in (1, 2, 4)
+    )
+    run(write_manifest(tmp_path, sink=sink))
+    assert shaped(tmp_path, read) == {name: sorted(rows * 2) for name, rows in ONCE.items()}
+
+
+@pytest.mark.parametrize("mode", ["merge", "replace"])
+def test_postgres_merge_and_replace_child_tables(
+    tmp_path: Path, pg_url: str, pg_schema: str, mode: str
+) -> None:
+    write_lines(tmp_path, LINES)
+    sink = {"type": "postgres", "connection": pg_url, "dataset": pg_schema}
+    manifest = write_manifest(tmp_path, sink=sink, mode=mode)
+
+    def read(name: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+        return pg_table(pg_url, pg_schema, name)
+
+    run(manifest)
+    run(manifest)
+    assert shaped(tmp_path, read) == ONCE
+    write_lines(tmp_path, [{"id": 1, "name": "ann2", "orders": [{"sku": "A-9", "qty": 9}]}])
+    run(manifest)
+    if mode == "merge":
+        assert shaped(tmp_path, read) == {
+            "customers": [(1, "ann2"), (2, "bob"), (4, "dee")],
+            "customers__orders": [(1, 0, "A-9", 9), (4, 0, "D-1", 5)],
+            "customers__orders__items": [(4, "D-1", 0, "z", 3)],
+        }
+    else:
+        assert shaped(tmp_path, read) == {
+            "customers": [(1, "ann2")],
+            "customers__orders": [(1, 0, "A-9", 9)],
+            "customers__orders__items": [],
+        }

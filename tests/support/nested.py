@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import duckdb
+
+from tests.support.postgres import pg_query
 
 TABLES = ("customers", "customers__orders", "customers__orders__items")
 LINKS = ("_dpone_id", "_dpone_parent_id", "_dpone_list_idx", "_dpone_root_id")
@@ -53,6 +56,7 @@ def write_lines(root: Path, lines: list[dict[str, Any]], name: str = "data.jsonl
 def write_manifest(
     root: Path,
     *,
+    sink: dict[str, Any] | None = None,
     mode: str = "append",
     enforcement: str = "quarantine",
     max_nesting: int = 2,
@@ -74,9 +78,7 @@ def write_manifest(
             "normalize": {"nested": "child_tables", "max_nesting": max_nesting},
         },
         "sink": {
-            "type": "duckdb",
-            "database": "w.duckdb",
-            "dataset": "shop",
+            **(sink or {"type": "duckdb", "database": "w.duckdb", "dataset": "shop"}),
             "table": "customers",
             "strategy": strategy,
             "options": {"schema_contract": contract},
@@ -114,12 +116,32 @@ def file_sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def shaped(root: Path) -> dict[str, list[tuple[Any, ...]]]:
+def pg_table(url: str, schema: str, name: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """:func:`table` of ``"<schema>".<name>`` on the PostgreSQL server."""
+    columns = [
+        str(r[0])
+        for r in pg_query(
+            url,
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = "
+            f"'{schema}' AND table_name = '{name}' ORDER BY ordinal_position",
+        )
+    ]
+    if not columns:
+        return [], []
+    return columns, sorted(pg_query(url, f'SELECT * FROM "{schema}"."{name}"'), key=repr)
+
+
+Reader = Callable[[str], tuple[list[str], list[tuple[Any, ...]]]]
+
+
+def shaped(root: Path, read: Reader | None = None) -> dict[str, list[tuple[Any, ...]]]:
     """Every table as comparable rows: the root (id, name), the children by their values and
-    their parent's values (ids resolved), so two loads of the same rows compare equal."""
-    _, customers = table(root, "customers")
-    _, orders = table(root, "customers__orders")
-    _, items = table(root, "customers__orders__items")
+    their parent's values (ids resolved), so two loads of the same rows compare equal.
+    ``read``: a table's columns and rows (default: the DuckDB file under ``root``)."""
+    read = read or (lambda name: table(root, name))
+    _, customers = read("customers")
+    _, orders = read("customers__orders")
+    _, items = read("customers__orders__items")
     by_id = {row[2]: row[0] for row in customers}  # _dpone_id -> customer id
     order_of = {row[2]: (by_id[row[3]], row[0]) for row in orders}  # -> (customer, sku)
     return {

@@ -42,10 +42,17 @@ from dpone.connectors.sinks._common import (
     positioned,
     probe_join_sql,
 )
-from dpone.connectors.sinks.loadstate import LoadState, keys_committed_twice
+from dpone.connectors.sinks.loadstate import NestingLoad, keys_committed_twice
+from dpone.connectors.sinks.pgchildren import PgChildren
+from dpone.connectors.sinks.pgtemp import (
+    MAX_IDENTIFIER_BYTES,
+    ingest_temporary,
+    temporary,
+    too_long,
+)
 from dpone.connectors.sql import postgres as pg
 from dpone.connectors.sql.identifiers import qualify, quote_ident, short_hash
-from dpone.connectors.sql.merge import MergeSql, extra_columns, is_dpone_column
+from dpone.connectors.sql.merge import ROW_ID_COLUMN, MergeSql, extra_columns, is_dpone_column
 from dpone.connectors.sql.pgtypes import arrow_type, pg_type, staging_array
 from dpone.errors import DponeError
 from dpone.manifest.specs import PostgresSinkSpec
@@ -54,7 +61,6 @@ _LOADS = "_dpone_loads"
 _SEQ = "_dpone_seq"
 _KEY, _ID = quote_ident(KEY_COLUMN), quote_ident("load_id")
 #: PostgreSQL truncates longer identifiers (NAMEDATALEN - 1 bytes) with only a NOTICE.
-MAX_IDENTIFIER_BYTES = 63
 _LOADS_DDL = (
     'CREATE TABLE IF NOT EXISTS {t} ("load_id" text PRIMARY KEY, "pipeline" text NOT NULL, '
     '"run_id" text NOT NULL, "target" text NOT NULL, "load_mode" text NOT NULL, '
@@ -169,11 +175,16 @@ class PostgresSink(KeyProbes):
     # --- Sink -------------------------------------------------------------------------------------
 
     def existing_schema(self) -> pa.Schema | None:
+        return self.child_schema(self.table)
+
+    def child_schema(self, name: str) -> pa.Schema | None:
+        """The columns of the table ``name`` of the dataset (a child table's, or the
+        target's), without dpone's own; None: absent."""
         try:
             with self._borrowed() as conn, conn.cursor() as cur:
-                columns = self.columns(cur, self.table)
+                columns = self.columns(cur, name)
         except pg.DRIVER_ERRORS as exc:
-            raise pg.sink_error(exc, f"reading the schema of {self._q(self.table)}") from None
+            raise pg.sink_error(exc, f"reading the schema of {self._q(name)}") from None
         if not columns:
             return None
         return pa.schema(
@@ -199,6 +210,8 @@ class PostgresSink(KeyProbes):
         columns = [f"{quote_ident(f.name)} {pg_type(f.type, staging=True)}" for f in load.schema]
         if load.mode == "merge":
             columns.append(f"{quote_ident(_SEQ)} bigint NOT NULL")
+        if load.child_tables:
+            columns.append(f"{quote_ident(ROW_ID_COLUMN)} text")
         owned = self._pinned is None
         conn = self.connect() if owned else self._pinned
         try:
@@ -223,7 +236,7 @@ class PostgresSink(KeyProbes):
         return []
 
 
-class PostgresLoad(LoadState):
+class PostgresLoad(NestingLoad):
     """One load: an open transaction holding a temporary staging table."""
 
     native_json = True  # ``type: json`` columns are jsonb (staged as text, cast at commit)
@@ -239,8 +252,12 @@ class PostgresLoad(LoadState):
         self._step = Step(f"committing the load into {sink._q(sink.table)}")
         #: the staging table's columns in its order (a widened load appends to it)
         self._stage_names = [*spec.schema.names, *([_SEQ] if spec.mode == "merge" else [])]
+        if spec.child_tables:
+            self._stage_names.append(ROW_ID_COLUMN)
+        self._children = PgChildren(sink.dataset, sink.table, sink._q, sink.columns)
 
     def _stage(self, batch: pa.RecordBatch) -> None:
+        batch = self.with_ids(batch)
         arrays = [staging_array(column) for column in batch.columns]
         names = list(batch.schema.names)
         if self.spec.mode == "merge":
@@ -331,11 +348,16 @@ class PostgresLoad(LoadState):
             self._conn.rollback()  # also drops the staging table
             return marker_from_row(row)
         self._prepare_target(cur)
+        stage = temporary(self._stage_table)
+        if spec.child_tables:
+            self._children.before_apply(
+                cur, mode=spec.mode, keys=spec.unique_key, stage=stage, step=step
+            )
         merge = MergeSql(
             spec=spec,
             dialect="postgres",
             target=q(sink.table),
-            stage=temporary(self._stage_table),
+            stage=stage,
             scratch=quote_ident(self._stage_table + "_v"),
             seq=_SEQ,
             at=spec.valid_at or sink._clock(),
@@ -343,6 +365,9 @@ class PostgresLoad(LoadState):
         for statement in merge.statements():
             step.doing = statement.doing
             cur.execute(statement.sql)
+        if spec.child_tables:
+            rows, merging = self.child_tables(), spec.mode == "merge"
+            self._children.insert(cur, rows, merge=merging, scratch=self._stage_table, step=step)
         marker = self.new_marker(sink.target, iso_utc(sink._clock()))
         step.doing = f"inserting the load marker into {q(_LOADS)}"
         cur.execute(
@@ -417,28 +442,11 @@ class PostgresLoad(LoadState):
         )
 
     def _abort(self) -> None:
+        self.drop_children()
         _rollback(self._conn)
 
     def _close(self) -> None:
         _release(self._conn, self._owned)
-
-
-def too_long(name: str) -> bool:
-    return len(name.encode("utf-8")) > MAX_IDENTIFIER_BYTES
-
-
-def temporary(name: str) -> str:
-    """A temporary table of this session, qualified: ``"pg_temp"."name"``."""
-    return qualify("pg_temp", name)
-
-
-def ingest_temporary(cur: Any, name: str, table: pa.Table) -> None:
-    """``table`` into a temporary table dropped at the end of the current transaction."""
-    columns = [f"{quote_ident(f.name)} {pg_type(f.type, staging=True)}" for f in table.schema]
-    cur.execute(f"CREATE TEMPORARY TABLE {quote_ident(name)} ({', '.join(columns)}) ON COMMIT DROP")
-    arrays = [staging_array(column.combine_chunks()) for column in table.columns]
-    staged = pa.RecordBatch.from_arrays(arrays, names=table.schema.names)
-    cur.adbc_ingest(name, staged, mode="append", temporary=True)
 
 
 # Cleanup is best effort and must not hide the run's own error: after an interrupt inside the
