@@ -1,19 +1,23 @@
 """Child tables under SIGKILL: a ``dpone run`` loading a JSONL file into a DuckDB table and its
 child tables dies just before and just after its sink commit. Before: no table holds a row of
 it; after: every table holds all of them. The next run recovers it (rolled back or finished)
-and every table is exact: each root row and each child row once, under the right parent."""
+and every table is exact: each root row and each child row once, under the right parent. On a
+DuckDB file and on the PostgreSQL server."""
 
 from __future__ import annotations
 
 import json
 import signal
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pytest
 
-from tests.support.nested import TABLES, shaped, table, write_lines, write_manifest
+from tests.support.nested import TABLES, pg_table, table, write_lines, write_manifest
+from tests.support.nested import shaped as shaped_by
+from tests.support.postgres import pg_query
 from tests.support.processes import dpone_subprocess
 
 BASE = [
@@ -67,40 +71,70 @@ def expected(mode: str, loads: list[list[dict[str, Any]]]) -> dict[str, list[tup
     return {name: sorted(rows_) for name, rows_ in out.items()}
 
 
-def markers(root: Path) -> list[str]:
-    with duckdb.connect(str(root / "w.duckdb"), read_only=True) as con:
-        rows = con.sql('SELECT run_id FROM shop."_dpone_loads" ORDER BY load_seq').fetchall()
-    return [str(r[0]) for r in rows]
+class Target:
+    """Where the tables are: the DuckDB file under the project, or a PostgreSQL schema."""
+
+    def __init__(self, root: Path, pg: tuple[str, str] | None) -> None:
+        self.root, self.pg = root, pg
+
+    def sink(self) -> dict[str, Any] | None:
+        if self.pg is None:
+            return None
+        return {"type": "postgres", "connection": self.pg[0], "dataset": self.pg[1]}
+
+    def read(self, name: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+        if self.pg is None:
+            return table(self.root, name)
+        return pg_table(*self.pg, name)
+
+    def markers(self) -> list[str]:
+        sql = 'SELECT run_id FROM {}."_dpone_loads" ORDER BY load_seq'
+        if self.pg is not None:
+            rows = pg_query(self.pg[0], sql.format(f'"{self.pg[1]}"'))
+        else:
+            with duckdb.connect(str(self.root / "w.duckdb"), read_only=True) as con:
+                rows = con.sql(sql.format("shop")).fetchall()
+        return [str(r[0]) for r in rows]
+
+
+@pytest.fixture(params=["duckdb", "postgres"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
+    if request.param == "duckdb":
+        return Target(tmp_path, None)
+    return Target(
+        tmp_path, (request.getfixturevalue("pg_url"), request.getfixturevalue("pg_schema"))
+    )
 
 
 @pytest.mark.crash
 @pytest.mark.parametrize("mode", ["append", "merge"])
 @pytest.mark.parametrize("point", ["before_sink_commit", "after_sink_commit"])
 def test_a_killed_load_of_child_tables_is_all_or_nothing(
-    tmp_path: Path, mode: str, point: str
+    tmp_path: Path, target: Target, mode: str, point: str
 ) -> None:
-    write_manifest(tmp_path, mode=mode)
+    shaped = partial(shaped_by, read=target.read)
+    write_manifest(tmp_path, sink=target.sink(), mode=mode)
     write_lines(tmp_path, BASE)
     run(tmp_path, "base")
     write_lines(tmp_path, KILLED)
     run(tmp_path, "killed", fault=point)
     committed = point == "after_sink_commit"
     assert shaped(tmp_path) == expected(mode, [BASE, KILLED] if committed else [BASE])
-    assert markers(tmp_path) == (["base", "killed"] if committed else ["base"])
+    assert target.markers() == (["base", "killed"] if committed else ["base"])
 
     if not committed:  # the same file again: the rerun loads what the killed run did not
         doc = run(tmp_path, "rerun")
         assert [(r["run_id"], r["action"]) for r in doc["recovered"]] == [("killed", "rolled_back")]
         assert shaped(tmp_path) == expected(mode, [BASE, KILLED])
-        assert markers(tmp_path) == ["base", "rerun"]
+        assert target.markers() == ["base", "rerun"]
     write_lines(tmp_path, LAST)
     doc = run(tmp_path, "last")
     if committed:
         assert [(r["run_id"], r["action"]) for r in doc["recovered"]] == [("killed", "finished")]
     assert shaped(tmp_path) == expected(mode, [BASE, KILLED, LAST])
-    assert markers(tmp_path)[-1] == "last"
+    assert target.markers()[-1] == "last"
     # No child row without its parent, in any table.
-    ids = {r[2] for r in table(tmp_path, "customers")[1]}
-    orders = table(tmp_path, "customers__orders")[1]
+    ids = {r[2] for r in target.read("customers")[1]}
+    orders = target.read("customers__orders")[1]
     assert {r[3] for r in orders} <= ids
-    assert {r[3] for r in table(tmp_path, "customers__orders__items")[1]} <= {r[2] for r in orders}
+    assert {r[3] for r in target.read("customers__orders__items")[1]} <= {r[2] for r in orders}
