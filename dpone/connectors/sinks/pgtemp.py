@@ -1,12 +1,15 @@
-"""PostgreSQL names and temporary tables a load uses: an identifier's length limit, a
-temporary table of the session's transaction, and Arrow rows sent into one by ADBC."""
+"""PostgreSQL names, temporary tables and connection cleanup a load uses: an identifier's
+length limit, a temporary table of the session's transaction, Arrow rows sent into one by
+ADBC, and ending a load's transaction or connection without hiding the run's own error."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pyarrow as pa
 
+from dpone.connectors.sql import postgres as pg
 from dpone.connectors.sql.identifiers import qualify, quote_ident
 from dpone.connectors.sql.pgtypes import pg_type, staging_array
 
@@ -32,4 +35,35 @@ def ingest_temporary(cur: Any, name: str, table: pa.Table) -> None:
     cur.adbc_ingest(name, staged, mode="append", temporary=True)
 
 
-__all__ = ["MAX_IDENTIFIER_BYTES", "ingest_temporary", "temporary", "too_long"]
+# Cleanup is best effort and must not hide the run's own error: after an interrupt inside the
+# driver, ADBC also raises RuntimeError ("Cannot close AdbcConnection with open AdbcStatement").
+_CLEANUP_ERRORS = (*pg.DRIVER_ERRORS, RuntimeError)
+
+
+def rollback(conn: Any) -> None:
+    with contextlib.suppress(*_CLEANUP_ERRORS):
+        conn.rollback()
+
+
+def close(conn: Any) -> None:
+    with contextlib.suppress(*_CLEANUP_ERRORS):
+        conn.close()
+
+
+def release(conn: Any, owned: bool) -> None:
+    """Close a connection of its own; a session's pinned one only ends its transaction."""
+    if owned:
+        close(conn)
+    else:
+        rollback(conn)
+
+
+__all__ = [
+    "MAX_IDENTIFIER_BYTES",
+    "close",
+    "ingest_temporary",
+    "release",
+    "rollback",
+    "temporary",
+    "too_long",
+]

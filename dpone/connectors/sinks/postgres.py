@@ -46,7 +46,10 @@ from dpone.connectors.sinks.loadstate import NestingLoad, keys_committed_twice
 from dpone.connectors.sinks.pgchildren import PgChildren
 from dpone.connectors.sinks.pgtemp import (
     MAX_IDENTIFIER_BYTES,
+    close,
     ingest_temporary,
+    release,
+    rollback,
     temporary,
     too_long,
 )
@@ -120,7 +123,7 @@ class PostgresSink(KeyProbes):
             yield
         finally:
             self._pinned = None
-            _close(conn)
+            close(conn)
 
     @contextlib.contextmanager
     def _borrowed(self, *, fresh: bool = False) -> Iterator[Any]:
@@ -130,13 +133,13 @@ class PostgresSink(KeyProbes):
             try:
                 yield self._pinned
             finally:
-                _rollback(self._pinned)
+                rollback(self._pinned)
             return
         conn = self.connect()
         try:
             yield conn
         finally:
-            _close(conn)
+            close(conn)
 
     def columns(self, cur: Any, name: str) -> list[tuple[str, str, bool]]:
         """(name, formatted type, not null) of ``dataset.name``; empty if it does not exist."""
@@ -221,10 +224,10 @@ class PostgresSink(KeyProbes):
                     "ON COMMIT DROP"
                 )
         except DponeError:
-            _release(conn, owned)
+            release(conn, owned)
             raise
         except pg.DRIVER_ERRORS as exc:
-            _release(conn, owned)
+            release(conn, owned)
             raise pg.sink_error(
                 exc, f"creating the staging table {temporary(stage)} for {self._q(self.table)}"
             ) from None
@@ -317,7 +320,7 @@ class PostgresLoad(NestingLoad):
             return self._apply()
         except pg.DRIVER_ERRORS as exc:
             error = pg.sink_error(exc, self._step.doing)
-            _rollback(self._conn)
+            rollback(self._conn)
         # The COMMIT may have landed before the connection dropped: the marker settles it.
         try:
             marker = self._sink._read_markers(f"{_ID} = $1", (self.spec.load_id,), fresh=True)
@@ -443,30 +446,7 @@ class PostgresLoad(NestingLoad):
 
     def _abort(self) -> None:
         self.drop_children()
-        _rollback(self._conn)
+        rollback(self._conn)
 
     def _close(self) -> None:
-        _release(self._conn, self._owned)
-
-
-# Cleanup is best effort and must not hide the run's own error: after an interrupt inside the
-# driver, ADBC also raises RuntimeError ("Cannot close AdbcConnection with open AdbcStatement").
-_CLEANUP_ERRORS = (*pg.DRIVER_ERRORS, RuntimeError)
-
-
-def _rollback(conn: Any) -> None:
-    with contextlib.suppress(*_CLEANUP_ERRORS):
-        conn.rollback()
-
-
-def _close(conn: Any) -> None:
-    with contextlib.suppress(*_CLEANUP_ERRORS):
-        conn.close()
-
-
-def _release(conn: Any, owned: bool) -> None:
-    """Close a connection of its own; a session's pinned one only ends its transaction."""
-    if owned:
-        _close(conn)
-    else:
-        _rollback(conn)
+        release(self._conn, self._owned)
