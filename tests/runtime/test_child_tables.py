@@ -275,3 +275,17 @@ def test_postgres_merge_and_replace_child_tables(
             "customers__orders": [(1, 0, "A-9", 9)],
             "customers__orders__items": [],
         }
+
+
+def test_replay_refuses_a_pipeline_with_child_tables(tmp_path: Path) -> None:
+    write_lines(tmp_path, LINES)
+    manifest = write_manifest(tmp_path)
+    doc = run(manifest)
+    args = ["ops", "quarantine-replay", "--run-id", doc["run_id"], "--dir"]
+    args += [str(tmp_path / ".dpone/dlq"), "--manifest", str(manifest), "--execute"]
+    result = CliRunner().invoke(cli, [*args, "--format", "json"], env={})
+    assert result.exit_code == 2, result.stdout
+    error = json.loads(result.stdout)
+    assert error["code"] == "DPONE_DLQ_REPLAY_UNSUPPORTED"
+    assert "child tables" in error["message"]
+    assert shaped(tmp_path) == ONCE
