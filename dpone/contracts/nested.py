@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dpone.contracts.spec import ContractSpec
 
@@ -108,6 +109,8 @@ def unnest(
         column = batch.column(name)
         if name in keep or not _may_nest(column.type):
             continue
+        if (name,) not in declared and not _may_hold_lists(column):
+            continue  # no value is a JSON array: nothing to parse
         values = [_value(v) for v in column.to_pylist()]
         if (name,) not in declared and not any(_objects(v) for v in values):
             continue
@@ -169,6 +172,14 @@ def _may_nest(dtype: pa.DataType) -> bool:
         or pa.types.is_list(dtype)
         or pa.types.is_large_list(dtype)
     )
+
+
+def _may_hold_lists(column: pa.Array) -> bool:
+    """Whether some value of ``column`` may be a list (a text one starts with ``[``)."""
+    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+        return True
+    starts = pc.starts_with(pc.utf8_ltrim_whitespace(column), "[")
+    return bool(pc.any(starts).as_py())
 
 
 def _value(value: Any) -> Any:

@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dpone.connectors.errors import SinkConfigError
 from dpone.contracts.enforcer import ContractEnforcementService
 from dpone.contracts.nested import (
     PATH_SEP,
@@ -101,7 +102,7 @@ class ChildTables:
             return None
         existing = getattr(sink, "child_schema", None)
         if existing is None:  # the compiler allows child tables only into sinks that have them
-            raise AssertionError("child tables need a sink with child_schema")
+            raise SinkConfigError("this sink cannot load child tables (source.normalize)")
         return cls(plan, normalize, existing)
 
     def split(self, batch: pa.RecordBatch) -> Unnested:
