@@ -301,7 +301,7 @@ MANIFEST_CODES: Mapping[str, str] = {
     "DPONE_MANIFEST_INLINE_SECRET": "a credential written into the manifest",
     "DPONE_MANIFEST_PATH_ESCAPE": "a path leaves the manifest's folder where it must not",
     "DPONE_MANIFEST_SOURCE_OPTION": "a source option that does not fit the source type",
-    "DPONE_MANIFEST_CHILD_TABLES_UNSUPPORTED": "normalize into child tables, not supported yet",
+    "DPONE_MANIFEST_CHILD_TABLES_UNSUPPORTED": "normalize into child tables where they do not load",
     "DPONE_MANIFEST_SINK_OPTION": "a sink option that does not fit the sink type",
     "DPONE_MANIFEST_ENGINE_UNAVAILABLE": "engine dask without the dpone[dask] extra installed",
     "DPONE_MANIFEST_ENGINE_UNSUPPORTED": "a manifest feature engine dask does not support",

@@ -192,6 +192,8 @@ class LoadSpec:
     valid_at: datetime | None = None
     #: dpone's columns added to every row (``load_id``: ``_dpone_load_id``).
     load_columns: tuple[LoadColumn, ...] = ()
+    #: child tables come with the rows: the target gets ``_dpone_id`` (their parent id)
+    child_tables: bool = False
 
     def __post_init__(self) -> None:
         for name, value in (("load_id", self.load_id), ("run_id", self.run_id)):
@@ -323,6 +325,19 @@ class SinkLoad(Protocol):
 
     def abort(self) -> None:
         """Drop what was staged; the target stays exactly as it was. A no-op after commit."""
+        ...
+
+
+@runtime_checkable
+class NestedLoad(SinkLoad, Protocol):
+    """A load that also carries child tables (``source.normalize: {nested: child_tables}``):
+    committed in the load's one transaction with its rows and marker."""
+
+    def write_nested(
+        self, batch: pa.RecordBatch, ids: pa.StringArray, children: Mapping[str, pa.RecordBatch]
+    ) -> None:
+        """Stage ``batch`` with each row's ``_dpone_id`` (``ids``) and the child tables' rows
+        (table name -> rows with their ``_dpone_*`` links)."""
         ...
 
 

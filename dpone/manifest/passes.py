@@ -76,7 +76,7 @@ STATIC_CHECKS: tuple[Check, ...] = (
 #: lies in or above these; () = any salvaged document (it walks every value it meets).
 STATIC_INPUTS: dict[Check, tuple[str, ...]] = {
     check_source: ("/source",),
-    check_normalize: ("/source",),
+    check_normalize: ("/source", "/sink/type", "/sink/strategy", "/runtime/engine"),
     check_storage: ("/source",),
     check_nul_bytes: (),
     check_dlq_directory: ("/runtime/work_dir", DLQ, "/sink/options/runtime_evidence"),

@@ -21,6 +21,7 @@ from dpone.connectors.base import LoadSpec, Sink, Source
 from dpone.errors import ConfigError, UsageError
 from dpone.ids import UlidSequence, is_identifier
 from dpone.manifest.plan import Plan
+from dpone.runtime.children import normalize_of
 from dpone.runtime.identity import RunIdentity
 from dpone.runtime.interrupts import InterruptWatch
 from dpone.runtime.names import SourceNames
@@ -172,6 +173,7 @@ class RunContext:
             # killed run (a new run) opens them at its own start.
             valid_at=(strategy.boundary() or identity.started()) if scd2 else None,
             load_columns=self.plan.sink.load_columns,
+            child_tables=normalize_of(self.plan) is not None,
         )
 
 

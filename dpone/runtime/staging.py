@@ -3,13 +3,20 @@ or over files scale-out tasks staged), then committed or aborted once by the lif
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from time import perf_counter
 
 import pyarrow as pa
 
-from dpone.connectors.base import DescribedLoad, LoadSpec, Sink, SinkLoad, TableDefinition
+from dpone.connectors.base import (
+    DescribedLoad,
+    LoadSpec,
+    NestedLoad,
+    Sink,
+    SinkLoad,
+    TableDefinition,
+)
 from dpone.connectors.errors import SinkConfigError, SinkSchemaError
 from dpone.connectors.systables import SystemRows, SystemTablesLoad
 from dpone.contracts.spec import VARIANT_PREFIX
@@ -49,10 +56,17 @@ class Staging:
         self.existing = self._sink.existing_schema()
         return self.existing
 
-    def write(self, batch: pa.RecordBatch) -> None:
+    def write(
+        self,
+        batch: pa.RecordBatch,
+        nested: tuple[pa.StringArray, Mapping[str, pa.RecordBatch]] | None = None,
+    ) -> None:
         """Stage a chunk's valid rows. A chunk without any still names its columns: one chunk
         holding every row of the run would have created them (a JSONL key whose rows were
-        all rejected), so the load gets them too, once it has a row at all."""
+        all rejected), so the load gets them too, once it has a row at all.
+
+        ``nested``: with child tables, the rows' ``_dpone_id`` and the child tables' rows
+        under them (``runtime/children.py``), committed with the load."""
         if self._load is None:
             self._schema = widened(self._schema, batch.schema)
             if not batch.num_rows:
@@ -70,7 +84,11 @@ class Staging:
                     "columns to a load in progress"
                 )
             widen(self._schema)
-        if batch.num_rows:
+        if nested is not None:
+            if not isinstance(self._load, NestedLoad):
+                raise SinkSchemaError("this sink cannot load child tables")
+            self._load.write_nested(batch, *nested)
+        elif batch.num_rows:
             self._load.write(batch)
         self.written = {f.name: f for f in self._schema}
 

@@ -34,6 +34,7 @@ from dpone.contracts.result import EnforcementResult
 from dpone.contracts.types import sink_schema
 from dpone.faults import checkpoint
 from dpone.logs import get_logger
+from dpone.runtime.children import ChildTables
 from dpone.runtime.context import RunContext
 from dpone.runtime.cursor import CursorTracker
 from dpone.runtime.dlq_pipe import DlqPipe, OwnDlqRun
@@ -108,6 +109,8 @@ class Stream:
         self.scale_out = scale_out
         self.batch_verdicts = batch_verdicts
         self.quarantine = Quarantine(ctx, self.tally, self.pipe, dlq_enabled=parts.dlq is not None)
+        #: ``source.normalize: {nested: child_tables}``: the lists of objects' tables
+        self.children = ChildTables.of(ctx.plan, parts.sink)
         #: the incremental window of :meth:`run` (a scale-out task returns what it saw)
         self.tracker: CursorTracker | None = None
         #: the first chunk with columns but no rows (a header-only CSV file): its columns
@@ -194,7 +197,7 @@ class Stream:
         source that named its columns but brought no row (a header-only CSV file), typed as
         the contract and inference (an empty sample: string) say."""
         if self.empty is None:
-            declared = sink_schema(self.ctx.plan.sink.contract)
+            declared = sink_schema(enforcer.contract)
             # Nothing declared and nothing read: the table as it is (a table of no column
             # is none a database can create).
             return existing if not declared and existing is not None else declared
@@ -223,10 +226,19 @@ class Stream:
         tally.read += chunk.num_rows
         tally.chunks += 1
         late = tracker.late
-        batch, positions, skipped = tracker.keep(chunk)
+        whole, positions, skipped = tracker.keep(chunk)
         tally.skipped += skipped
         tally.late_skipped += tracker.late - late
+        children = self.children
+        # With child tables the contract sees the root's own fields; the DLQ the whole row.
+        nested = children.split(whole) if children is not None else None
+        batch = whole if nested is None else nested.root
         result = enforcer.enforce(batch, existing_schema=existing)
+        judged, refs = None, []
+        if children is not None and nested is not None and result.error is None:
+            judged, result = children.judge(nested, result)
+            # Before the quarantine counts this chunk's rows: a run's row refs count from them.
+            refs = self.quarantine.refs(chunk, positions, list(range(batch.num_rows)))[0]
         for (column, code), count in result.counts.items():
             tally.violation(column, str(code), count)
         self.hint_tally.rows += batch.num_rows
@@ -241,14 +253,19 @@ class Stream:
         warned = _union(result.warned, self.engine.warned)
         enforced = perf_counter()
         seconds["enforce"] += enforced - start
-        self.quarantine.rows(chunk, positions, batch, result, quarantine_mask, rules)
+        self.quarantine.rows(chunk, positions, whole, result, quarantine_mask, rules)
         quarantined = perf_counter()
         seconds["dlq"] += quarantined - enforced
+        kept = result.valid_positions
         if quarantine_mask is not None:
             keep = pc.invert(quarantine_mask)
             valid = valid.filter(keep)
+            kept = kept.filter(keep)
             warned = None if warned is None else warned.filter(keep)
-        self.staging.write(valid)
+        if children is not None and judged is not None:
+            self.staging.write(valid, children.rows(judged, refs, kept.to_pylist()))
+        else:
+            self.staging.write(valid)
         seconds["sink_write"] += perf_counter() - quarantined
         tally.loaded += valid.num_rows
         # Rows, not values: a row warned by the contract and by an assertion counts once.

@@ -30,6 +30,7 @@ from dpone.dlq.store import DlqStore
 from dpone.evidence.writer import EVIDENCE_FILE, bundle_dir, publish_evidence_doc
 from dpone.manifest.plan import Plan
 from dpone.manifest.secrets import SecretRef, require
+from dpone.runtime.children import run_enforcer
 from dpone.runtime.journal import RunJournal
 from dpone.state.store import StateStore
 
@@ -151,8 +152,9 @@ def journal(plan: Plan) -> RunJournal:
 
 
 def enforcer(plan: Plan) -> ContractEnforcementService:
-    """A fresh enforcer of the plan's contract (it learns inferred types as it reads)."""
-    return ContractEnforcementService(plan.sink.contract)
+    """A fresh enforcer of the plan's contract (it learns inferred types as it reads); with
+    child tables, of the root table's columns."""
+    return run_enforcer(plan)
 
 
 def assertion_engine(plan: Plan) -> AssertionEngine:

@@ -537,6 +537,8 @@ NOT_SCHEMA_DEFAULTS = {
     (LoadSpec, "deleted_column"),
     (LoadSpec, "valid_at"),
     (LoadSpec, "load_columns"),
+    # whether source.normalize asks for child tables (no normalize: none)
+    (LoadSpec, "child_tables"),
     (SourceChunk, "failures"),
     (SourceChunk, "present"),
     # A scale-out partition is the source's own split, never a manifest value.

@@ -1,5 +1,6 @@
-"""``source.normalize``: child tables are refused by validation on every source (not supported
-yet), with the code that says why; a run stops before reading a row (exit 2)."""
+"""``source.normalize``: child tables validate for a JSONL file into DuckDB by append, replace
+or upsert; every other source, sink, merge strategy and engine is refused by validation with
+the code that says why, and a run stops before reading a row (exit 2)."""
 
 from __future__ import annotations
 
@@ -29,9 +30,11 @@ SOURCES = {
 NESTED = ("jsonl", "python", "dlt", "rest_api")
 
 
-def manifest(source: str, normalize: str = "{nested: child_tables, max_nesting: 2}") -> str:
+def manifest(
+    source: str, normalize: str = "{nested: child_tables, max_nesting: 2}", sink: str = SINK
+) -> str:
     block = SOURCES[source].replace("NORMALIZE", f"normalize: {normalize}")
-    return f"name: nested\nsource: {block}\n{SINK}"
+    return f"name: nested\nsource: {block}\n{sink}"
 
 
 def codes(text: str) -> list[tuple[str, str]]:
@@ -42,7 +45,11 @@ def codes(text: str) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("source", list(SOURCES))
 def test_child_tables_are_refused_with_the_reason(source: str) -> None:
-    if source in NESTED:
+    if source == "jsonl":
+        assert compile_text(manifest(source), allow_any_import=True).name == "nested"
+        postgres = "sink: {type: postgres, connection: '${PG_URL}', table: t}\n"
+        assert compile_text(manifest(source, sink=postgres), allow_any_import=True).name
+    elif source in NESTED:
         assert codes(manifest(source)) == [
             ("DPONE_MANIFEST_CHILD_TABLES_UNSUPPORTED", "/source/normalize/nested")
         ]
@@ -63,14 +70,39 @@ def test_the_normalize_block_is_schema_checked(normalize: str, code: str) -> Non
     assert code in [c for c, _ in codes(manifest("jsonl", normalize))]
 
 
+@pytest.mark.parametrize(
+    ("sink", "says"),
+    [
+        ("sink: {type: filesystem, path: out, table: t}\n", "the filesystem sink"),
+        (
+            "sink: {type: duckdb, table: t, strategy: {mode: merge, merge_strategy: scd2, "
+            "unique_key: [id]}}\n",
+            "merge_strategy scd2",
+        ),
+        (
+            "sink: {type: duckdb, table: t, strategy: {mode: merge, "
+            "merge_strategy: delete-insert, merge_key: [id]}}\n",
+            "merge_strategy delete-insert",
+        ),
+        ("runtime: {engine: dask}\nsink: {type: duckdb, table: t}\n", "engine dask"),
+    ],
+)
+def test_child_tables_elsewhere_are_refused_saying_what(sink: str, says: str) -> None:
+    with pytest.raises(ManifestError) as caught:
+        compile_text(manifest("jsonl", sink=sink), allow_any_import=True)
+    found = [e for e in caught.value.errors if e.code == "DPONE_MANIFEST_CHILD_TABLES_UNSUPPORTED"]
+    assert len(found) == 1
+    assert found[0].pointer == "/source/normalize/nested"
+    assert says in found[0].message
+
+
 def test_a_run_asking_for_child_tables_stops_before_reading(tmp_path: Path) -> None:
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "a.jsonl").write_text('{"id": 1, "orders": [{"sku": "x"}]}\n')
+    (tmp_path / "rows.py").write_text("def rows():\n    yield {'id': 1}\n")
     path = tmp_path / "manifest.yaml"
-    path.write_text(manifest("jsonl"))
+    path.write_text(manifest("python"))
     result = CliRunner().invoke(cli, ["run", str(path), "--format", "json"], env={})
     assert result.exit_code == 2
     error = json.loads(result.stdout)
     assert error["code"] == "DPONE_MANIFEST_CHILD_TABLES_UNSUPPORTED"
-    assert "not supported yet" in error["message"]
+    assert "a python source" in error["message"]
     assert not (tmp_path / ".dpone").exists()  # nothing read, nothing written

@@ -60,7 +60,7 @@ from dpone.connectors.sinks.duckdb_load import (
 from dpone.connectors.sinks.nativejson import native_schema
 from dpone.connectors.sources.duckdb import interruptible, utc_labels
 from dpone.connectors.sql.identifiers import qualify, quote_ident, short_hash
-from dpone.connectors.sql.merge import is_dpone_column
+from dpone.connectors.sql.merge import ROW_ID_COLUMN, is_dpone_column
 from dpone.connectors.systables import RUNS_TABLE, RunRow
 from dpone.manifest.specs import DuckdbSinkSpec
 
@@ -197,16 +197,21 @@ class DuckDbSink(KeyProbes):
     # --- Sink -------------------------------------------------------------------------------------
 
     def existing_schema(self) -> pa.Schema | None:
+        return self.child_schema(self.table)
+
+    def child_schema(self, name: str) -> pa.Schema | None:
+        """The columns of the table ``name`` of the dataset (a child table's, or the
+        target's), without dpone's own; None: absent."""
         con = self.connect(create=False)
         if con is None:
             return None
-        what = f"reading the schema of {self.q(self.table)}"
+        what = f"reading the schema of {self.q(name)}"
         try:
             with interruptible(f"DuckDB sink: {what}"):
-                if not self.table_exists(con, self.table):
+                if not self.table_exists(con, name):
                     return None
-                table = con.sql(f"SELECT * FROM {self.q(self.table)} LIMIT 0").to_arrow_table()
-                nullable = {name: flag for name, _, flag in self.table_columns(con, self.table)}
+                table = con.sql(f"SELECT * FROM {self.q(name)} LIMIT 0").to_arrow_table()
+                nullable = {column: flag for column, _, flag in self.table_columns(con, name)}
             schema = pa.schema(
                 [
                     f.with_nullable(nullable.get(f.name, True))
@@ -233,6 +238,8 @@ class DuckDbSink(KeyProbes):
         empty = native_schema(load.schema).empty_table()  # JSON columns as DuckDB's JSON
         if load.mode == "merge":
             empty = empty.append_column(SEQ, pa.array([], pa.int64()))
+        if load.child_tables:
+            empty = empty.append_column(ROW_ID_COLUMN, pa.array([], pa.string()))
         step = Step(f"creating the schema {self._schema}")
         try:
             with interruptible("DuckDB sink: creating the staging table"):

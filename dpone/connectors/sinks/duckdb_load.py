@@ -24,7 +24,8 @@ from dpone.connectors.sinks._common import (
     marker_row,
 )
 from dpone.connectors.sinks._duck_errors import duck_error
-from dpone.connectors.sinks.loadstate import LoadState, keys_committed_twice
+from dpone.connectors.sinks.duckdb_children import DuckChildren
+from dpone.connectors.sinks.loadstate import NestingLoad, keys_committed_twice
 from dpone.connectors.sinks.nativejson import native_schema
 from dpone.connectors.sources.duckdb import interruptible
 from dpone.connectors.sql.identifiers import quote_ident
@@ -59,6 +60,7 @@ class DuckDbTarget(Protocol):
     """What a load needs of its sink (``duckdb.DuckDbSink``), so the two modules import one way."""
 
     table: str
+    dataset: str
     target: str
     clock: Clock
 
@@ -96,7 +98,7 @@ def drop_stage(con: duckdb.DuckDBPyConnection, sink: DuckDbTarget, stage: str) -
     con.execute("COMMIT")
 
 
-class DuckDbLoad(LoadState):
+class DuckDbLoad(NestingLoad):
     """One load staged into a DuckDB table."""
 
     native_json = True  # ``type: json`` columns are DuckDB JSON
@@ -116,6 +118,8 @@ class DuckDbLoad(LoadState):
         self._parquet: tuple[Path, ...] = ()
         #: the staging table's columns in its order (a widened load appends to it)
         self._stage_names: list[str] = list(spec.schema.names)
+        #: the commit's statements on the child tables (``write_nested``)
+        self._children = DuckChildren(sink.table, sink.dataset)
         self._system: SystemRows | None = None
 
     def attach_system_rows(self, rows: SystemRows) -> None:
@@ -137,6 +141,7 @@ class DuckDbLoad(LoadState):
         if self.spec.mode == "merge":
             seq = pa.array(range(self.rows, self.rows + batch.num_rows), pa.int64())
             batch = batch.append_column(SEQ, seq)
+        batch = self.with_ids(batch)
         if self._waiting:
             need = ROW_GROUP_ROWS - self._waiting_rows
             if batch.num_rows < need:
@@ -215,6 +220,7 @@ class DuckDbLoad(LoadState):
                 adopted = (
                     spec.mode != "merge"
                     and not spec.load_columns
+                    and not spec.child_tables
                     and self._stage_names == spec.schema.names
                     and not sink.table_exists(con, sink.table)
                 )
@@ -225,8 +231,11 @@ class DuckDbLoad(LoadState):
                     self._adopt_stage(con)
                 else:
                     self._prepare_target(con)
+                    self._prepare_children(con, target, stage)
                     self._apply(con, target, stage)
                     self._insert_parquet(con, target)
+                if spec.child_tables:
+                    self._insert_children(con, target)
                 marker = self.new_marker(sink.target, iso_utc(sink.clock()))
                 step.doing = f"inserting the load marker into {q(LOADS)}"
                 con.execute(
@@ -293,6 +302,39 @@ class DuckDbLoad(LoadState):
             f"INSERT INTO {into} ({cols}) SELECT {cols} FROM read_parquet([{files}])"
         ).fetchall()
         self.rows += int(inserted[0][0])
+
+    def _prepare_children(self, con: duckdb.DuckDBPyConnection, target: str, stage: str) -> None:
+        """Empty or prune the target's child tables before its rows change (a load without
+        child tables leaves them alone)."""
+        if not self.spec.child_tables:
+            return
+        self._step.doing = f"listing the child tables of {target}"
+        existing = [self._sink.q(name) for name in self._children.existing(con)]
+        self._children.before_apply(
+            con,
+            existing,
+            target=target,
+            stage=stage,
+            mode=self.spec.mode,
+            keys=self.spec.unique_key,
+            step=self._step,
+        )
+
+    def _insert_children(self, con: duckdb.DuckDBPyConnection, target: str) -> None:
+        sink = self._sink
+        present = {
+            name: [c[0].lower() for c in sink.table_columns(con, name)]
+            for name in self._children.existing(con)
+        }
+        self._children.insert(
+            con,
+            sink.q,
+            present,
+            self.child_tables(),
+            target=target,
+            merge=self.spec.mode == "merge",
+            step=self._step,
+        )
 
     def _insert_keys(self, con: duckdb.DuckDBPyConnection) -> None:
         """One row per idempotency key of the load, inside the commit's transaction."""
@@ -384,6 +426,7 @@ class DuckDbLoad(LoadState):
 
     def _abort(self) -> None:
         self._waiting, self._waiting_rows = [], 0
+        self.drop_children()
         try:
             drop_stage(self._con, self._sink, self._stage_table)
         except duckdb.Error:

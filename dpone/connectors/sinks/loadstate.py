@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -17,6 +17,7 @@ from dpone.connectors.errors import (
     SinkSchemaError,
 )
 from dpone.connectors.sinks.nativejson import native_schema
+from dpone.connectors.sql.merge import ROW_ID_COLUMN
 
 
 class LoadState(ABC):
@@ -178,6 +179,53 @@ class LoadState(ABC):
         raise SinkSchemaError(
             f"this sink cannot add column {added[0].name!r} to a load in progress"
         )
+
+
+class NestingLoad(LoadState):
+    """A load that carries child tables too (``connectors.base.NestedLoad``): each staged row
+    gets its ``_dpone_id`` (``with_ids`` in ``_stage``) and the child rows wait in memory for
+    the commit, which writes them in its one transaction."""
+
+    def __init__(self, spec: LoadSpec) -> None:
+        super().__init__(spec)
+        self._child_rows: dict[str, list[pa.RecordBatch]] = {}
+        self._ids: pa.StringArray | None = None
+
+    def write_nested(
+        self, batch: pa.RecordBatch, ids: pa.StringArray, children: Mapping[str, pa.RecordBatch]
+    ) -> None:
+        """Stage ``batch`` with its rows' ids; keep the child rows for the commit."""
+        if not self.spec.child_tables:
+            raise SinkSchemaError("this load was not begun for child tables")
+        self._ids = ids
+        try:
+            self.write(batch)
+        finally:
+            self._ids = None
+        for name, rows in children.items():
+            if rows.num_rows:
+                self._child_rows.setdefault(name, []).append(rows)
+
+    def with_ids(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """``batch`` with its rows' ``_dpone_id`` when the load has child tables."""
+        if not self.spec.child_tables:
+            return batch
+        if self._ids is None or len(self._ids) != batch.num_rows:
+            raise SinkSchemaError("rows of a load with child tables come with their ids")
+        return batch.append_column(ROW_ID_COLUMN, self._ids)
+
+    def child_tables(self) -> dict[str, pa.Table]:
+        """Each child table's rows of the load, its JSON columns typed ``arrow.json``."""
+        out = {}
+        for name, batches in self._child_rows.items():
+            table = pa.concat_tables(
+                [pa.Table.from_batches([b]) for b in batches], promote_options="default"
+            )
+            out[name] = table.cast(native_schema(table.schema))
+        return out
+
+    def drop_children(self) -> None:
+        self._child_rows.clear()
 
 
 def keys_committed_twice(load_id: str) -> SinkError:

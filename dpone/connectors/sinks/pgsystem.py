@@ -9,9 +9,9 @@ from typing import Any
 import pyarrow as pa
 
 from dpone.connectors.sinks._common import Step
+from dpone.connectors.sinks.pgtemp import ingest_temporary, temporary
 from dpone.connectors.sql import postgres as pg
 from dpone.connectors.sql.identifiers import quote_ident
-from dpone.connectors.sql.postgres import ingest_temporary, temporary
 from dpone.connectors.systables import RUNS_TABLE, RunRow, SystemTable
 
 

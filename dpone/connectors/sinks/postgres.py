@@ -44,13 +44,22 @@ from dpone.connectors.sinks._common import (
     positioned,
     probe_join_sql,
 )
-from dpone.connectors.sinks.loadstate import LoadState, keys_committed_twice
+from dpone.connectors.sinks.loadstate import NestingLoad, keys_committed_twice
+from dpone.connectors.sinks.pgchildren import PgChildren
 from dpone.connectors.sinks.pgsystem import insert_system, record_run
+from dpone.connectors.sinks.pgtemp import (
+    MAX_IDENTIFIER_BYTES,
+    close,
+    ingest_temporary,
+    release,
+    rollback,
+    temporary,
+    too_long,
+)
 from dpone.connectors.sql import postgres as pg
 from dpone.connectors.sql.identifiers import qualify, quote_ident, short_hash
-from dpone.connectors.sql.merge import MergeSql, extra_columns, is_dpone_column
+from dpone.connectors.sql.merge import ROW_ID_COLUMN, MergeSql, extra_columns, is_dpone_column
 from dpone.connectors.sql.pgtypes import arrow_type, pg_type, staging_array
-from dpone.connectors.sql.postgres import ingest_temporary, temporary
 from dpone.connectors.systables import RunRow, SystemRows
 from dpone.errors import DponeError
 from dpone.manifest.specs import PostgresSinkSpec
@@ -59,7 +68,6 @@ _LOADS = "_dpone_loads"
 _SEQ = "_dpone_seq"
 _KEY, _ID = quote_ident(KEY_COLUMN), quote_ident("load_id")
 #: PostgreSQL truncates longer identifiers (NAMEDATALEN - 1 bytes) with only a NOTICE.
-MAX_IDENTIFIER_BYTES = 63
 _LOADS_DDL = (
     'CREATE TABLE IF NOT EXISTS {t} ("load_id" text PRIMARY KEY, "pipeline" text NOT NULL, '
     '"run_id" text NOT NULL, "target" text NOT NULL, "load_mode" text NOT NULL, '
@@ -119,7 +127,7 @@ class PostgresSink(KeyProbes):
             yield
         finally:
             self._pinned = None
-            _close(conn)
+            close(conn)
 
     @contextlib.contextmanager
     def _borrowed(self, *, fresh: bool = False) -> Iterator[Any]:
@@ -129,13 +137,13 @@ class PostgresSink(KeyProbes):
             try:
                 yield self._pinned
             finally:
-                _rollback(self._pinned)
+                rollback(self._pinned)
             return
         conn = self.connect()
         try:
             yield conn
         finally:
-            _close(conn)
+            close(conn)
 
     def columns(self, cur: Any, name: str) -> list[tuple[str, str, bool]]:
         """(name, formatted type, not null) of ``dataset.name``; empty if it does not exist."""
@@ -174,11 +182,16 @@ class PostgresSink(KeyProbes):
     # --- Sink -------------------------------------------------------------------------------------
 
     def existing_schema(self) -> pa.Schema | None:
+        return self.child_schema(self.table)
+
+    def child_schema(self, name: str) -> pa.Schema | None:
+        """The columns of the table ``name`` of the dataset (a child table's, or the
+        target's), without dpone's own; None: absent."""
         try:
             with self._borrowed() as conn, conn.cursor() as cur:
-                columns = self.columns(cur, self.table)
+                columns = self.columns(cur, name)
         except pg.DRIVER_ERRORS as exc:
-            raise pg.sink_error(exc, f"reading the schema of {self._q(self.table)}") from None
+            raise pg.sink_error(exc, f"reading the schema of {self._q(name)}") from None
         if not columns:
             return None
         return pa.schema(
@@ -204,6 +217,8 @@ class PostgresSink(KeyProbes):
         columns = [f"{quote_ident(f.name)} {pg_type(f.type, staging=True)}" for f in load.schema]
         if load.mode == "merge":
             columns.append(f"{quote_ident(_SEQ)} bigint NOT NULL")
+        if load.child_tables:
+            columns.append(f"{quote_ident(ROW_ID_COLUMN)} text")
         owned = self._pinned is None
         conn = self.connect() if owned else self._pinned
         try:
@@ -213,10 +228,10 @@ class PostgresSink(KeyProbes):
                     "ON COMMIT DROP"
                 )
         except DponeError:
-            _release(conn, owned)
+            release(conn, owned)
             raise
         except pg.DRIVER_ERRORS as exc:
-            _release(conn, owned)
+            release(conn, owned)
             raise pg.sink_error(
                 exc, f"creating the staging table {temporary(stage)} for {self._q(self.table)}"
             ) from None
@@ -233,7 +248,7 @@ class PostgresSink(KeyProbes):
         return []
 
 
-class PostgresLoad(LoadState):
+class PostgresLoad(NestingLoad):
     """One load: an open transaction holding a temporary staging table."""
 
     native_json = True  # ``type: json`` columns are jsonb (staged as text, cast at commit)
@@ -249,6 +264,9 @@ class PostgresLoad(LoadState):
         self._step = Step(f"committing the load into {sink._q(sink.table)}")
         #: the staging table's columns in its order (a widened load appends to it)
         self._stage_names = [*spec.schema.names, *([_SEQ] if spec.mode == "merge" else [])]
+        if spec.child_tables:
+            self._stage_names.append(ROW_ID_COLUMN)
+        self._children = PgChildren(sink.dataset, sink.table, sink._q, sink.columns)
         self._system: SystemRows | None = None
 
     def attach_system_rows(self, rows: SystemRows) -> None:
@@ -257,6 +275,7 @@ class PostgresLoad(LoadState):
         self._system = rows
 
     def _stage(self, batch: pa.RecordBatch) -> None:
+        batch = self.with_ids(batch)
         arrays = [staging_array(column) for column in batch.columns]
         names = list(batch.schema.names)
         if self.spec.mode == "merge":
@@ -316,7 +335,7 @@ class PostgresLoad(LoadState):
             return self._apply()
         except pg.DRIVER_ERRORS as exc:
             error = pg.sink_error(exc, self._step.doing)
-            _rollback(self._conn)
+            rollback(self._conn)
         # The COMMIT may have landed before the connection dropped: the marker settles it.
         try:
             marker = self._sink._read_markers(f"{_ID} = $1", (self.spec.load_id,), fresh=True)
@@ -347,11 +366,16 @@ class PostgresLoad(LoadState):
             self._conn.rollback()  # also drops the staging table
             return marker_from_row(row)
         self._prepare_target(cur)
+        stage = temporary(self._stage_table)
+        if spec.child_tables:
+            self._children.before_apply(
+                cur, mode=spec.mode, keys=spec.unique_key, stage=stage, step=step
+            )
         merge = MergeSql(
             spec=spec,
             dialect="postgres",
             target=q(sink.table),
-            stage=temporary(self._stage_table),
+            stage=stage,
             scratch=quote_ident(self._stage_table + "_v"),
             seq=_SEQ,
             at=spec.valid_at or sink._clock(),
@@ -359,6 +383,9 @@ class PostgresLoad(LoadState):
         for statement in merge.statements():
             step.doing = statement.doing
             cur.execute(statement.sql)
+        if spec.child_tables:
+            rows, merging = self.child_tables(), spec.mode == "merge"
+            self._children.insert(cur, rows, merge=merging, scratch=self._stage_table, step=step)
         marker = self.new_marker(sink.target, iso_utc(sink._clock()))
         step.doing = f"inserting the load marker into {q(_LOADS)}"
         cur.execute(
@@ -435,34 +462,8 @@ class PostgresLoad(LoadState):
         )
 
     def _abort(self) -> None:
-        _rollback(self._conn)
+        self.drop_children()
+        rollback(self._conn)
 
     def _close(self) -> None:
-        _release(self._conn, self._owned)
-
-
-def too_long(name: str) -> bool:
-    return len(name.encode("utf-8")) > MAX_IDENTIFIER_BYTES
-
-
-# Cleanup is best effort and must not hide the run's own error: after an interrupt inside the
-# driver, ADBC also raises RuntimeError ("Cannot close AdbcConnection with open AdbcStatement").
-_CLEANUP_ERRORS = (*pg.DRIVER_ERRORS, RuntimeError)
-
-
-def _rollback(conn: Any) -> None:
-    with contextlib.suppress(*_CLEANUP_ERRORS):
-        conn.rollback()
-
-
-def _close(conn: Any) -> None:
-    with contextlib.suppress(*_CLEANUP_ERRORS):
-        conn.close()
-
-
-def _release(conn: Any, owned: bool) -> None:
-    """Close a connection of its own; a session's pinned one only ends its transaction."""
-    if owned:
-        _close(conn)
-    else:
-        _rollback(conn)
+        release(self._conn, self._owned)

@@ -27,6 +27,8 @@ from dpone.connectors.base import LOAD_ID_COLUMN, ROW_HASH, VALID_FROM, VALID_TO
 from dpone.connectors.sql.identifiers import quote_ident
 
 Dialect = Literal["duckdb", "postgres"]
+#: a row's id with child tables: their ``_dpone_parent_id`` / ``_dpone_root_id``
+ROW_ID_COLUMN = "_dpone_id"
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,10 +68,17 @@ class MergeSql:
         ]
 
     def extra(self) -> tuple[list[str], list[str]]:
-        """The load columns (names, values) every inserted row gets."""
+        """The load columns (names, values) every inserted row gets: the load id, and with
+        child tables each row's staged ``_dpone_id`` (from ``s``, the staged rows)."""
+        names: list[str] = []
+        values: list[str] = []
         if "load_id" in self.spec.load_columns:
-            return [quote_ident(LOAD_ID_COLUMN)], [f"'{self.spec.load_id}'"]
-        return [], []
+            names.append(quote_ident(LOAD_ID_COLUMN))
+            values.append(f"'{self.spec.load_id}'")
+        if self.spec.child_tables:
+            names.append(quote_ident(ROW_ID_COLUMN))
+            values.append(f"s.{quote_ident(ROW_ID_COLUMN)}")
+        return names, values
 
     def latest(self, keys: tuple[str, ...]) -> str:
         """The staged rows, the last of each ``keys`` (all of them without keys), as a
@@ -205,6 +214,8 @@ def extra_columns(spec: LoadSpec, dialect: Dialect) -> list[tuple[str, str]]:
         out += [(VALID_FROM, stamp), (VALID_TO, stamp), (ROW_HASH, text)]
     if "load_id" in spec.load_columns:
         out.append((LOAD_ID_COLUMN, text))
+    if spec.child_tables:
+        out.append((ROW_ID_COLUMN, text))
     return out
 
 

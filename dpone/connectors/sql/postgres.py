@@ -20,8 +20,6 @@ from dpone.connectors.errors import (
     SinkSchemaError,
     SinkUnavailable,
 )
-from dpone.connectors.sql.identifiers import qualify, quote_ident
-from dpone.connectors.sql.pgtypes import pg_type, staging_array
 from dpone.errors import DponeError, Interrupted
 
 Error = adbc_driver_manager.Error
@@ -206,17 +204,3 @@ _TRANSIENT_STATUS = {
     adbc_driver_manager.AdbcStatusCode.TIMEOUT,
     adbc_driver_manager.AdbcStatusCode.UNAUTHENTICATED,
 }
-
-
-def temporary(name: str) -> str:
-    """A temporary table of this session, qualified: ``"pg_temp"."name"``."""
-    return qualify("pg_temp", name)
-
-
-def ingest_temporary(cur: Any, name: str, table: pa.Table) -> None:
-    """``table`` into a temporary table dropped at the end of the current transaction."""
-    columns = [f"{quote_ident(f.name)} {pg_type(f.type, staging=True)}" for f in table.schema]
-    cur.execute(f"CREATE TEMPORARY TABLE {quote_ident(name)} ({', '.join(columns)}) ON COMMIT DROP")
-    arrays = [staging_array(column.combine_chunks()) for column in table.columns]
-    staged = pa.RecordBatch.from_arrays(arrays, names=table.schema.names)
-    cur.adbc_ingest(name, staged, mode="append", temporary=True)

@@ -1,5 +1,6 @@
-"""``source.normalize``: only on a source that produces nested records, and refused there too
-while child tables are not supported (SPEC §13)."""
+"""``source.normalize``: only on a source that produces nested records; child tables where this
+version loads them (SPEC §13): a JSONL file into DuckDB or PostgreSQL, by append, replace or
+upsert."""
 
 from __future__ import annotations
 
@@ -37,11 +38,33 @@ def check_normalize(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
                 ),
             )
         ]
+    return _child_tables(doc, ctx)
+
+
+def _child_tables(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
+    """Child tables load from a JSONL file into DuckDB or PostgreSQL, by append, replace or
+    upsert, on the local engine; anything else is refused before a row is read, saying what
+    is missing."""
+    source, sink = doc["source"], doc["sink"]
+    strategy = sink.get("strategy") or {}
+    mode, merge = strategy.get("mode", "append"), strategy.get("merge_strategy") or "upsert"
+    engine = (doc.get("runtime") or {}).get("engine", "local")
+    missing = None
+    if not (source.get("type") == "file" and source.get("format") == "jsonl"):
+        missing = f"a {source.get('type')} source (child tables load from JSONL files)"
+    elif sink.get("type") not in ("duckdb", "postgres"):
+        missing = f"the {sink.get('type')} sink (child tables load into DuckDB and PostgreSQL)"
+    elif mode == "merge" and merge != "upsert":
+        missing = f"merge_strategy {merge} (child tables merge by upsert)"
+    elif engine != "local":
+        missing = f"engine {engine} (child tables are unnested by the local engine)"
+    if missing is None:
+        return []
     return [
         ctx.error(
             "DPONE_MANIFEST_CHILD_TABLES_UNSUPPORTED",
-            "normalize: {nested: child_tables} is not supported yet; no child table would be "
-            "loaded",
+            f"normalize: {{nested: child_tables}} is not supported with {missing}; no child "
+            "table would be loaded",
             "/source/normalize/nested",
             fixes=(_AS_JSON,),
         )

@@ -40,6 +40,7 @@ from dpone.ops.replay.executor import ReplayResult, execute
 from dpone.ops.replay.file_resolver import FileRowResolver, bounded_identity
 from dpone.ops.replay.reading import plan, read_run, replayable_index
 from dpone.runtime import wiring
+from dpone.runtime.children import normalize_of
 from dpone.runtime.context import environment
 
 # --- applying -----------------------------------------------------------------------------------
@@ -56,6 +57,12 @@ class SinkReplayTarget:
 
     def __init__(self, sink: KeyedSink, manifest: Plan, run_id: str) -> None:
         strategy = manifest.sink.strategy
+        if normalize_of(manifest) is not None:
+            raise ReplayUnsupported(
+                "the manifest loads child tables (source.normalize): a replayed row would load "
+                "without its child rows",
+                fixes=("fix the source file and rerun the pipeline: its root rows load whole",),
+            )
         if strategy.mode == "replace":
             raise ReplayUnsupported(
                 "the manifest's sink strategy is replace: a replayed row would replace the table",
