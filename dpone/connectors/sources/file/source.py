@@ -16,8 +16,6 @@ from dpone.connectors.presence import split_presence
 from dpone.connectors.progress import ReadProgress
 from dpone.connectors.sources.file.blocks import Block, line_blocks, record_blocks, row_blocks
 from dpone.connectors.sources.file.csv import CsvReader
-from dpone.connectors.sources.file.jsonl import MAX_JSONL_LINE, jsonl_batches
-from dpone.connectors.sources.file.parquet import parquet_batches
 from dpone.manifest.specs import FileFormat, FileSourceSpec
 
 #: Bytes read at a time; a block is cut after its last complete line and parsed by Arrow whole.
@@ -194,6 +192,9 @@ class FileSource:
                 if self.csv.header and reader.names is not None:
                     header.extend(reader.names)
             elif self.format == "jsonl":
+                # Each format's reader is imported when a file of it is read (start-up).
+                from dpone.connectors.sources.file.jsonl import MAX_JSONL_LINE, jsonl_batches
+
                 yield from jsonl_batches(
                     self.progress.blocks(
                         line_blocks(
@@ -206,6 +207,8 @@ class FileSource:
                     max_columns=self.max_columns,
                 )
             else:
+                from dpone.connectors.sources.file.parquet import parquet_batches
+
                 yield from parquet_batches(path, partition, chunk_size)
         except OSError as exc:
             raise _read_error(exc, partition) from None
