@@ -33,7 +33,7 @@ from pathlib import Path
 
 import duckdb
 
-from bench.bench_e2e import NOT_A_DISK, Pinned, _child_env, _filesystem
+from bench.e2e_procs import NOT_A_DISK, Pinned, child_env, filesystem
 
 ITEMS = 100_000
 PAGES = 100
@@ -180,10 +180,8 @@ def _dpone(pinned: Pinned, url: str, tag: str) -> float:
     manifest = pinned.base / f"manifest-{tag}.yaml"
     manifest.write_text(MANIFEST.format(name=NAME, work=work, url=url), encoding="utf-8")
     argv = [sys.executable, "-m", "dpone", "run", manifest.name, "--format", "json"]
-    took, _, _, code, _ = pinned.run(argv, tag)
-    out, err = pinned.output(tag)
-    if code != 0:
-        raise RuntimeError(f"dpone run exited {code}: {out[-2000:]}{err[-2000:]}")
+    took = pinned.run(argv, tag).seconds  # a program that fails raises there
+    out, _ = pinned.output(tag)
     report = json.loads(out)
     rows = report["rows"]
     _check_artifacts(pinned.base / work, report["run_id"], rows["quarantined"])
@@ -206,10 +204,10 @@ def _dlt(pinned: Pinned, url: str, tag: str) -> float:
     db.unlink(missing_ok=True)
     shutil.rmtree(pinned.base / "dlt-data", ignore_errors=True)
     argv = [sys.executable, "dlt_alone.py", url, db.name]
-    took, _, _, code, _ = pinned.run(argv, tag)
+    took = pinned.run(argv, tag).seconds  # a program that fails raises there
     out, err = pinned.output(tag)
-    if code != 0 or int(out.split()[-1]) != ITEMS:
-        raise RuntimeError(f"dlt alone exited {code}: {out[-1000:]}{err[-2000:]}")
+    if int(out.split()[-1]) != ITEMS:
+        raise RuntimeError(f"dlt alone loaded other than {ITEMS}: {out[-1000:]}{err[-2000:]}")
     db.unlink()
     return took
 
@@ -218,7 +216,7 @@ def run() -> None:
     if shutil.which("taskset") is None:
         raise RuntimeError("taskset (util-linux) is needed to pin the benchmarked processes")
     base = Path(tempfile.mkdtemp(prefix="dpone-bench-rest-"))
-    fs = _filesystem(base)
+    fs = filesystem(base)
     if fs in NOT_A_DISK:
         raise RuntimeError(f"{base} is on {fs}; the bench needs a real disk")
     cores = sorted(os.sched_getaffinity(0))
@@ -226,7 +224,7 @@ def run() -> None:
     port = _free_port()
     (base / "server.py").write_text(SERVER, encoding="utf-8")
     (base / "dlt_alone.py").write_text(DLT_ALONE, encoding="utf-8")
-    env = _child_env(base)
+    env = child_env(base)
     env.update(
         RUNTIME__DLTHUB_TELEMETRY="false",
         DLT_DATA_DIR=str(base / "dlt-data"),
@@ -241,7 +239,7 @@ def run() -> None:
     try:
         _wait_listening(port)
         url = f"http://127.0.0.1:{port}/"
-        pinned = Pinned(core, base, env)
+        pinned = Pinned(str(core), base, env)
         print(
             f"{ITEMS:,} items over {PAGES} pages from a local HTTP server -> DuckDB; "
             f"whole processes on core {core} (server on core {server_core}), {fs} at {base}",

@@ -22,13 +22,11 @@ import shutil
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpone.clock import Clock
 from dpone.contracts.dlq import PII_POLICIES, DlqPolicy, is_production
-from dpone.dlq import acks as dlq_acks
-from dpone.dlq import compaction, fsio, integrity, opening, segments
-from dpone.dlq.acks import ReplayAck
+from dpone.dlq import fsio, integrity, opening, segments
 from dpone.dlq.errors import (
     DlqChecksumMismatch,
     DlqError,
@@ -58,6 +56,9 @@ from dpone.dlq.scan import scan_segments
 from dpone.dlq.segments import SEGMENTS_DIR, SegmentEntry
 from dpone.dlq.writer import RunWriter
 from dpone.logs import get_logger
+
+if TYPE_CHECKING:
+    from dpone.dlq.acks import ReplayAck
 
 _PIPELINE = re.compile(PIPELINE_PATTERN)
 log = get_logger("dpone.dlq")
@@ -292,6 +293,8 @@ class DlqStore(RunDir):
         index: DlqIndex | None = None,
     ) -> ReplayAck:
         """:func:`dpone.dlq.acks.write_ack`: acknowledge the replay of one record."""
+        from dpone.dlq import acks as dlq_acks
+
         return dlq_acks.write_ack(self, run_id, record_id, ack, index=index)
 
     def write_acks(
@@ -303,14 +306,20 @@ class DlqStore(RunDir):
         index: DlqIndex | None = None,
     ) -> list[ReplayAck]:
         """:func:`dpone.dlq.acks.write_acks`: acknowledge a batch as one ack segment."""
+        from dpone.dlq import acks as dlq_acks
+
         return dlq_acks.write_acks(self, run_id, replay_id, acks, index=index)
 
     def read_acks(self, run_id: str) -> dict[str, ReplayAck]:
         """:func:`dpone.dlq.acks.read_acks`: every acknowledgement of a run, by record id."""
+        from dpone.dlq import acks as dlq_acks
+
         return dlq_acks.read_acks(self, run_id)
 
     def ack_checksums(self, run_id: str) -> dict[str, str]:
         """:func:`dpone.dlq.acks.ack_checksums`: record id -> its acknowledgement's sha256."""
+        from dpone.dlq import acks as dlq_acks
+
         return dlq_acks.ack_checksums(self, run_id)
 
     # --- deletion (dpone.dlq.compaction) ----------------------------------------------------------
@@ -319,16 +328,22 @@ class DlqStore(RunDir):
         self, run_id: str, record_ids: Collection[str], *, known: DlqIndex | None = None
     ) -> DlqIndex:
         """:func:`dpone.dlq.compaction.delete_records`: delete records of an ended run."""
+        from dpone.dlq import compaction
+
         return compaction.delete_records(self, run_id, record_ids, known=known)
 
     def delete_many(
         self, deletes: Sequence[tuple[str, Collection[str], DlqIndex | None]]
     ) -> list[DlqIndex]:
         """:func:`dpone.dlq.compaction.delete_many`: :meth:`delete_records` of several runs."""
+        from dpone.dlq import compaction
+
         return compaction.delete_many(self, deletes)
 
     def remove_acks(self, run_id: str, record_ids: Collection[str]) -> None:
         """:func:`dpone.dlq.compaction.remove_acks`: drop acks of records no longer listed."""
+        from dpone.dlq import compaction
+
         compaction.remove_acks(self, run_id, record_ids)
 
     # --- the writer's own check -----------------------------------------------------------------

@@ -103,22 +103,22 @@ class Quarantine:
             tally.rows_before += chunk.num_rows
             checkpoint("after_chunk_dlq")
             return
-        in_batch = rejects.positions.to_pylist()
-        reasons: list[str] = [str(r) for r in rejects.reasons.to_pylist()]
-        columns: list[str | None] = list(rejects.columns.to_pylist())
+        # Whole arrays, taken and concatenated by Arrow: Python touches a rejected row only
+        # to build its record, never a valid row or a position one scalar at a time.
+        in_batch: pa.Int64Array = rejects.positions
+        reasons: list[str] = rejects.reasons.to_pylist()
+        columns: list[str | None] = rejects.columns.to_pylist()
         rule_ids: list[str | None] = [None] * contract_rows
         if rule_rows and quarantine_mask is not None and rules is not None:
-            valid_positions = result.valid_positions.to_pylist()
-            for i, flagged in enumerate(quarantine_mask.to_pylist()):
-                if flagged:
-                    in_batch.append(valid_positions[i])
-                    reasons.append(ReasonCode.RULE_FAILED.value)
-                    columns.append(None)
-                    rule_ids.append(rules[i])
+            flagged = pc.indices_nonzero(quarantine_mask)
+            in_batch = pa.concat_arrays([in_batch, result.valid_positions.take(flagged)])
+            reasons.extend([ReasonCode.RULE_FAILED.value] * len(flagged))
+            columns.extend([None] * len(flagged))
+            rule_ids.extend(rules[i] for i in flagged.to_pylist())
         refs, row_numbers = self.refs(chunk, positions, in_batch)
         values = None
         if ctx.plan.sink.dlq.pii_policy != "reference_only" or self._export is not None:
-            values = batch.take(pa.array(in_batch, pa.int64())).to_pylist()
+            values = batch.take(in_batch).to_pylist()
         if self._export is not None:
             assert values is not None
             self._export.write(refs, reasons, columns, values)
@@ -141,19 +141,21 @@ class Quarantine:
         tally.rows_before += chunk.num_rows
 
     def refs(
-        self, chunk: SourceChunk, positions: pa.Int64Array | None, in_batch: list[int]
+        self,
+        chunk: SourceChunk,
+        positions: pa.Int64Array | None,
+        in_batch: pa.Int64Array | list[int],
     ) -> tuple[list[str], list[int]]:
         """The record refs and source row numbers of rows of the (windowed) batch."""
         ctx = self._ctx
-        chunk_rows = (
-            [positions[p].as_py() for p in in_batch] if positions is not None else list(in_batch)
-        )
-        row_numbers = [chunk.first_row + p for p in chunk_rows]
+        at = pa.array(in_batch, pa.int64()) if isinstance(in_batch, list) else in_batch
+        chunk_rows = at if positions is None else positions.take(at)
+        row_numbers: list[int] = pc.add(chunk_rows, chunk.first_row).to_pylist()
         if chunk.rereadable and chunk.file_sha256:
             refs = file_refs(chunk.partition, chunk.file_sha256, row_numbers)
         else:
-            before = self._tally.rows_before
-            refs = run_row_refs(ctx.run_id, ctx.load_id, [before + p + 1 for p in chunk_rows])
+            before = self._tally.rows_before + 1
+            refs = run_row_refs(ctx.run_id, ctx.load_id, pc.add(chunk_rows, before).to_pylist())
         return refs, row_numbers
 
 

@@ -150,3 +150,28 @@ def test_custom_predicates_row_and_vectorized(project: Project) -> None:
     assert found["custom:rules:positive"] == ("quarantined", 1)
     # Row 1 went to the DLQ under `positive`: `even` sees rows 2..4 only (SPEC §4).
     assert found["custom:rules:even"] == ("warned", 1)
+
+
+def test_contract_and_rule_rejects_of_a_windowed_chunk_name_their_own_rows(
+    project: Project,
+) -> None:
+    """An incremental window drops rows from the middle of a chunk: a row the contract
+    rejects and a row a rule quarantines still name their line of the file."""
+    project.write_csv("a.csv", [good(1), good(2)])
+    assertions = {"unique_columns": {"value": ["id"], "on_failure": "quarantine"}}
+    project.write_manifest(incremental=True, assertions=assertions)
+    assert project.run()["rows"]["loaded"] == 2
+
+    rows = [good(3), good(9, day=1), good(4, amount="ten"), good(3, name="dup"), good(5)]
+    project.write_csv("b.csv", rows)
+    report = project.run()
+    assert report["rows"] == {**report["rows"], "loaded": 2, "quarantined": 2}
+    contract, rule = project.dlq_records(report["run_id"])
+    assert contract["record_ref"] == project.file_ref("b.csv", 3)
+    assert contract["reason"]["code"] != "quality.rule_failed"
+    assert contract["diagnostics"]["source_offset"] == 3
+    assert rule["record_ref"] == project.file_ref("b.csv", 4)
+    assert rule["reason"]["code"] == "quality.rule_failed"
+    assert rule["diagnostics"]["rule_id"] == "unique_columns"
+    assert rule["diagnostics"]["source_offset"] == 4
+    assert project.rows() == [loaded(i) for i in range(1, 6) if i != 4]

@@ -22,6 +22,7 @@ from dpone.connectors.errors import (
     SourceDecodeError,
     SourceNoFiles,
     SourceRowTooLong,
+    SourceUnavailable,
 )
 from dpone.connectors.sources.file import FileSource
 from dpone.connectors.sources.file.blocks import MAX_FAILURE_TEXT, nth_newline
@@ -525,3 +526,21 @@ def test_a_latin1_header_decodes_under_its_encoding(tmp_path: Path) -> None:
     (tmp_path / "d.csv").write_bytes(b"id,na\xefve\n1,a\n")
     (chunk,) = list(csv_source(tmp_path, "d.csv", encoding="latin-1").chunks(10))
     assert chunk.batch.schema.names == ["id", "naïve"]
+
+
+def test_a_file_that_cannot_be_hashed_hands_out_no_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hash runs beside the parse of the first chunk; when it fails, that chunk (whose
+    record refs would name the hash) is never handed out: the read fails as unavailable."""
+    write_csv(tmp_path / "a.csv", [(i, f"n{i}") for i in range(1, 50)])
+
+    def unreadable(path: Path) -> str:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr("dpone.connectors.fs.sha256_file", unreadable)
+    chunks = csv_source(tmp_path, "a.csv").chunks(10)
+    with pytest.raises(
+        SourceUnavailable, match=r"a\.csv: cannot read the file \(PermissionError\)"
+    ):
+        next(chunks)

@@ -4,9 +4,11 @@ DLQ writer and no runtime, and every re-exported name still resolves on first us
 from __future__ import annotations
 
 import importlib
+import json
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -103,3 +105,53 @@ def test_an_ops_submodule_never_shadows_an_api_function() -> None:
     for name in ("verify", "replay_plan", "replay_execute", "retention_plan", "release_gate"):
         assert callable(getattr(dpone.ops, name)), name
         assert not isinstance(getattr(dpone.ops, name), ModuleType), name
+
+
+def test_a_csv_run_into_duckdb_loads_only_what_it_uses(tmp_path: Path) -> None:
+    """``dpone run`` (JSON logs, as when scheduled) of a CSV file into DuckDB: no console
+    logging (structlog pulls rich and asyncio), no other file format's reader, no DLQ
+    acknowledgement or deletion code, no dlt or PostgreSQL driver; each is start-up time."""
+    (tmp_path / "data.csv").write_text("id,name\n1,a\n2,\n", encoding="utf-8")
+    manifest = {
+        "name": "lazy_run",
+        "source": {"type": "file", "format": "csv", "path": "data.csv"},
+        "sink": {
+            "type": "duckdb",
+            "database": str(tmp_path / "w.duckdb"),
+            "table": "t",
+            "options": {
+                "schema_contract": {
+                    "enforcement": "quarantine",
+                    "columns": {"id": {"type": "integer"}, "name": {"type": "string"}},
+                }
+            },
+        },
+    }
+    (tmp_path / "manifest.yaml").write_text(json.dumps(manifest), encoding="utf-8")
+    code = (
+        "import sys\n"
+        "from dpone.cli.main import cli\n"
+        "try:\n"
+        "    cli(['run', 'manifest.yaml', '--format', 'json'], prog_name='dpone')\n"
+        "except SystemExit as done:\n"
+        "    assert not done.code, done.code\n"
+        "print('\\n'.join(sorted(sys.modules)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout
+    loaded = set(out.split())
+    assert "dpone.runtime.stream" in loaded  # the probe ran
+    unwanted = (
+        "structlog",
+        "rich",
+        "asyncio",
+        "dlt",
+        "psycopg2",
+        "adbc_driver_postgresql",
+        "dpone.connectors.sources.file.jsonl",
+        "dpone.connectors.sources.file.parquet",
+        "dpone.dlq.acks",
+        "dpone.dlq.compaction",
+    )
+    assert sorted(m for m in loaded if m.split(".")[0] in unwanted or m in unwanted) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator, Mapping
 
 import pyarrow as pa
@@ -11,13 +12,11 @@ from dpone import sourcepaths
 from dpone.connectors.base import DecodeFailure, Partitioning, SourceChunk
 from dpone.connectors.batches import rechunk
 from dpone.connectors.errors import SourceConfigError, SourceDecodeError, SourceUnavailable
-from dpone.connectors.fs import SourceFile, open_inputs
+from dpone.connectors.fs import LocalFile, SourceFile, open_inputs
 from dpone.connectors.presence import split_presence
 from dpone.connectors.progress import ReadProgress
 from dpone.connectors.sources.file.blocks import Block, line_blocks, record_blocks, row_blocks
 from dpone.connectors.sources.file.csv import CsvReader
-from dpone.connectors.sources.file.jsonl import MAX_JSONL_LINE, jsonl_batches
-from dpone.connectors.sources.file.parquet import parquet_batches
 from dpone.manifest.specs import FileFormat, FileSourceSpec
 
 #: Bytes read at a time; a block is cut after its last complete line and parsed by Arrow whole.
@@ -114,21 +113,18 @@ class FileSource:
     def read_file(self, partition: str, path: SourceFile, chunk_size: int) -> Iterator[SourceChunk]:
         """One file's chunks (used by the replay resolver to re-read a single partition)."""
         self.progress.begin_file(path, by_block=self.format != "parquet")
-        try:
-            digest = path.sha256()
-        except OSError as exc:
-            raise SourceUnavailable(
-                f"{partition}: cannot read the file ({type(exc).__name__})"
-            ) from None
+        hashing = _Digest(path, partition)
         failures: list[DecodeFailure] = []
         header: list[str] = []
         row = 1
         batches = self._batches(partition, path, chunk_size, failures, header)
         for batch in rechunk(batches, chunk_size):
+            digest = hashing.result()  # before the first chunk: its refs name the file's hash
             batch, present = split_presence(batch)
             yield SourceChunk(batch, partition, digest, row, True, _in_order(failures), present)
             failures.clear()
             row += batch.num_rows
+        digest = hashing.result()
         path.verify(digest)
         if row == 1 and header and not failures:
             # A CSV file of a header and no row: its columns, as text (what inference makes
@@ -194,6 +190,9 @@ class FileSource:
                 if self.csv.header and reader.names is not None:
                     header.extend(reader.names)
             elif self.format == "jsonl":
+                # Each format's reader is imported when a file of it is read (start-up).
+                from dpone.connectors.sources.file.jsonl import MAX_JSONL_LINE, jsonl_batches
+
                 yield from jsonl_batches(
                     self.progress.blocks(
                         line_blocks(
@@ -206,9 +205,49 @@ class FileSource:
                     max_columns=self.max_columns,
                 )
             else:
+                from dpone.connectors.sources.file.parquet import parquet_batches
+
                 yield from parquet_batches(path, partition, chunk_size)
         except OSError as exc:
             raise _read_error(exc, partition) from None
+
+
+class _Digest:
+    """The SHA-256 of a file, hashed before its first chunk is handed out.
+
+    A local file is hashed on a thread of its own while its first chunk is read and parsed:
+    both release the GIL, so on two cores the hash adds no wall time (0.06 s for 80 MB). Any
+    other file (an object store's, which hashes what it streams and checks it against this
+    hash in ``verify``) is hashed first, as before."""
+
+    def __init__(self, path: SourceFile, partition: str) -> None:
+        self._partition = partition
+        self._digest: str | None = None
+        self._error: OSError | None = None
+        self._thread: threading.Thread | None = None
+        if isinstance(path, LocalFile):
+            self._thread = threading.Thread(
+                target=self._hash, args=(path,), name="dpone-file-sha256", daemon=True
+            )
+            self._thread.start()
+        else:
+            self._hash(path)
+
+    def _hash(self, path: SourceFile) -> None:
+        try:
+            self._digest = path.sha256()
+        except OSError as exc:
+            self._error = exc
+
+    def result(self) -> str:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            name = type(self._error).__name__
+            raise SourceUnavailable(f"{self._partition}: cannot read the file ({name})")
+        assert self._digest is not None
+        return self._digest
 
 
 def _in_order(failures: list[DecodeFailure]) -> tuple[DecodeFailure, ...]:
