@@ -1,6 +1,7 @@
-"""``source.normalize``: child tables validate for a JSONL file into DuckDB by append, replace
-or upsert; every other source, sink, merge strategy and engine is refused by validation with
-the code that says why, and a run stops before reading a row (exit 2)."""
+"""``source.normalize``: child tables validate for a JSONL file or a REST API into DuckDB or
+PostgreSQL by append, replace or upsert; every other source, sink, merge strategy and engine is
+refused by validation with the code that says why, and a run stops before reading a row
+(exit 2)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ SOURCES = {
     "postgres": "{type: postgres, connection: '${PG_URL}', table: t, NORMALIZE}",
 }
 NESTED = ("jsonl", "python", "dlt", "rest_api")
+#: the nested sources whose records load into child tables
+CHILD_TABLES = ("jsonl", "rest_api")
 
 
 def manifest(
@@ -45,7 +48,7 @@ def codes(text: str) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("source", list(SOURCES))
 def test_child_tables_are_refused_with_the_reason(source: str) -> None:
-    if source == "jsonl":
+    if source in CHILD_TABLES:
         assert compile_text(manifest(source), allow_any_import=True).name == "nested"
         postgres = "sink: {type: postgres, connection: '${PG_URL}', table: t}\n"
         assert compile_text(manifest(source, sink=postgres), allow_any_import=True).name

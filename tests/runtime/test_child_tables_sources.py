@@ -1,0 +1,140 @@
+"""Child tables (``source.normalize: {nested: child_tables}``, SPEC §13) from the sources that are
+not files: a REST API on a local HTTP server, into a DuckDB file and into the PostgreSQL
+server. The same three linked tables as from a JSONL file, a bad child value dead-letters its
+root row (one DLQ record, the run/load/row ref), and the root ids are digests of those refs
+(per run: an API cannot be read again)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from pytest_httpserver import HTTPServer
+from werkzeug import Request, Response
+
+from dpone.cli.main import cli
+from tests.support.nested import (
+    BAD_QTY,
+    LINES,
+    LINKS,
+    pg_table,
+    run_root_id,
+    shaped,
+    table,
+    write_manifest,
+)
+
+ONCE: dict[str, list[tuple[Any, ...]]] = {
+    "customers": [(1, "ann"), (2, "bob"), (4, "dee")],
+    "customers__orders": [(1, 0, "A-1", 2), (1, 1, "A-2", 1), (4, 0, "D-1", 5)],
+    "customers__orders__items": [
+        (1, "A-1", 0, "x", 1),
+        (1, "A-1", 1, "y", 2),
+        (4, "D-1", 0, "z", 3),
+    ],
+}
+
+
+def run(manifest: Path, code: int = 0) -> dict[str, Any]:
+    result = CliRunner().invoke(cli, ["run", str(manifest), "--format", "json"], env={})
+    doc: dict[str, Any] = json.loads(result.stdout)
+    assert result.exit_code == code, doc
+    return doc
+
+
+def dlq_records(root: Path, run_id: str) -> list[dict[str, Any]]:
+    segments = sorted((root / ".dpone/dlq/runs" / run_id).glob("segments/*.jsonl"))
+    return [json.loads(line) for s in segments for line in s.read_text().splitlines()]
+
+
+def artifacts(root: Path) -> str:
+    files = [p for p in (root / ".dpone").rglob("*") if p.is_file()]
+    return "\n".join(p.read_text(errors="replace") for p in files)
+
+
+class CustomersApi:
+    """``GET /customers``: the customers two to a page (``page=1, 2, ...``)."""
+
+    def __init__(self, server: HTTPServer, customers: list[dict[str, Any]]) -> None:
+        self.customers = customers
+        server.expect_request("/customers").respond_with_handler(self.handle)
+        self.base_url = server.url_for("/")
+
+    def handle(self, request: Request) -> Response:
+        start = (int(request.args.get("page", "1")) - 1) * 2
+        body = {"items": self.customers[start : start + 2]}
+        return Response(json.dumps(body), status=200, mimetype="application/json")
+
+    def source(self) -> dict[str, Any]:
+        paginator = {"type": "page_number", "base_page": 1, "total_path": None}
+        return {
+            "type": "rest_api",
+            "client": {"base_url": self.base_url, "paginator": paginator},
+            "resource": {
+                "name": "customers",
+                "endpoint": {"path": "customers", "data_selector": "items"},
+            },
+            "http": {"request_max_attempts": 1, "request_backoff_factor": 0},
+        }
+
+
+def pg_sink(pg_url: str, pg_schema: str) -> dict[str, Any]:
+    return {"type": "postgres", "connection": pg_url, "dataset": pg_schema}
+
+
+def test_a_rest_api_loads_linked_child_tables(tmp_path: Path, httpserver: HTTPServer) -> None:
+    api = CustomersApi(httpserver, LINES)
+    doc = run(write_manifest(tmp_path, source=api.source()))
+    assert (doc["rows"]["read"], doc["rows"]["loaded"], doc["rows"]["quarantined"]) == (4, 3, 1)
+    assert shaped(tmp_path) == ONCE
+    ids = [run_root_id(doc["run_id"], doc["load_id"], row) for row in (1, 2, 4)]
+    assert [r[2] for r in table(tmp_path, "customers")[1]] == ids
+    assert table(tmp_path, "customers__orders")[0] == ["sku", "qty", *LINKS]
+    (record,) = dlq_records(tmp_path, doc["run_id"])
+    assert record["record_ref"] == f"dpone://runs/{doc['run_id']}/loads/{doc['load_id']}/rows/3"
+    assert (record["reason"]["code"], record["reason"]["column"]) == (
+        "schema.type_mismatch",
+        "orders.qty",
+    )
+    assert BAD_QTY not in artifacts(tmp_path)
+
+
+def test_a_rest_api_merges_its_child_tables_run_after_run(
+    tmp_path: Path, httpserver: HTTPServer
+) -> None:
+    api = CustomersApi(httpserver, LINES)
+    manifest = write_manifest(tmp_path, source=api.source(), mode="merge")
+    run(manifest)
+    run(manifest)  # new ids for the same rows: the old rows' children go with them
+    assert shaped(tmp_path) == ONCE
+    api.customers = [{"id": 1, "name": "ann2", "orders": [{"sku": "A-9", "qty": 9}]}]
+    run(manifest)
+    assert shaped(tmp_path) == {
+        "customers": [(1, "ann2"), (2, "bob"), (4, "dee")],
+        "customers__orders": [(1, 0, "A-9", 9), (4, 0, "D-1", 5)],
+        "customers__orders__items": [(4, "D-1", 0, "z", 3)],
+    }
+
+
+@pytest.mark.parametrize("mode", ["append", "merge"])
+def test_a_rest_api_loads_child_tables_into_postgres(
+    tmp_path: Path, httpserver: HTTPServer, pg_url: str, pg_schema: str, mode: str
+) -> None:
+    api = CustomersApi(httpserver, LINES)
+    manifest = write_manifest(
+        tmp_path, source=api.source(), sink=pg_sink(pg_url, pg_schema), mode=mode
+    )
+
+    def read(name: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+        return pg_table(pg_url, pg_schema, name)
+
+    doc = run(manifest)
+    assert (doc["rows"]["loaded"], doc["rows"]["quarantined"]) == (3, 1)
+    assert shaped(tmp_path, read) == ONCE
+    assert read("customers__orders__items")[0] == ["code", "n", *LINKS]
+    run(manifest)
+    twice = ONCE if mode == "merge" else {name: sorted(r * 2) for name, r in ONCE.items()}
+    assert shaped(tmp_path, read) == twice
