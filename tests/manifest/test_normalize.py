@@ -30,7 +30,7 @@ SOURCES = {
 }
 NESTED = ("jsonl", "python", "dlt", "rest_api")
 #: the nested sources whose records load into child tables
-CHILD_TABLES = ("jsonl", "rest_api")
+CHILD_TABLES = ("jsonl", "rest_api", "python")
 
 
 def manifest(
@@ -102,10 +102,10 @@ def test_child_tables_elsewhere_are_refused_saying_what(sink: str, says: str) ->
 def test_a_run_asking_for_child_tables_stops_before_reading(tmp_path: Path) -> None:
     (tmp_path / "rows.py").write_text("def rows():\n    yield {'id': 1}\n")
     path = tmp_path / "manifest.yaml"
-    path.write_text(manifest("python"))
+    path.write_text(manifest("dlt"))
     result = CliRunner().invoke(cli, ["run", str(path), "--format", "json"], env={})
     assert result.exit_code == 2
     error = json.loads(result.stdout)
     assert error["code"] == "DPONE_MANIFEST_CHILD_TABLES_UNSUPPORTED"
-    assert "a python source" in error["message"]
+    assert "a dlt source" in error["message"]
     assert not (tmp_path / ".dpone").exists()  # nothing read, nothing written

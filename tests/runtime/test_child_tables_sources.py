@@ -138,3 +138,74 @@ def test_a_rest_api_loads_child_tables_into_postgres(
     run(manifest)
     twice = ONCE if mode == "merge" else {name: sorted(r * 2) for name, r in ONCE.items()}
     assert shaped(tmp_path, read) == twice
+
+
+ROWS_PY = """\
+import json
+
+
+def rows(path):
+    with open(path) as f:
+        for line in f:
+            yield json.loads(line)
+"""
+
+
+def python_source(root: Path, lines: list[dict[str, Any]]) -> dict[str, Any]:
+    """A ``python`` source yielding ``lines`` as dicts (read back from a JSON file next to it)."""
+    (root / "rows.py").write_text(ROWS_PY)
+    (root / "rows.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return {"type": "python", "callable": "rows:rows", "args": {"path": str(root / "rows.jsonl")}}
+
+
+def test_a_python_source_loads_linked_child_tables(tmp_path: Path) -> None:
+    doc = run(write_manifest(tmp_path, source=python_source(tmp_path, LINES)))
+    assert (doc["rows"]["read"], doc["rows"]["loaded"], doc["rows"]["quarantined"]) == (4, 3, 1)
+    assert shaped(tmp_path) == ONCE
+    ids = [run_root_id(doc["run_id"], doc["load_id"], row) for row in (1, 2, 4)]
+    assert [r[2] for r in table(tmp_path, "customers")[1]] == ids
+    (record,) = dlq_records(tmp_path, doc["run_id"])
+    assert record["record_ref"] == f"dpone://runs/{doc['run_id']}/loads/{doc['load_id']}/rows/3"
+    assert record["reason"]["column"] == "orders.qty"
+    assert BAD_QTY not in artifacts(tmp_path)
+
+
+def test_python_child_values_keep_their_written_form(tmp_path: Path) -> None:
+    """An integer next to a fraction in one list stays an integer (Arrow would make both
+    floats, and ``2.0`` is no integer); a fraction of an integer column is still rejected."""
+    lines = [
+        {"id": 1, "name": "ann", "orders": [{"sku": "A-1", "qty": 2, "price": 1.5}]},
+        {"id": 2, "name": "bob", "orders": [{"sku": "B-1", "qty": 3, "price": 2}]},
+        {"id": 3, "name": "cid", "orders": [{"sku": "C-1", "qty": 1.5, "price": 3}]},
+        {"id": 4, "name": "dee", "orders": [{"sku": "D-1", "qty": 4, "price": 0.25}]},
+    ]
+    doc = run(write_manifest(tmp_path, source=python_source(tmp_path, lines)))
+    assert (doc["rows"]["loaded"], doc["rows"]["quarantined"]) == (3, 1)
+    (record,) = dlq_records(tmp_path, doc["run_id"])
+    assert (record["reason"]["code"], record["reason"]["column"]) == (
+        "schema.type_mismatch",
+        "orders.qty",
+    )
+    columns, orders = table(tmp_path, "customers__orders")
+    assert columns[:3] == ["sku", "qty", "price"]
+    assert [(r[0], r[1], r[2]) for r in orders] == [
+        ("A-1", 2, 1.5),
+        ("B-1", 3, 2.0),
+        ("D-1", 4, 0.25),
+    ]
+    assert [r[0] for r in table(tmp_path, "customers")[1]] == [1, 2, 4]
+
+
+def test_a_python_source_loads_child_tables_into_postgres(
+    tmp_path: Path, pg_url: str, pg_schema: str
+) -> None:
+    source = python_source(tmp_path, LINES)
+    manifest = write_manifest(tmp_path, source=source, sink=pg_sink(pg_url, pg_schema))
+
+    def read(name: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+        return pg_table(pg_url, pg_schema, name)
+
+    doc = run(manifest)
+    assert (doc["rows"]["loaded"], doc["rows"]["quarantined"]) == (3, 1)
+    assert shaped(tmp_path, read) == ONCE
+    assert read("customers")[0] == ["id", "name", "_dpone_id"]

@@ -10,7 +10,7 @@ from dpone.manifest.context import CompileContext, Document
 #: The sources whose records may nest (a JSON line, a Python mapping, an API's or dlt's item).
 NESTED_SOURCES = ("python", "rest_api", "dlt")
 #: The sources whose records are unnested into child tables (besides a JSONL file).
-CHILD_TABLE_SOURCES = ("rest_api",)
+CHILD_TABLE_SOURCES = ("rest_api", "python")
 
 _AS_JSON = (
     "remove source.normalize and declare each nested field as a json column "
