@@ -1,12 +1,14 @@
 """Child tables (``source.normalize: {nested: child_tables}``, SPEC §13) from the sources that are
-not files: a REST API on a local HTTP server, into a DuckDB file and into the PostgreSQL
-server. The same three linked tables as from a JSONL file, a bad child value dead-letters its
-root row (one DLQ record, the run/load/row ref), and the root ids are digests of those refs
-(per run: an API cannot be read again)."""
+not files: a REST API on a local HTTP server, a python callable and a dlt resource next to the
+manifest, into a DuckDB file and into the PostgreSQL server. The same three linked tables as
+from a JSONL file; a bad child value dead-letters its root row (one DLQ record, the
+run/load/row ref); the root ids are digests of those refs (per run: these sources cannot be
+read again); child values are judged as written, not as Arrow would unify them."""
 
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -143,23 +145,45 @@ def test_a_rest_api_loads_child_tables_into_postgres(
 ROWS_PY = """\
 import json
 
+import dlt
+
 
 def rows(path):
     with open(path) as f:
         for line in f:
             yield json.loads(line)
+
+
+@dlt.resource(name="customers")
+def customers(path):
+    yield from rows(path)
 """
 
 
-def python_source(root: Path, lines: list[dict[str, Any]]) -> dict[str, Any]:
-    """A ``python`` source yielding ``lines`` as dicts (read back from a JSON file next to it)."""
-    (root / "rows.py").write_text(ROWS_PY)
+def user_module(root: Path, lines: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    """A module next to the manifest (a name of its own: modules stay imported) whose ``rows``
+    yields ``lines`` as dicts and whose ``customers`` is the same as a dlt resource, and the
+    args both take."""
+    name = f"rows_{uuid.uuid4().hex}"
+    (root / f"{name}.py").write_text(ROWS_PY)
     (root / "rows.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    return {"type": "python", "callable": "rows:rows", "args": {"path": str(root / "rows.jsonl")}}
+    return name, {"path": str(root / "rows.jsonl")}
 
 
-def test_a_python_source_loads_linked_child_tables(tmp_path: Path) -> None:
-    doc = run(write_manifest(tmp_path, source=python_source(tmp_path, LINES)))
+def python_source(root: Path, lines: list[dict[str, Any]]) -> dict[str, Any]:
+    name, args = user_module(root, lines)
+    return {"type": "python", "callable": f"{name}:rows", "args": args}
+
+
+def dlt_source(root: Path, lines: list[dict[str, Any]]) -> dict[str, Any]:
+    name, args = user_module(root, lines)
+    return {"type": "dlt", "ref": f"{name}:customers", "args": args}
+
+
+@pytest.mark.parametrize("kind", ["python", "dlt"])
+def test_a_python_or_dlt_source_loads_linked_child_tables(tmp_path: Path, kind: str) -> None:
+    make = python_source if kind == "python" else dlt_source
+    doc = run(write_manifest(tmp_path, source=make(tmp_path, LINES)))
     assert (doc["rows"]["read"], doc["rows"]["loaded"], doc["rows"]["quarantined"]) == (4, 3, 1)
     assert shaped(tmp_path) == ONCE
     ids = [run_root_id(doc["run_id"], doc["load_id"], row) for row in (1, 2, 4)]
@@ -170,7 +194,8 @@ def test_a_python_source_loads_linked_child_tables(tmp_path: Path) -> None:
     assert BAD_QTY not in artifacts(tmp_path)
 
 
-def test_python_child_values_keep_their_written_form(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["python", "dlt"])
+def test_python_child_values_keep_their_written_form(tmp_path: Path, kind: str) -> None:
     """An integer next to a fraction in one list stays an integer (Arrow would make both
     floats, and ``2.0`` is no integer); a fraction of an integer column is still rejected."""
     lines = [
@@ -179,7 +204,8 @@ def test_python_child_values_keep_their_written_form(tmp_path: Path) -> None:
         {"id": 3, "name": "cid", "orders": [{"sku": "C-1", "qty": 1.5, "price": 3}]},
         {"id": 4, "name": "dee", "orders": [{"sku": "D-1", "qty": 4, "price": 0.25}]},
     ]
-    doc = run(write_manifest(tmp_path, source=python_source(tmp_path, lines)))
+    make = python_source if kind == "python" else dlt_source
+    doc = run(write_manifest(tmp_path, source=make(tmp_path, lines)))
     assert (doc["rows"]["loaded"], doc["rows"]["quarantined"]) == (3, 1)
     (record,) = dlq_records(tmp_path, doc["run_id"])
     assert (record["reason"]["code"], record["reason"]["column"]) == (
@@ -196,10 +222,11 @@ def test_python_child_values_keep_their_written_form(tmp_path: Path) -> None:
     assert [r[0] for r in table(tmp_path, "customers")[1]] == [1, 2, 4]
 
 
-def test_a_python_source_loads_child_tables_into_postgres(
-    tmp_path: Path, pg_url: str, pg_schema: str
+@pytest.mark.parametrize("kind", ["python", "dlt"])
+def test_a_python_or_dlt_source_loads_child_tables_into_postgres(
+    tmp_path: Path, pg_url: str, pg_schema: str, kind: str
 ) -> None:
-    source = python_source(tmp_path, LINES)
+    source = (python_source if kind == "python" else dlt_source)(tmp_path, LINES)
     manifest = write_manifest(tmp_path, source=source, sink=pg_sink(pg_url, pg_schema))
 
     def read(name: str) -> tuple[list[str], list[tuple[Any, ...]]]:
