@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from dpone.cli.main import cli
 from dpone.published import schema_errors
-from tests.support.nested import LINES, TABLES, table, write_lines, write_manifest
+from tests.support.nested import LINES, TABLES, pg_table, table, write_lines, write_manifest
 
 
 def run(manifest: Path, code: int = 0) -> dict[str, Any]:
@@ -78,3 +78,57 @@ def test_a_failed_run_reports_no_child_table(tmp_path: Path) -> None:
     doc = run(write_manifest(tmp_path, enforcement="strict"), code=1)
     assert doc["schema_changes"] == []
     assert "child_tables" not in doc["sink"]
+
+
+def ddl_of(root: Path, doc: dict[str, Any]) -> dict[str, Any]:
+    evidence = json.loads((root / doc["evidence"]).read_text())
+    assert schema_errors(evidence, "dpone.data_contract_evidence.v1") == []
+    ddl: dict[str, Any] = evidence["ddl"]
+    return ddl
+
+
+def test_the_evidence_ddl_describes_each_child_table(tmp_path: Path) -> None:
+    write_lines(tmp_path, LINES)
+    doc = run(write_manifest(tmp_path))
+    ddl = ddl_of(tmp_path, doc)
+    assert ddl["table"] == "shop.customers"
+    children = {c["table"]: c for c in ddl["child_tables"]}
+    assert list(children) == ["shop.customers__orders", "shop.customers__orders__items"]
+    orders = children["shop.customers__orders"]
+    assert orders["dialect"] == "duckdb"
+    assert [(c["name"], c["type"]) for c in orders["columns"]] == [
+        ("sku", "VARCHAR"),
+        ("qty", "BIGINT"),
+        ("_dpone_id", "VARCHAR"),
+        ("_dpone_parent_id", "VARCHAR"),
+        ("_dpone_list_idx", "BIGINT"),
+        ("_dpone_root_id", "VARCHAR"),
+    ]
+    # The description was rolled back, the commit made the same table.
+    assert table(tmp_path, "customers__orders")[0] == [c["name"] for c in orders["columns"]]
+    text = (tmp_path / doc["evidence"]).with_suffix(".md").read_text()
+    assert "## Child table after the load (duckdb `shop.customers__orders`)" in text
+    # a second run widens a child table: its ddl has the new column
+    write_lines(tmp_path, [{"id": 9, "name": "ivy", "orders": [{"sku": "I-1", "note": "n"}]}])
+    again = ddl_of(tmp_path, run(write_manifest(tmp_path)))
+    (orders,) = (c for c in again["child_tables"] if c["table"] == "shop.customers__orders")
+    assert [c["name"] for c in orders["columns"]][-1] == "note"
+
+
+def test_the_postgres_evidence_ddl_describes_each_child_table(
+    tmp_path: Path, pg_url: str, pg_schema: str
+) -> None:
+    write_lines(tmp_path, LINES)
+    sink = {"type": "postgres", "connection": pg_url, "dataset": pg_schema}
+    doc = run(write_manifest(tmp_path, sink=sink))
+    ddl = ddl_of(tmp_path, doc)
+    children = {c["table"]: c for c in ddl["child_tables"]}
+    items = children[f"{pg_schema}.customers__orders__items"]
+    assert items["dialect"] == "postgres"
+    assert [(c["name"], c["type"], c["nullable"]) for c in items["columns"]][:2] == [
+        ("code", "text", True),
+        ("n", "bigint", True),
+    ]
+    assert pg_table(pg_url, pg_schema, "customers__orders__items")[0] == [
+        c["name"] for c in items["columns"]
+    ]
