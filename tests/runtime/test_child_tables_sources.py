@@ -236,3 +236,28 @@ def test_a_python_or_dlt_source_loads_child_tables_into_postgres(
     assert (doc["rows"]["loaded"], doc["rows"]["quarantined"]) == (3, 1)
     assert shaped(tmp_path, read) == ONCE
     assert read("customers")[0] == ["id", "name", "_dpone_id"]
+
+
+ARROW_PY = """\
+import pyarrow as pa
+
+
+def rows():
+    yield pa.table(
+        {
+            "id": [1, 2],
+            "name": ["ann", "bob"],
+            "orders": [[{"sku": "A-1", "qty": 2}, {"sku": "A-2", "qty": 1}], []],
+        }
+    )
+"""
+
+
+def test_a_python_source_loads_arrow_lists_of_structs_as_child_tables(tmp_path: Path) -> None:
+    name = f"arrow_{uuid.uuid4().hex}"
+    (tmp_path / f"{name}.py").write_text(ARROW_PY)
+    source = {"type": "python", "callable": f"{name}:rows"}
+    doc = run(write_manifest(tmp_path, source=source))
+    assert (doc["rows"]["loaded"], doc["rows"]["quarantined"]) == (2, 0)
+    _, orders = table(tmp_path, "customers__orders")
+    assert sorted((r[0], r[1], r[4]) for r in orders) == [("A-1", 2, 0), ("A-2", 1, 1)]
