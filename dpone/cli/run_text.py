@@ -41,6 +41,17 @@ def _stages_line(timings: dict[str, float]) -> str:
     return "  ".join(parts) + f"  (dlq writer thread {timings['dlq_writer']:.2f}s)"
 
 
+def _sink_lines(sink: dict[str, Any] | None) -> list[str]:
+    """The load, and the rows of each child table it committed."""
+    if not sink:
+        return []
+    committed = "committed" if sink.get("committed") else "not committed"
+    lines = [f"  sink       {sink['type']} {sink['table']}  load {sink['load_id']} {committed}"]
+    for child in sink.get("child_tables", []):
+        lines.append(f"  child      {child['table']}  loaded {child['rows_loaded']:,}")
+    return lines
+
+
 def render_text(doc: dict[str, Any]) -> str:
     """The lines ``dpone run`` prints: rows, timings, sink, DLQ, state, hints, the error."""
     rows = doc["rows"]
@@ -60,12 +71,7 @@ def render_text(doc: dict[str, Any]) -> str:
     ]
     if doc.get("timings"):
         lines.append(f"  stages     {_stages_line(doc['timings'])}")
-    sink = doc["sink"]
-    if sink:
-        committed = "committed" if sink.get("committed") else "not committed"
-        lines.append(
-            f"  sink       {sink['type']} {sink['table']}  load {sink['load_id']} {committed}"
-        )
+    lines += _sink_lines(doc["sink"])
     dlq = doc["dlq"]
     if dlq.get("records"):
         lines.append(

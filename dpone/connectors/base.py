@@ -360,13 +360,18 @@ class TableDefinition:
     table: str
     dialect: str
     columns: tuple[ColumnDefinition, ...]
+    #: with child tables: each child table the load writes, as its commit leaves it
+    child_tables: tuple[TableDefinition, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "table": self.table,
             "dialect": self.dialect,
             "columns": [c.to_json() for c in self.columns],
         }
+        if self.child_tables:
+            doc["child_tables"] = [c.to_json() for c in self.child_tables]
+        return doc
 
 
 @runtime_checkable

@@ -139,13 +139,15 @@ def _compatibility_lines(compat: dict[str, Any] | None) -> list[str]:
     return lines
 
 
-def _ddl_lines(ddl: dict[str, Any] | None) -> list[str]:
+def _ddl_lines(ddl: dict[str, Any] | None, heading: str = "Table") -> list[str]:
     if not ddl:
         return []
-    lines = ["", f"## Table after the load ({ddl['dialect']} `{ddl['table']}`)", ""]
+    lines = ["", f"## {heading} after the load ({ddl['dialect']} `{ddl['table']}`)", ""]
     lines += ["| column | type | nullable |", "| --- | --- | --- |"]
     lines += [
         f"| {c['name']} | {c['type']} | {'yes' if c['nullable'] else 'no'} |"
         for c in ddl["columns"]
     ]
+    for child in ddl.get("child_tables", []):
+        lines += _ddl_lines(child, "Child table")
     return lines

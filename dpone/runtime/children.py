@@ -34,6 +34,7 @@ from dpone.contracts.nested import (
 )
 from dpone.contracts.reasons import ReasonCode
 from dpone.contracts.result import TABLE_SCOPE, EnforcementResult, Hit, Rejects
+from dpone.evidence.model import SchemaChange, schema_changes
 from dpone.manifest.plan import Plan
 
 ID, PARENT_ID, LIST_IDX, ROOT_ID = (
@@ -88,12 +89,16 @@ class ChildTables:
     ) -> None:
         self._contract = plan.sink.contract
         self._table = plan.sink.spec.table
+        self._dataset = plan.sink.dataset
         self._max = int(normalize.get("max_nesting", MAX_NESTING))
         self._declared = declared_paths(self._contract)
         self._keep = frozenset(root_contract(self._contract).column_names)
         self._existing_of = existing
         self._enforcers: dict[Path, ContractEnforcementService] = {}
         self._existing: dict[Path, pa.Schema | None] = {}
+        #: per child table: the columns this run staged (in order) and its rows
+        self._written: dict[Path, dict[str, pa.Field]] = {}
+        self._staged: dict[Path, int] = {}
 
     @classmethod
     def of(cls, plan: Plan, sink: object) -> ChildTables | None:
@@ -173,10 +178,30 @@ class ChildTables:
                 LIST_IDX: pa.array([rows.index[p] for p in at], pa.int64()),
                 ROOT_ID: pa.array([root_ids[rows.root[p]] for p in at], pa.string()),
             }
+            written = self._written.setdefault(path, {})
+            written.update((f.name, f) for f in chosen.schema if f.name not in written)
+            self._staged[path] = self._staged.get(path, 0) + chosen.num_rows
             for name, array in links.items():
                 chosen = chosen.append_column(name, array)
             out[table_name(self._table, path)] = chosen
         return pa.array([root_ids[p] for p in kept], pa.string()), out
+
+    def schema_changes(self) -> tuple[SchemaChange, ...]:
+        """What this run's load changes in the child tables (``dataset.table``): those it
+        creates, the columns it adds to those that were there (as ``schema_changes`` says of
+        the root; the link columns are the sink's, as the root's ``_dpone_id`` is)."""
+        out: list[SchemaChange] = []
+        for path, written in self._written.items():
+            name = f"{self._dataset}.{table_name(self._table, path)}"
+            out.extend(schema_changes(name, self._schema(path), written))
+        return tuple(out)
+
+    def staged(self) -> tuple[tuple[str, int], ...]:
+        """Every child table this run staged rows into (``dataset.table``) and how many,
+        parents first."""
+        return tuple(
+            (f"{self._dataset}.{table_name(self._table, p)}", n) for p, n in self._staged.items()
+        )
 
     def _enforcer(self, path: Path) -> ContractEnforcementService:
         found = self._enforcers.get(path)

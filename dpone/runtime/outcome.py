@@ -49,9 +49,12 @@ def evidence(
     if dlq_result is not None:
         index_ref = relative(ctx.paths.dlq_dir / dlq_result.index_ref, folder)
     loaded = counts.loaded if failure is None else 0
-    changes = (
+    root_changes = (
         () if failure is not None else schema_changes(ctx.target, staging.existing, staging.written)
     )
+    changes = root_changes
+    if failure is None and stream.children is not None:
+        changes += stream.children.schema_changes()  # the compatibility judges the root's
     ddl = staging.target_definition() if failure is None else None
     return Evidence(
         run_id=ctx.run_id,
@@ -94,7 +97,7 @@ def evidence(
         ddl=ddl.to_json() if ddl is not None else None,
         compatibility=None
         if failure is not None
-        else compatibility(ctx.target, staging.existing, staging.written, changes).to_json(),
+        else compatibility(ctx.target, staging.existing, staging.written, root_changes).to_json(),
         scale_out=_section(stream, "scale_out"),
         prevalidated=_section(stream, "prevalidated"),
         hints=tuple(h.to_json() for h in stream.hints(loaded=loaded)),

@@ -109,14 +109,19 @@ class SinkSection:
     table: str
     load_id: str
     committed: bool = False
+    #: with child tables: each one the load committed rows into, and how many
+    child_tables: tuple[tuple[str, int], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "type": self.type,
             "table": self.table,
             "load_id": self.load_id,
             "committed": self.committed,
         }
+        if self.child_tables:
+            doc["child_tables"] = [{"table": t, "rows_loaded": n} for t, n in self.child_tables]
+        return doc
 
 
 @dataclass(frozen=True, slots=True)

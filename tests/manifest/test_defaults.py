@@ -21,7 +21,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from dpone.connectors import base as connector_base
-from dpone.connectors.base import LoadSpec, Partition, Partitioning, SourceChunk
+from dpone.connectors.base import LoadSpec, Partition, Partitioning, SourceChunk, TableDefinition
 from dpone.connectors.sinks import SINKS, make_sink
 from dpone.connectors.sinks.duckdb import DuckDbSink
 from dpone.connectors.sinks.filesystem import FilesystemSink
@@ -539,6 +539,8 @@ NOT_SCHEMA_DEFAULTS = {
     (LoadSpec, "load_columns"),
     # whether source.normalize asks for child tables (no normalize: none)
     (LoadSpec, "child_tables"),
+    # the child tables a sink describes with its target (none without child tables)
+    (TableDefinition, "child_tables"),
     (SourceChunk, "failures"),
     (SourceChunk, "present"),
     # A scale-out partition is the source's own split, never a manifest value.

@@ -1,6 +1,7 @@
-"""``source.normalize``: child tables validate for a JSONL file into DuckDB by append, replace
-or upsert; every other source, sink, merge strategy and engine is refused by validation with
-the code that says why, and a run stops before reading a row (exit 2)."""
+"""``source.normalize``: child tables validate for a JSONL file, a python, rest_api or dlt
+source into DuckDB or PostgreSQL by append, replace or upsert; every other source, sink, merge
+strategy and engine is refused by validation with the code that says why, and a run stops
+before reading a row (exit 2)."""
 
 from __future__ import annotations
 
@@ -45,14 +46,10 @@ def codes(text: str) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("source", list(SOURCES))
 def test_child_tables_are_refused_with_the_reason(source: str) -> None:
-    if source == "jsonl":
+    if source in NESTED:
         assert compile_text(manifest(source), allow_any_import=True).name == "nested"
         postgres = "sink: {type: postgres, connection: '${PG_URL}', table: t}\n"
         assert compile_text(manifest(source, sink=postgres), allow_any_import=True).name
-    elif source in NESTED:
-        assert codes(manifest(source)) == [
-            ("DPONE_MANIFEST_CHILD_TABLES_UNSUPPORTED", "/source/normalize/nested")
-        ]
     else:
         assert codes(manifest(source)) == [("DPONE_MANIFEST_SOURCE_OPTION", "/source/normalize")]
 
@@ -99,10 +96,10 @@ def test_child_tables_elsewhere_are_refused_saying_what(sink: str, says: str) ->
 def test_a_run_asking_for_child_tables_stops_before_reading(tmp_path: Path) -> None:
     (tmp_path / "rows.py").write_text("def rows():\n    yield {'id': 1}\n")
     path = tmp_path / "manifest.yaml"
-    path.write_text(manifest("python"))
+    path.write_text(manifest("python", sink="sink: {type: filesystem, path: out, table: t}\n"))
     result = CliRunner().invoke(cli, ["run", str(path), "--format", "json"], env={})
     assert result.exit_code == 2
     error = json.loads(result.stdout)
     assert error["code"] == "DPONE_MANIFEST_CHILD_TABLES_UNSUPPORTED"
-    assert "a python source" in error["message"]
+    assert "the filesystem sink" in error["message"]
     assert not (tmp_path / ".dpone").exists()  # nothing read, nothing written

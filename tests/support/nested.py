@@ -62,7 +62,10 @@ def write_manifest(
     max_nesting: int = 2,
     evolution: dict[str, str] | None = None,
     extra_sink: dict[str, Any] | None = None,
+    source: dict[str, Any] | None = None,
 ) -> Path:
+    """The project's manifest; ``source``: another source block than the JSONL file (its
+    ``normalize`` is added)."""
     strategy: dict[str, Any] = {"mode": mode}
     if mode == "merge":
         strategy["unique_key"] = ["id"]
@@ -72,9 +75,7 @@ def write_manifest(
     manifest = {
         "name": "nested",
         "source": {
-            "type": "file",
-            "format": "jsonl",
-            "path": "data.jsonl",
+            **(source or {"type": "file", "format": "jsonl", "path": "data.jsonl"}),
             "normalize": {"nested": "child_tables", "max_nesting": max_nesting},
         },
         "sink": {
@@ -108,7 +109,16 @@ def table(root: Path, name: str) -> tuple[list[str], list[tuple[Any, ...]]]:
 
 def root_id(file_sha: str, row: int, name: str = "data.jsonl") -> str:
     """The ``_dpone_id`` of the root row at ``row`` of the file: a digest of its record ref."""
-    ref = f"dpone://file/{name}?sha256={file_sha}&row={row}"
+    return ref_id(f"dpone://file/{name}?sha256={file_sha}&row={row}")
+
+
+def run_root_id(run_id: str, load_id: str, row: int) -> str:
+    """The ``_dpone_id`` of a root row from a source that cannot be re-read (an API, Python):
+    a digest of its run/load/row record ref."""
+    return ref_id(f"dpone://runs/{run_id}/loads/{load_id}/rows/{row}")
+
+
+def ref_id(ref: str) -> str:
     return hashlib.sha256(ref.encode()).hexdigest()[:20]
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 import duckdb
 import pyarrow as pa
 
+from dpone.connectors.base import ColumnDefinition, TableDefinition
 from dpone.connectors.sinks._common import Step
 from dpone.connectors.sql.identifiers import quote_ident
 from dpone.connectors.sql.merge import ROW_ID_COLUMN
@@ -88,11 +89,7 @@ class DuckChildren:
             child = q(name)
             con.register(CHILD, table)
             try:
-                if name not in present:
-                    step.doing = f"creating the child table {child}"
-                    con.execute(f"CREATE TABLE {child} AS SELECT * FROM {CHILD} LIMIT 0")
-                else:
-                    self._widen(con, child, present[name], step)
+                self._shape(con, child, present.get(name), step)
                 cols = ", ".join(quote_ident(n) for n in table.schema.names)
                 where = ""
                 if merge:  # only under a root row the load left in the target
@@ -104,6 +101,40 @@ class DuckChildren:
                 con.execute(f"INSERT INTO {child} ({cols}) SELECT {cols} FROM {CHILD}{where}")
             finally:
                 con.unregister(CHILD)
+
+    def describe(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        q: Callable[[str], str],
+        columns: Callable[[duckdb.DuckDBPyConnection, str], list[tuple[str, str, bool]]],
+        schemas: Mapping[str, pa.Schema],
+        step: Step,
+    ) -> tuple[TableDefinition, ...]:
+        """Each child table of ``schemas`` as the commit leaves it: created or widened as
+        :meth:`insert` does (no row), then read from the catalog with ``columns``. Inside
+        a transaction the caller rolls back."""
+        out = []
+        for name, schema in schemas.items():
+            present = [c[0].lower() for c in columns(con, name)]
+            con.register(CHILD, schema.empty_table())
+            try:
+                self._shape(con, q(name), present or None, step)
+            finally:
+                con.unregister(CHILD)
+            found = tuple(ColumnDefinition(*c) for c in columns(con, name))
+            out.append(TableDefinition(f"{self._dataset}.{name}", "duckdb", found))
+        return tuple(out)
+
+    def _shape(
+        self, con: duckdb.DuckDBPyConnection, child: str, present: list[str] | None, step: Step
+    ) -> None:
+        """Create the child table from the registered rows' types, or add the columns it
+        lacks (``present``: its columns, lower case; None: absent)."""
+        if present is None:
+            step.doing = f"creating the child table {child}"
+            con.execute(f"CREATE TABLE {child} AS SELECT * FROM {CHILD} LIMIT 0")
+        else:
+            self._widen(con, child, present, step)
 
     @staticmethod
     def _widen(con: duckdb.DuckDBPyConnection, child: str, present: list[str], step: Step) -> None:

@@ -414,6 +414,11 @@ class DuckDbLoad(NestingLoad):
                 try:
                     self._prepare_target(con)
                     columns = sink.table_columns(con, sink.table)
+                    children: tuple[TableDefinition, ...] = ()
+                    if self.spec.child_tables:
+                        schemas = self.child_schemas()
+                        args = (con, sink.q, sink.table_columns, schemas, self._step)
+                        children = self._children.describe(*args)
                 finally:
                     con.execute("ROLLBACK")
         except duckdb.Error as exc:
@@ -422,6 +427,7 @@ class DuckDbLoad(NestingLoad):
             sink.target,
             "duckdb",
             tuple(ColumnDefinition(name, dtype, nullable) for name, dtype, nullable in columns),
+            children,
         )
 
     def _abort(self) -> None:

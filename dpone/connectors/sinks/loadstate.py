@@ -224,6 +224,15 @@ class NestingLoad(LoadState):
             out[name] = table.cast(native_schema(table.schema))
         return out
 
+    def child_schemas(self) -> dict[str, pa.Schema]:
+        """Each child table's columns as :meth:`child_tables` types them (no row copied)."""
+        return {
+            name: native_schema(
+                pa.unify_schemas([b.schema for b in batches], promote_options="default")
+            )
+            for name, batches in self._child_rows.items()
+        }
+
     def drop_children(self) -> None:
         self._child_rows.clear()
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from dpone.connectors.base import ColumnDefinition, TableDefinition
 from dpone.connectors.errors import SinkSchemaError
 from dpone.connectors.sinks._common import Step
 from dpone.connectors.sinks.pgtemp import MAX_IDENTIFIER_BYTES, ingest_temporary, temporary
@@ -77,29 +78,11 @@ class PgChildren:
         temporary tables named after ``scratch``)."""
         target = self._q(self._table)
         for i, (name, table) in enumerate(rows.items()):
-            if _too_long(name):
-                raise SinkSchemaError(
-                    f"the child table {quote_ident(name)} is longer than {MAX_IDENTIFIER_BYTES} "
-                    "bytes in UTF-8; PostgreSQL would truncate it",
-                    fixes=("give the sink table or the nested fields shorter names",),
-                )
+            _check_name(name)
             child, temp = self._q(name), f"{scratch}_c{i}"
             step.doing = f"staging the rows of the child table {child}"
             ingest_temporary(cur, temp, table)
-            step.doing = f"reading the columns of {child}"
-            present = {column for column, _, _ in self._columns(cur, name)}
-            if not present:
-                columns = ", ".join(
-                    f"{quote_ident(f.name)} {pg_type(f.type)}" for f in table.schema
-                )
-                step.doing = f"creating the child table {child}"
-                cur.execute(f"CREATE TABLE {child} ({columns})")
-            for f in table.schema:
-                if present and f.name not in present:
-                    step.doing = f"adding column {quote_ident(f.name)} to {child}"
-                    cur.execute(
-                        f"ALTER TABLE {child} ADD COLUMN {quote_ident(f.name)} {pg_type(f.type)}"
-                    )
+            self._shape(cur, name, table.schema, step)
             names = ", ".join(quote_ident(f.name) for f in table.schema)
             values = ", ".join(
                 f"{quote_ident(f.name)}::jsonb"
@@ -117,6 +100,46 @@ class PgChildren:
             cur.execute(
                 f"INSERT INTO {child} ({names}) SELECT {values} FROM {temporary(temp)}{where}"
             )
+
+    def describe(
+        self, cur: Any, schemas: Mapping[str, pa.Schema], step: Step
+    ) -> tuple[TableDefinition, ...]:
+        """Each child table of ``schemas`` as the commit leaves it: created or widened as
+        :meth:`insert` does (no row), then read from the catalog. Under a savepoint the
+        caller rolls back."""
+        out = []
+        for name, schema in schemas.items():
+            _check_name(name)
+            self._shape(cur, name, schema, step)
+            found = tuple(ColumnDefinition(c, t, not nn) for c, t, nn in self._columns(cur, name))
+            out.append(TableDefinition(f"{self._dataset}.{name}", "postgres", found))
+        return tuple(out)
+
+    def _shape(self, cur: Any, name: str, schema: pa.Schema, step: Step) -> None:
+        """Create the child table ``name`` from ``schema``'s types, or add the columns it
+        lacks."""
+        child = self._q(name)
+        step.doing = f"reading the columns of {child}"
+        present = {column for column, _, _ in self._columns(cur, name)}
+        if not present:
+            columns = ", ".join(f"{quote_ident(f.name)} {pg_type(f.type)}" for f in schema)
+            step.doing = f"creating the child table {child}"
+            cur.execute(f"CREATE TABLE {child} ({columns})")
+        for f in schema:
+            if present and f.name not in present:
+                step.doing = f"adding column {quote_ident(f.name)} to {child}"
+                cur.execute(
+                    f"ALTER TABLE {child} ADD COLUMN {quote_ident(f.name)} {pg_type(f.type)}"
+                )
+
+
+def _check_name(name: str) -> None:
+    if _too_long(name):
+        raise SinkSchemaError(
+            f"the child table {quote_ident(name)} is longer than {MAX_IDENTIFIER_BYTES} "
+            "bytes in UTF-8; PostgreSQL would truncate it",
+            fixes=("give the sink table or the nested fields shorter names",),
+        )
 
 
 __all__ = ["PgChildren"]

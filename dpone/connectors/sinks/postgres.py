@@ -452,6 +452,10 @@ class PostgresLoad(NestingLoad):
                 self._prepare_target(cur)
                 self._step.doing = f"reading the columns of {sink._q(sink.table)}"
                 columns = sink.columns(cur, sink.table)
+                children: tuple[TableDefinition, ...] = ()
+                if self.spec.child_tables:
+                    schemas = self.child_schemas()
+                    children = self._children.describe(cur, schemas, self._step)
                 cur.execute("ROLLBACK TO SAVEPOINT _dpone_describe")
         except pg.DRIVER_ERRORS as exc:
             raise pg.sink_error(exc, self._step.doing) from None
@@ -459,6 +463,7 @@ class PostgresLoad(NestingLoad):
             sink.target,
             "postgres",
             tuple(ColumnDefinition(name, dtype, not notnull) for name, dtype, notnull in columns),
+            children,
         )
 
     def _abort(self) -> None:

@@ -4,8 +4,9 @@
 resource or source object, or a plain function returning one of them: a user's own resource
 next to the manifest, dlt's ``sql_database`` or ``filesystem``, a verified source. A source's
 resource is chosen by ``resource`` (required when it has several). Items may be dicts
-(typed by Arrow per chunk, as the ``python`` source does), Arrow tables or batches, or
-pandas frames; they are iterated lazily and re-chunked to ``chunk_size`` rows.
+(typed by Arrow per chunk, as the ``python`` source does; with child tables, their nested
+fields first become JSON text: ``_nested``), Arrow tables or batches, or pandas frames;
+they are iterated lazily and re-chunked to ``chunk_size`` rows.
 
 The committed cursor is handed to the resource as dlt's incremental (``apply_hints``), typed
 as the contract declares the cursor column, so a resource with an ``incremental`` argument
@@ -26,6 +27,7 @@ from dpone.connectors.dltlib import import_dlt
 from dpone.connectors.errors import SourceConfigError, SourceError
 from dpone.connectors.presence import absent_keys, with_presence
 from dpone.connectors.sources import _dlt
+from dpone.connectors.sources._nested import nested_as_text
 from dpone.connectors.sources.python import item_batches, resolve_callable
 from dpone.contracts.spec import ColumnSpec
 from dpone.errors import DponeError
@@ -50,6 +52,8 @@ class DltSource:
         self.incremental: Mapping[str, Any] | None = config.get("incremental")
         self.env = env
         self.cursor = cursor
+        normalize = config.get("normalize") or {}
+        self.child_tables = normalize.get("nested") == "child_tables"
         suffix = f"#{self.resource_name}" if self.resource_name else ""
         self.identity = f"dlt:{self.ref}{suffix}"
 
@@ -59,7 +63,8 @@ class DltSource:
         resource = self._resource(after)
         partition = self.resource_name or str(resource.name)
         items = _dlt.guarded(_arrow_frames(resource), partition, self._failed)
-        batches = item_batches(items, chunk_size, partition, _typed_or_text)
+        to_batch = nested_as_text(_typed_or_text) if self.child_tables else _typed_or_text
+        batches = item_batches(items, chunk_size, partition, to_batch)
         yield from _dlt.stream_chunks(batches, partition, chunk_size)
 
     def _resource(self, after: object | None) -> Any:

@@ -1,7 +1,8 @@
 """A Python callable as a source: ``module:attr`` (or ``module.attr``) called with ``args``.
 
 It may yield (or return an iterable of) dicts, Arrow RecordBatches or Tables, in any mix;
-they are re-chunked to ``chunk_size`` rows. Dicts are typed by Arrow per chunk. A
+they are re-chunked to ``chunk_size`` rows. Dicts are typed by Arrow per chunk (with child
+tables, their nested fields first become JSON text: ``_nested``). A
 ``my_source.py`` next to the manifest is found first (``dpone.usercode``), without leaving the
 manifest's folder on ``sys.path``.
 """
@@ -18,6 +19,7 @@ from dpone.connectors.base import SourceChunk
 from dpone.connectors.batches import rechunk
 from dpone.connectors.errors import SourceConfigError, SourceDecodeError, SourceError
 from dpone.connectors.presence import rows_batch, split_presence
+from dpone.connectors.sources._nested import nested_as_text
 from dpone.manifest.specs import PythonSourceSpec
 from dpone.usercode import UserCodeError, load_callable
 
@@ -50,6 +52,7 @@ class PythonSource:
         self.base_dir = spec.base_dir
         self.callable_spec = spec.callable
         self.args = dict(spec.args)
+        self.child_tables = spec.child_tables
         self.identity = f"python:{spec.callable}"
 
     def chunks(self, chunk_size: int, after: object | None = None) -> Iterator[SourceChunk]:
@@ -69,7 +72,8 @@ class PythonSource:
         try:
             produced = func(**self.args)
             items: Iterable[Any] = [produced] if _is_arrow(produced) else produced
-            yield from item_batches(items, chunk_size, self.callable_spec)
+            to_batch = nested_as_text(_from_rows) if self.child_tables else None
+            yield from item_batches(items, chunk_size, self.callable_spec, to_batch)
         except SourceError:
             raise
         except Exception as exc:

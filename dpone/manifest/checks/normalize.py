@@ -1,6 +1,6 @@
 """``source.normalize``: only on a source that produces nested records; child tables where this
-version loads them (SPEC §13): a JSONL file into DuckDB or PostgreSQL, by append, replace or
-upsert."""
+version loads them (SPEC §13): from any of those sources into DuckDB or PostgreSQL, by append,
+replace or upsert."""
 
 from __future__ import annotations
 
@@ -42,17 +42,14 @@ def check_normalize(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
 
 
 def _child_tables(doc: Document, ctx: CompileContext) -> list[ErrorDetail]:
-    """Child tables load from a JSONL file into DuckDB or PostgreSQL, by append, replace or
-    upsert, on the local engine; anything else is refused before a row is read, saying what
-    is missing."""
-    source, sink = doc["source"], doc["sink"]
+    """Child tables load into DuckDB or PostgreSQL, by append, replace or upsert, on the local
+    engine; anything else is refused before a row is read, saying what is missing."""
+    sink = doc["sink"]
     strategy = sink.get("strategy") or {}
     mode, merge = strategy.get("mode", "append"), strategy.get("merge_strategy") or "upsert"
     engine = (doc.get("runtime") or {}).get("engine", "local")
     missing = None
-    if not (source.get("type") == "file" and source.get("format") == "jsonl"):
-        missing = f"a {source.get('type')} source (child tables load from JSONL files)"
-    elif sink.get("type") not in ("duckdb", "postgres"):
+    if sink.get("type") not in ("duckdb", "postgres"):
         missing = f"the {sink.get('type')} sink (child tables load into DuckDB and PostgreSQL)"
     elif mode == "merge" and merge != "upsert":
         missing = f"merge_strategy {merge} (child tables merge by upsert)"

@@ -123,6 +123,8 @@ class PythonSourceSpec:
     callable: str
     args: Mapping[str, Any]
     incremental: IncrementalPlan | None
+    #: ``normalize: {nested: child_tables}``: nested values reach the run as JSON text
+    child_tables: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,6 +275,7 @@ def _python_source(section: Section, base: Path) -> PythonSourceSpec:
         callable=section["callable"],
         args=dict(section["args"]),
         incremental=incremental_plan(section),
+        child_tables=(section.get("normalize") or {}).get("nested") == "child_tables",
     )
 
 
