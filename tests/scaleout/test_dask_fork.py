@@ -95,9 +95,11 @@ def test_objects_are_frozen_only_while_forked_workers_share_them() -> None:
 def test_a_freeze_of_the_calling_application_is_left_alone() -> None:
     gc.freeze()  # as an application calling dpone.api.run might have
     try:
+        # A frozen object can still be freed by its reference count: the count may only
+        # fall, never grow (a second freeze) nor drop to nothing (an unfreeze).
         frozen = gc.get_freeze_count()
         with frozen_for_fork("fork"):
-            assert gc.get_freeze_count() == frozen
-        assert gc.get_freeze_count() == frozen  # not unfrozen by the cluster's end
+            assert 0 < gc.get_freeze_count() <= frozen
+        assert 0 < gc.get_freeze_count() <= frozen  # not unfrozen by the cluster's end
     finally:
         gc.unfreeze()
