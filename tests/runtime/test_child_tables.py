@@ -17,38 +17,18 @@ from tests.support.nested import (
     BAD_QTY,
     LINES,
     LINKS,
+    ONCE,
     TABLES,
+    dlq_records,
     file_sha,
     pg_table,
     root_id,
+    run,
     shaped,
     table,
     write_lines,
     write_manifest,
 )
-
-
-def run(manifest: Path, code: int = 0) -> dict[str, Any]:
-    result = CliRunner().invoke(cli, ["run", str(manifest), "--format", "json"], env={})
-    doc: dict[str, Any] = json.loads(result.stdout)
-    assert result.exit_code == code, doc
-    return doc
-
-
-def dlq_records(root: Path, run_id: str) -> list[dict[str, Any]]:
-    segments = sorted((root / ".dpone/dlq/runs" / run_id).glob("segments/*.jsonl"))
-    return [json.loads(line) for s in segments for line in s.read_text().splitlines()]
-
-
-ONCE: dict[str, list[tuple[Any, ...]]] = {
-    "customers": [(1, "ann"), (2, "bob"), (4, "dee")],
-    "customers__orders": [(1, 0, "A-1", 2), (1, 1, "A-2", 1), (4, 0, "D-1", 5)],
-    "customers__orders__items": [
-        (1, "A-1", 0, "x", 1),
-        (1, "A-1", 1, "y", 2),
-        (4, "D-1", 0, "z", 3),
-    ],
-}
 
 
 def test_three_levels_load_into_linked_tables(tmp_path: Path) -> None:

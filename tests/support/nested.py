@@ -11,12 +11,25 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+from click.testing import CliRunner
 
+from dpone.cli.main import cli
 from tests.support.postgres import pg_query
 
 TABLES = ("customers", "customers__orders", "customers__orders__items")
 LINKS = ("_dpone_id", "_dpone_parent_id", "_dpone_list_idx", "_dpone_root_id")
 BAD_QTY = "lots-of-secret-canary"
+
+#: the tables of LINES loaded once: (key columns..., values...) per row, links left out
+ONCE: dict[str, list[tuple[Any, ...]]] = {
+    "customers": [(1, "ann"), (2, "bob"), (4, "dee")],
+    "customers__orders": [(1, 0, "A-1", 2), (1, 1, "A-2", 1), (4, 0, "D-1", 5)],
+    "customers__orders__items": [
+        (1, "A-1", 0, "x", 1),
+        (1, "A-1", 1, "y", 2),
+        (4, "D-1", 0, "z", 3),
+    ],
+}
 
 #: three levels: customers -> orders -> items; line 3's order has a quantity that is no integer
 LINES: list[dict[str, Any]] = [
@@ -159,3 +172,15 @@ def shaped(root: Path, read: Reader | None = None) -> dict[str, list[tuple[Any, 
         "customers__orders": sorted((by_id[r[3]], r[4], r[0], r[1]) for r in orders),
         "customers__orders__items": sorted((*order_of[r[3]], r[4], r[0], r[1]) for r in items),
     }
+
+
+def run(manifest: Path, code: int = 0) -> dict[str, Any]:
+    result = CliRunner().invoke(cli, ["run", str(manifest), "--format", "json"], env={})
+    doc: dict[str, Any] = json.loads(result.stdout)
+    assert result.exit_code == code, doc
+    return doc
+
+
+def dlq_records(root: Path, run_id: str) -> list[dict[str, Any]]:
+    segments = sorted((root / ".dpone/dlq/runs" / run_id).glob("segments/*.jsonl"))
+    return [json.loads(line) for s in segments for line in s.read_text().splitlines()]

@@ -19,9 +19,8 @@ import pyarrow as pa
 from dpone.connectors.base import ColumnDefinition, TableDefinition
 from dpone.connectors.sinks._common import Step
 from dpone.connectors.sql.identifiers import quote_ident
-from dpone.connectors.sql.merge import ROW_ID_COLUMN
+from dpone.connectors.sql.merge import ROOT_ID_COLUMN, ROW_ID_COLUMN, under_kept_roots
 
-ROOT_ID = "_dpone_root_id"
 #: the Arrow table of one child table's rows registered for its INSERT
 CHILD = "_dpone_child"
 
@@ -66,7 +65,7 @@ class DuckChildren:
             for child in children:
                 step.doing = f"deleting the re-loaded rows' children from {child}"
                 con.execute(
-                    f"DELETE FROM {child} WHERE {quote_ident(ROOT_ID)} IN (SELECT "
+                    f"DELETE FROM {child} WHERE {quote_ident(ROOT_ID_COLUMN)} IN (SELECT "
                     f"t.{quote_ident(ROW_ID_COLUMN)} FROM {target} AS t JOIN (SELECT DISTINCT "
                     f"{quoted} FROM {stage}) AS s ON {on})"
                 )
@@ -91,12 +90,7 @@ class DuckChildren:
             try:
                 self._shape(con, child, present.get(name), step)
                 cols = ", ".join(quote_ident(n) for n in table.schema.names)
-                where = ""
-                if merge:  # only under a root row the load left in the target
-                    where = (
-                        f" WHERE {quote_ident(ROOT_ID)} IN (SELECT {quote_ident(ROW_ID_COLUMN)} "
-                        f"FROM {target})"
-                    )
+                where = under_kept_roots(merge, target)
                 step.doing = f"inserting rows into the child table {child}"
                 con.execute(f"INSERT INTO {child} ({cols}) SELECT {cols} FROM {CHILD}{where}")
             finally:

@@ -23,10 +23,8 @@ from dpone.connectors.sinks._common import Step
 from dpone.connectors.sinks.pgtemp import MAX_IDENTIFIER_BYTES, ingest_temporary, temporary
 from dpone.connectors.sinks.pgtemp import too_long as _too_long
 from dpone.connectors.sql.identifiers import quote_ident
-from dpone.connectors.sql.merge import ROW_ID_COLUMN
+from dpone.connectors.sql.merge import ROOT_ID_COLUMN, ROW_ID_COLUMN, under_kept_roots
 from dpone.connectors.sql.pgtypes import pg_type
-
-ROOT_ID = "_dpone_root_id"
 
 Columns = Callable[[Any, str], list[tuple[str, str, bool]]]
 
@@ -66,7 +64,7 @@ class PgChildren:
                 continue
             step.doing = f"deleting the re-loaded rows' children from {child}"
             cur.execute(
-                f"DELETE FROM {child} WHERE {quote_ident(ROOT_ID)} IN (SELECT "
+                f"DELETE FROM {child} WHERE {quote_ident(ROOT_ID_COLUMN)} IN (SELECT "
                 f"t.{quote_ident(ROW_ID_COLUMN)} FROM {target} AS t JOIN (SELECT DISTINCT "
                 f"{quoted} FROM {stage}) AS s ON {on})"
             )
@@ -90,12 +88,7 @@ class PgChildren:
                 else quote_ident(f.name)
                 for f in table.schema
             )
-            where = ""
-            if merge:  # only under a root row the load left in the target
-                where = (
-                    f" WHERE {quote_ident(ROOT_ID)} IN (SELECT {quote_ident(ROW_ID_COLUMN)} "
-                    f"FROM {target})"
-                )
+            where = under_kept_roots(merge, target)
             step.doing = f"inserting rows into the child table {child}"
             cur.execute(
                 f"INSERT INTO {child} ({names}) SELECT {values} FROM {temporary(temp)}{where}"

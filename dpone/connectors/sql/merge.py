@@ -29,6 +29,20 @@ from dpone.connectors.sql.identifiers import quote_ident
 Dialect = Literal["duckdb", "postgres"]
 #: a row's id with child tables: their ``_dpone_parent_id`` / ``_dpone_root_id``
 ROW_ID_COLUMN = "_dpone_id"
+#: a child row's link to the root row of its document
+ROOT_ID_COLUMN = "_dpone_root_id"
+
+
+def under_kept_roots(merge: bool, target: str) -> str:
+    """A merge's filter on child rows: only those whose root row the load left in ``target``
+    (a root that lost to a later row of its key, or was deleted, takes its children along);
+    nothing outside a merge."""
+    if not merge:
+        return ""
+    return (
+        f" WHERE {quote_ident(ROOT_ID_COLUMN)} IN "
+        f"(SELECT {quote_ident(ROW_ID_COLUMN)} FROM {target})"
+    )
 
 
 @dataclass(frozen=True, slots=True)
