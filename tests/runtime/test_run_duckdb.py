@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 import threading
+from typing import Any
+
+import duckdb
+import pytest
 
 from tests.support.project import Project, good, ts
 
@@ -115,3 +119,31 @@ def test_a_source_error_in_a_later_chunk_fails_the_run_and_rolls_it_back(
     assert project.dlq_index(run_id)["status"] == "aborted"
     assert len(project.dlq_records(run_id)) == 1  # the bad amount, in an aborted run
     assert not [t for t in threading.enumerate() if t.name == "dpone-read-ahead"]
+
+
+def test_a_run_opens_the_database_file_once(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recovery, the schema look-up, staging and the commit share one open of the file (each
+    open costs a 2-row run about 0.05 s); what they commit is still there for the next run."""
+    project.write_csv("a.csv", [good(1), good(2)])
+    project.write_manifest(enforcement="quarantine")
+    assert project.run()["rows"]["loaded"] == 2  # the table and its markers exist now
+
+    opened: list[str] = []
+    connect = duckdb.connect
+
+    def counted(database: str = ":memory:", *args: Any, **kwargs: Any) -> Any:
+        opened.append(str(database))
+        return connect(database, *args, **kwargs)
+
+    monkeypatch.setattr(duckdb, "connect", counted)
+    project.write_csv("a.csv", [good(3), good(4)])
+    report = project.run()
+    monkeypatch.undo()
+
+    assert report["exit_code"] == 0
+    assert report["rows"]["loaded"] == 2
+    assert len(opened) == 1
+    assert [int(r[0]) for r in project.rows() or []] == [1, 2, 3, 4]
+    assert len(project.load_markers()) == 2
