@@ -26,7 +26,6 @@ CSV = {"type": "file", "format": "csv", "path": "data/*.csv"}
 
 @pytest.mark.dask
 @pytest.mark.slow
-@pytest.mark.skipif(sys.platform != "linux", reason="workers are forked on Linux only")
 def test_a_driver_killed_mid_run_leaves_no_worker_and_the_next_run_goes_through(
     tmp_path: Path,
 ) -> None:
@@ -66,9 +65,12 @@ def test_a_driver_killed_mid_run_leaves_no_worker_and_the_next_run_goes_through(
     assert json.loads(again.stdout)["rows"]["loaded"] == 3 * (20_000 - bad)
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="workers are forked on Linux only")
-def test_the_local_cluster_forks_on_linux() -> None:
-    assert start_method() == "fork"
+def test_the_local_cluster_forks_on_linux_and_keeps_dasks_setting_elsewhere() -> None:
+    import dask
+    import distributed  # noqa: F401  (its config holds the setting, as in cluster_client)
+
+    expected = dask.config.get("distributed.worker.multiprocessing-method")
+    assert start_method() == ("fork" if sys.platform == "linux" else expected)
 
 
 @pytest.fixture
