@@ -9,35 +9,22 @@ from typing import Any
 
 import duckdb
 import pytest
-import yaml
 
 from dpone import api
+from tests.support.scaleout import write_manifest
 
 pytestmark = [pytest.mark.dask, pytest.mark.slow]
 
 
 def _run(root: Path, engine: str) -> list[tuple[Any, ...]]:
-    doc = {
-        "name": f"json_{engine}",
-        "runtime": {"engine": engine, "chunk_size": 50, "work_dir": f".{engine}"}
-        | ({"dask": {"n_workers": 1}} if engine == "dask" else {}),
-        "source": {"type": "file", "format": "jsonl", "path": "data/*.jsonl"},
-        "sink": {
-            "type": "duckdb",
-            "table": "t",
-            "options": {
-                "schema_contract": {
-                    "enforcement": "quarantine",
-                    "columns": {"id": {"type": "integer"}, "doc": {"type": "json"}},
-                }
-            },
-        },
-    }
-    path = root / f"{engine}.yaml"
-    path.write_text(yaml.safe_dump(doc))
+    source = {"type": "file", "format": "jsonl", "path": "data/*.jsonl"}
+    columns = {"id": {"type": "integer"}, "doc": {"type": "json"}}
+    workers = {"dask": {"n_workers": 1}} if engine == "dask" else {}
+    path = write_manifest(root, f"json_{engine}", engine, source, columns, chunk_size=50, **workers)
     report = api.run(path).to_json()
     assert (report["rows"]["loaded"], report["rows"]["quarantined"]) == (196, 4)
-    with duckdb.connect(str(root / f".{engine}" / f"json_{engine}.duckdb"), read_only=True) as con:
+    database = root / f".json_{engine}" / f"json_{engine}.duckdb"
+    with duckdb.connect(str(database), read_only=True) as con:
         kind = con.sql(
             "SELECT data_type FROM duckdb_columns() WHERE table_name = 't' AND column_name = 'doc'"
         ).fetchall()

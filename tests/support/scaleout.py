@@ -89,8 +89,21 @@ def csv_files(folder: Path, files: int = 3, rows: int = 1200) -> None:
         (data / f"part{f}.csv").write_text("\n".join(lines) + "\n")
 
 
+#: the columns of :func:`csv_files`
+CSV_COLUMNS: dict[str, Any] = {
+    "id": {"type": "integer", "nullable": False},
+    "amount": {"type": "decimal", "precision": 18, "scale": 2},
+    "kind": {"type": "string"},
+}
+
+
 def write_manifest(
-    folder: Path, name: str, engine: str, source: dict[str, Any], **runtime: Any
+    folder: Path,
+    name: str,
+    engine: str,
+    source: dict[str, Any],
+    columns: dict[str, Any] | None = None,
+    **runtime: Any,
 ) -> Path:
     doc = {
         "name": name,
@@ -102,11 +115,7 @@ def write_manifest(
             "options": {
                 "schema_contract": {
                     "enforcement": "quarantine",
-                    "columns": {
-                        "id": {"type": "integer", "nullable": False},
-                        "amount": {"type": "decimal", "precision": 18, "scale": 2},
-                        "kind": {"type": "string"},
-                    },
+                    "columns": CSV_COLUMNS if columns is None else columns,
                 },
             },
         },
