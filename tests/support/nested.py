@@ -76,6 +76,7 @@ def write_manifest(
     evolution: dict[str, str] | None = None,
     extra_sink: dict[str, Any] | None = None,
     source: dict[str, Any] | None = None,
+    chunk_size: int | None = None,
 ) -> Path:
     """The project's manifest; ``source``: another source block than the JSONL file (its
     ``normalize`` is added)."""
@@ -99,6 +100,8 @@ def write_manifest(
             **(extra_sink or {}),
         },
     }
+    if chunk_size is not None:
+        manifest["runtime"] = {"chunk_size": chunk_size}
     path = root / "manifest.yaml"
     path.write_text(json.dumps(manifest))
     return path
