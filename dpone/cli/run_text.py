@@ -36,9 +36,13 @@ _STAGE_NAMES = (
 
 
 def _stages_line(timings: dict[str, float]) -> str:
-    """Each stage's seconds; the DLQ writer thread's own time in brackets (it overlaps)."""
+    """Each stage's seconds; the DLQ writer's and the staging thread's own time in brackets
+    (they overlap)."""
     parts = [f"{label} {timings[key]:.2f}s" for key, label in _STAGE_NAMES]
-    return "  ".join(parts) + f"  (dlq writer thread {timings['dlq_writer']:.2f}s)"
+    threads = f"dlq writer thread {timings['dlq_writer']:.2f}s"
+    if timings.get("sink_writer"):
+        threads += f", staging thread {timings['sink_writer']:.2f}s"
+    return "  ".join(parts) + f"  ({threads})"
 
 
 def _sink_lines(sink: dict[str, Any] | None) -> list[str]:

@@ -117,6 +117,20 @@ def reads_ahead(source: Source) -> bool:
     return isinstance(source, ReadsAhead) and bool(source.read_ahead)
 
 
+@runtime_checkable
+class StagesBehind(Protocol):
+    """A sink whose load the stream may stage on another thread, one chunk at a time, while
+    the next chunk is enforced, when ``stages_behind`` is True: only a sink whose load's
+    connection may be used from another thread (never at once) declares it."""
+
+    stages_behind: bool
+
+
+def stages_behind(sink: Sink) -> bool:
+    """Whether ``sink``'s load may be staged on another thread."""
+    return isinstance(sink, StagesBehind) and bool(sink.stages_behind)
+
+
 PartitionKind = Literal["file", "row_groups", "key_range", "whole"]
 
 

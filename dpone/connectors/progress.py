@@ -91,10 +91,13 @@ class ReadProgress:
             self._file_measured = by_block and not compressed(file.name)
 
     def blocks(self, blocks: Iterable[Block]) -> Iterator[Block]:
-        """``blocks`` unchanged, each counted by ``len(block.data)`` as it passes."""
+        """``blocks`` unchanged, each counted by ``len(block.data)`` once it was read (a block
+        the reader refused comes again: it counts then)."""
         for block in blocks:
-            self.advance(len(block.data))
             yield block
+            tentative = getattr(block, "tentative", None)
+            if tentative is None or not tentative.refused:
+                self.advance(len(block.data))
 
     def advance(self, n: int) -> None:
         with self._lock:

@@ -151,13 +151,16 @@ class StageSeconds:
     rejected rows' records, handing them to the DLQ writer thread, waiting for it and closing
     the DLQ run; ``dlq_writer``: the writer thread's own time writing records (it overlaps
     the other stages, so it is not part of their sum); ``sink_write``: staging valid rows in
-    the sink; ``commit``: the sink commit."""
+    the sink, or with a staging thread handing them to it and waiting for it;
+    ``sink_writer``: the staging thread's own time (overlapping, not part of the sum);
+    ``commit``: the sink commit."""
 
     read: float = 0.0
     enforce: float = 0.0
     dlq: float = 0.0
     dlq_writer: float = 0.0
     sink_write: float = 0.0
+    sink_writer: float = 0.0
     commit: float = 0.0
 
     def to_json(self, total: float) -> dict[str, float]:

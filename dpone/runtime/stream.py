@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dpone.assertions.engine import AssertionEngine
-from dpone.connectors.base import Source, SourceChunk, reads_ahead
+from dpone.connectors.base import Source, SourceChunk, reads_ahead, stages_behind
 from dpone.connectors.errors import SourceTooManyColumns
 from dpone.connectors.progress import MeasuredSource
 from dpone.contracts.enforcer import ContractEnforcementService
@@ -44,6 +44,7 @@ from dpone.runtime.prefetch import Inline, ReadAhead
 from dpone.runtime.quarantine import Quarantine
 from dpone.runtime.report import Hint, RowCounts, RunProgress, StageSeconds
 from dpone.runtime.sampling import primed
+from dpone.runtime.stage_behind import StageBehind
 from dpone.runtime.stages import stage_seconds, timed
 from dpone.runtime.staging import Staging
 from dpone.runtime.tally import Tally
@@ -118,13 +119,19 @@ class Stream:
         self.empty: pa.RecordBatch | None = None
         #: seconds per stage of the main thread (see :class:`StageSeconds`)
         self.seconds = stage_seconds()
+        #: stages each chunk's valid rows, on a thread of its own where that overlaps
+        self.stager = StageBehind(self.staging, behind=False)
         self.hint_tally = HintTally(
             safe_coercion=ctx.plan.sink.contract.safe_coercion,
             csv_source=getattr(ctx.plan.source.spec, "format", None) == "csv",
         )
 
     def stages(self) -> StageSeconds:
-        return StageSeconds(**self.seconds, dlq_writer=self.pipe.writer_seconds)
+        return StageSeconds(
+            **self.seconds,
+            dlq_writer=self.pipe.writer_seconds,
+            sink_writer=self.stager.thread_seconds,
+        )
 
     def hints(self, *, loaded: int | None = None) -> tuple[Hint, ...]:
         """What to change so that the rejected rows load (``loaded``: the rows the sink got,
@@ -169,13 +176,22 @@ class Stream:
             # amount), which the convention maps the source's onto again.
             self.ctx.names.against(existing.names)
         after = tracker.pushdown() if source.cursor_pushdown else None
-        with _chunks(source, plan.runtime.chunk_size, after) as chunks:
-            # Named in this thread, before inference sees a name (the read-ahead's is not).
-            bounded_chunks = bounded(timed(chunks, seconds), plan.runtime.max_columns)
-            order = ColumnOrder()
-            named = (order.chunk(self.ctx.names.chunk(chunk)) for chunk in bounded_chunks)
-            for chunk in primed(named, enforcer):
-                self.chunk(chunk, tracker, enforcer, existing)
+        stager = self.stager = StageBehind(
+            self.staging, behind=stages_behind(self.parts.sink) and _usable_cores() > 1
+        )
+        try:
+            with _chunks(source, plan.runtime.chunk_size, after) as chunks:
+                # Named in this thread, before inference sees a name (the read-ahead's is not).
+                bounded_chunks = bounded(timed(chunks, seconds), plan.runtime.max_columns)
+                order = ColumnOrder()
+                named = (order.chunk(self.ctx.names.chunk(chunk)) for chunk in bounded_chunks)
+                for chunk in primed(named, enforcer):
+                    self.chunk(chunk, tracker, enforcer, existing)
+            start = perf_counter()
+            stager.close()  # every chunk staged before the DLQ run closes
+            seconds["sink_write"] += perf_counter() - start
+        finally:
+            stager.stop()  # a failed run's staging is aborted with the connection idle
         if self.batch_verdicts:
             self.engine.finalize()
         start = perf_counter()
@@ -263,15 +279,14 @@ class Stream:
             kept = kept.filter(keep)
             warned = None if warned is None else warned.filter(keep)
         if children is not None and judged is not None:
-            self.staging.write(valid, children.rows(judged, refs, kept.to_pylist()))
+            self.stager.write(valid, children.rows(judged, refs, kept.to_pylist()))
         else:
-            self.staging.write(valid)
+            self.stager.write(valid)
         seconds["sink_write"] += perf_counter() - quarantined
         tally.loaded += valid.num_rows
         # Rows, not values: a row warned by the contract and by an assertion counts once.
         tally.warned += 0 if warned is None else int(warned.true_count)
         tracker.observe()
-        checkpoint("after_chunk_staged")
         ctx.interrupts.check()
         if ctx.options.progress is not None:
             ctx.options.progress(self._progress())

@@ -211,3 +211,29 @@ def _thp_enabled(code: str) -> str:
 def test_the_command_opts_its_process_out_of_transparent_huge_pages() -> None:
     assert _thp_enabled("") == "1"
     assert _thp_enabled("from dpone.entry import _without_huge_pages; _without_huge_pages()") == "0"
+
+
+@pytest.mark.skipif(
+    not Path("/proc/self/status").is_file()
+    or "THP_enabled:" not in Path("/proc/self/status").read_text(),
+    reason="no per-process transparent huge page flag here",
+)
+def test_a_process_opted_out_already_is_not_opted_out_again() -> None:
+    """A parent that opted out (a benchmark, a service manager) passes the flag on: the
+    command then skips ctypes, whose import is part of a small run's start-up."""
+    import ctypes
+
+    def opt_out() -> None:
+        ctypes.CDLL(None, use_errno=True).prctl(41, 1, 0, 0, 0)
+
+    probe = (
+        "import sys\nfrom dpone.entry import _huge_pages_off, _without_huge_pages\n"
+        "_without_huge_pages()\nprint(_huge_pages_off(), 'ctypes' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, preexec_fn=opt_out
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False"]
+    probe = "from dpone.entry import _huge_pages_off\nassert not _huge_pages_off()"
+    assert _thp_enabled(probe) == "1"

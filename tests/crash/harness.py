@@ -292,6 +292,11 @@ def _play(run: RunModel, rejects: list[list[SourceRow]]) -> None:
     ``after_chunk_dlq`` there, while the main thread goes on; the next chunk with rejects, or
     the DLQ close, waits for it. So at a main-thread point every chunk with rejects handed
     over before the last one is durable, and the last one may or may not be.
+
+    On more than one core a chunk is staged by a thread of its own (``StageBehind``), which
+    passes ``after_chunk_staged`` there: by then the main thread may have handed the next
+    chunk's rejects to the DLQ pipe (it hands a chunk to staging after its rejects), so they
+    may be on disk too; they are never required to be.
     """
     name, _, nth = (run.point or "").partition(":")
     wanted = int(nth) if nth else 1
@@ -323,7 +328,8 @@ def _play(run: RunModel, rejects: list[list[SourceRow]]) -> None:
         return
     run.killed = True
     handed = [c for c in rejects[: hits[wanted - 1]] if c]
-    run.dlq_max = [r for c in handed for r in c]
+    ahead = hits[wanted - 1] + 1 if name == "after_chunk_staged" else hits[wanted - 1]
+    run.dlq_max = [r for c in rejects[:ahead] for r in c]
     drained = handed if hits[wanted - 1] > len(rejects) else handed[:-1]
     run.dlq_min = [r for c in drained for r in c]
 

@@ -42,7 +42,9 @@ def _report(**changes: object) -> RunReport:
             "2026-01-01T00:00:00Z",
             "2026-01-01T00:00:02Z",
             2.00049,
-            StageSeconds(read=0.5, enforce=0.25, dlq=0.125, dlq_writer=0.1, sink_write=1.0),
+            StageSeconds(
+                read=0.5, enforce=0.25, dlq=0.125, dlq_writer=0.1, sink_write=1.0, sink_writer=0.75
+            ),
         ),
         "rows": RowCounts(read=10, loaded=7, quarantined=2, warned=1, skipped=1, chunks=3),
         "dlq": DlqSection(".dpone/dlq", "run-1", 2),
@@ -86,6 +88,7 @@ def test_a_succeeded_report_is_the_documented_json() -> None:
             "dlq": 0.125,
             "dlq_writer": 0.1,
             "sink_write": 1.0,
+            "sink_writer": 0.75,
             "commit": 0.0,
             "total": 2.00049,
         },

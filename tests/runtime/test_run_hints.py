@@ -248,7 +248,9 @@ def test_timings_are_reported_per_stage(tmp_path: Path) -> None:
     _, doc = run_json(root)
 
     timings = doc["timings"]
-    assert set(timings) == {"read", "enforce", "dlq", "dlq_writer", "sink_write", "commit", "total"}
+    assert set(timings) == {
+        *("read", "enforce", "dlq", "dlq_writer", "sink_write", "sink_writer", "commit", "total")
+    }
     assert all(v >= 0 for v in timings.values())
     assert abs(timings["total"] - doc["duration_s"]) < 0.001
     parts = sum(timings[k] for k in ("read", "enforce", "dlq", "sink_write", "commit"))

@@ -72,6 +72,10 @@ class DuckDbSink(KeyProbes):
     leave it empty when other code in the process opens the same file.
     """
 
+    # A load stages through a cursor of its own, which the stream's staging thread may use
+    # (one statement at a time) while the main thread enforces the next chunk.
+    stages_behind = True
+
     def __init__(
         self,
         spec: DuckdbSinkSpec,

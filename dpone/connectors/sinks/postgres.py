@@ -87,6 +87,10 @@ _COLUMNS_SQL = (
 class PostgresSink(KeyProbes):
     """``dataset.table`` (schema.table) on the server of ``connection`` (already resolved)."""
 
+    # A load's COPY runs on its own connection, which the stream's staging thread may use
+    # (one statement at a time) while the main thread enforces the next chunk.
+    stages_behind = True
+
     def __init__(self, spec: PostgresSinkSpec, connection: str, *, clock: Clock = utc_now) -> None:
         """``connection`` is ``spec.connection`` resolved: kept private, never shown."""
         dataset, table = spec.dataset, spec.table

@@ -15,6 +15,18 @@ from dpone.connectors.sources.file.quotes import Records
 MAX_FAILURE_TEXT = 16 << 10
 
 
+class Tentative:
+    """A block cut at its bytes' last line break before anyone knew that break ends a record
+    (see :func:`record_blocks`): the CSV reader, which parses it anyway, says whether it did
+    (it did when Arrow made one row of each line); when it did not, ``refused`` is set and the
+    reader yields nothing of the block, which comes again cut where its last record ends."""
+
+    __slots__ = ("refused",)
+
+    def __init__(self) -> None:
+        self.refused = False
+
+
 @dataclass(frozen=True, slots=True)
 class Block:
     """Whole lines of a file as UTF-8 bytes (invalid bytes kept as they are), from ``line``;
@@ -30,6 +42,8 @@ class Block:
     #: The block is one line that opens a quoted value which does not close within
     #: ``max_row_bytes`` or before the end of the file (see :func:`record_blocks`).
     open_quote: bool = False
+    #: Cut at a line break not known to end a record: the reader checks it (see Tentative).
+    tentative: Tentative | None = None
 
     @property
     def raw(self) -> bytes:
@@ -92,6 +106,14 @@ def record_blocks(
     line comes out alone as an ``open_quote`` block (a decode failure of that line), and
     reading goes on from the next line. A line longer than ``max_row_bytes`` is
     :class:`SourceRowTooLong`.
+
+    Where the bytes hold a quote, finding the last record's end means reading every quoted
+    value from the start (``Records.complete``: Python's ``re``, which holds the GIL, 0.2 s
+    of a 1,000,000-row file). Most files hold no line break inside a value, so each read's
+    bytes are first handed over cut at their last line break, as a :class:`Tentative` view
+    (no copy); the CSV reader parses them, Arrow's own grammar deciding, and only when Arrow
+    did not make one row of each line (or failed) are the bytes cut where ``Records`` says
+    and handed over again.
     """
     line = 1
     pending = b""
@@ -105,19 +127,32 @@ def record_blocks(
     with path.open_stream() as stream:
         for data, eof in _decoded(stream, encoding, next_read):
             buf = pending + data if pending else data
+            again = False
             while buf:
                 first_line = buf.find(b"\n")
                 if first_line > max_row_bytes or (first_line < 0 and len(buf) > max_row_bytes):
                     raise row_too_long(partition, line, max_row_bytes)
+                cut = buf.rfind(b"\n") + 1
+                if not eof and not again and cut and records.quote in buf:
+                    block = _tentative(buf, cut, line)
+                    yield block
+                    assert block.tentative is not None
+                    if not block.tentative.refused:
+                        buf = buf[cut:]
+                        line += block.newlines
+                        continue
+                    # The same bytes, cut where their last record ends, and no other
+                    # tentative cut before the next read.
+                    again = True
                 end = records.complete(buf)
                 # Only the first record can be longer than the limit: the others start in
                 # the bytes just read, which are no more than the limit.
                 if end > max_row_bytes + 1 and records.first(buf) > max_row_bytes + 1:
                     end = -1
                 if end > 0:
-                    block, buf = buf[:end], buf[end:]
-                    newlines = block.count(b"\n")
-                    yield Block(block, line, newlines)
+                    data, buf = buf[:end], buf[end:]
+                    newlines = data.count(b"\n")
+                    yield Block(data, line, newlines)
                     line += newlines
                     continue
                 if end == 0 and not eof and len(buf) <= max_row_bytes:
@@ -134,6 +169,14 @@ def record_blocks(
             pending = buf
             if eof:
                 return
+
+
+def _tentative(buf: bytes, cut: int, line: int) -> Block:
+    """``buf`` up to ``cut`` (after a line break), a view, for the reader to check."""
+    crs = buf.count(b"\r", 0, cut)
+    lone_cr = bool(crs) and crs != buf.count(b"\r\n", 0, cut)
+    view = memoryview(buf)[:cut]
+    return Block(view, line, buf.count(b"\n", 0, cut), True, lone_cr, tentative=Tentative())
 
 
 def _decoded(

@@ -76,11 +76,38 @@ class CsvReader:
             what = "a quoted value opened on this line is not closed within max_row_bytes "
             self._fail(block.line, what + "or before the end of the file", body)
             return
+        if block.tentative is not None and self.names is None:
+            block.tentative.refused = True  # the header's block: cut where Records says
+            return
         if self.names is None:
             block = self._header(block)
             if not block.data:
                 return
+        if block.tentative is not None:
+            table = self._checked(block)
+            if table is not None:
+                yield from table.to_batches()
+            return
         yield from self._parse_or_salvage(block)
+
+    def _checked(self, block: Block) -> pa.Table | None:
+        """A tentative block parsed, or None (refused) unless each of its lines is one row:
+        then no value holds a line break, and the block's last line break ends a record. The
+        last row is looked at too: a quoted value opened on the last line and not closed runs
+        to the end of the bytes (Arrow takes it whole), taking that line break with it."""
+        assert block.tentative is not None
+        try:
+            table = self._parse(block.data, block.newlines, block.quoted, block.lone_cr)
+        except (pa.ArrowInvalid, _Unparsable):
+            table = None
+        if (
+            table is None
+            or not _one_row_per_line(table.num_rows, block.data, block.newlines, block.lone_cr)
+            or _breaks_a_line(table.slice(table.num_rows - 1))
+        ):
+            block.tentative.refused = True
+            return None
+        return table
 
     def _parse_or_salvage(self, block: Block, *, whole: bool = True) -> Iterator[pa.RecordBatch]:
         """``block`` parsed; if it fails, each bad line is found. ``whole``: a block as read
@@ -268,6 +295,16 @@ def _one_row_per_line(
         lone_cr = b"\r" in data and data.count(b"\r") != data.count(b"\r\n")
     lines = newlines + (not data or data[-1] != 0x0A)
     return rows == lines and not lone_cr
+
+
+def _breaks_a_line(row: pa.Table) -> bool:
+    """Whether a text value of ``row`` holds a line break."""
+    return any(
+        isinstance(value, str) and ("\n" in value or "\r" in value)
+        for column in row.columns
+        if pa.types.is_string(column.type)
+        for value in column.to_pylist()
+    )
 
 
 def _csv_problem(body: bytes, columns: int) -> str:

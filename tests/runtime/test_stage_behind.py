@@ -1,0 +1,136 @@
+"""Staging on a thread of its own keeps the chunks' order, raises their errors on the main
+thread, and loads exactly what staging inline loads (``runtime/stage_behind.py``)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pytest
+import yaml
+
+import dpone
+from dpone.connectors.errors import SinkSchemaError
+from dpone.runtime.stage_behind import StageBehind
+
+
+class FakeStaging:
+    """Records each chunk's first id and the thread that staged it; fails at ``fail_at``."""
+
+    def __init__(self, fail_at: int | None = None) -> None:
+        self.fail_at = fail_at
+        self.staged: list[tuple[int, str]] = []
+
+    def write(self, batch: pa.RecordBatch, nested: object = None) -> None:
+        first = batch.column(0)[0].as_py()
+        if first == self.fail_at:
+            raise SinkSchemaError(f"chunk {first} does not fit the load")
+        self.staged.append((first, threading.current_thread().name))
+
+
+def _batch(i: int) -> pa.RecordBatch:
+    return pa.record_batch({"id": pa.array([i, i], pa.int64())})
+
+
+def _stager(staging: FakeStaging, *, behind: bool) -> StageBehind:
+    return StageBehind(staging, behind=behind)  # type: ignore[arg-type]  # the fake's write
+
+
+def test_behind_stages_every_chunk_in_order_on_one_thread() -> None:
+    staging = FakeStaging()
+    stager = _stager(staging, behind=True)
+    for i in range(20):
+        stager.write(_batch(i))
+    stager.close()
+    assert [i for i, _ in staging.staged] == list(range(20))
+    assert {name for _, name in staging.staged} == {"dpone-stage_0"}
+    assert stager.thread_seconds > 0
+    assert not [t for t in threading.enumerate() if t.name.startswith("dpone-stage")]
+
+
+def test_inline_stages_on_the_callers_thread() -> None:
+    staging = FakeStaging()
+    stager = _stager(staging, behind=False)
+    stager.write(_batch(1))
+    stager.close()
+    assert staging.staged == [(1, threading.current_thread().name)]
+    assert stager.thread_seconds == 0
+
+
+def test_a_chunks_error_is_raised_at_the_next_hand_off_and_nothing_after_it_is_staged() -> None:
+    staging = FakeStaging(fail_at=3)
+    stager = _stager(staging, behind=True)
+    for i in range(4):
+        stager.write(_batch(i))  # chunk 3 fails on the staging thread
+    with pytest.raises(SinkSchemaError, match="chunk 3"):
+        stager.write(_batch(4))
+    stager.stop()
+    assert [i for i, _ in staging.staged] == [0, 1, 2]
+
+
+def test_the_last_chunks_error_is_raised_by_close() -> None:
+    staging = FakeStaging(fail_at=2)
+    stager = _stager(staging, behind=True)
+    stager.write(_batch(1))
+    stager.write(_batch(2))
+    with pytest.raises(SinkSchemaError, match="chunk 2"):
+        stager.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("dpone-stage")]
+
+
+def _run(tmp: Path, name: str) -> dict[str, Any]:
+    (tmp / "data").mkdir(exist_ok=True)
+    lines = ["id,amount,note"]
+    for i in range(5000):
+        lines.append(f"{i},{'x' if i % 97 == 0 else f'{i}.25'},n{i}")
+    (tmp / "data" / "x.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    manifest = {
+        "kind": "dpone.manifest.v1",
+        "name": name,
+        "runtime": {"chunk_size": 700, "work_dir": f".dpone-{name}"},
+        "source": {"type": "file", "format": "csv", "path": "data/x.csv"},
+        "sink": {
+            "type": "duckdb",
+            "database": f"{name}.duckdb",
+            "dataset": "main",
+            "table": "t",
+            "options": {
+                "schema_contract": {
+                    "enforcement": "quarantine",
+                    "columns": {
+                        "id": {"type": "integer", "nullable": False},
+                        "amount": {"type": "decimal", "precision": 10, "scale": 2},
+                    },
+                }
+            },
+        },
+    }
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(manifest), encoding="utf-8")
+    report = dpone.run(path).to_json()
+    with duckdb.connect(str(tmp / f"{name}.duckdb"), read_only=True) as con:
+        report["table"] = con.execute("SELECT * FROM main.t ORDER BY id").fetchall()
+    return report
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity here")
+def test_a_run_on_two_cores_stages_behind_and_loads_what_one_core_loads(tmp_path: Path) -> None:
+    cores = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, {min(cores)})
+        inline = _run(tmp_path, "one")
+    finally:
+        os.sched_setaffinity(0, cores)
+    assert inline["timings"]["sink_writer"] == 0
+    assert inline["rows"]["quarantined"] == 52
+    assert len(inline["table"]) == 5000 - 52
+    if len(cores) < 2:
+        return
+    behind = _run(tmp_path, "two")
+    assert behind["timings"]["sink_writer"] > 0
+    assert behind["rows"] == inline["rows"]
+    assert behind["table"] == inline["table"]
