@@ -173,8 +173,9 @@ def record_blocks(
 
 def _tentative(buf: bytes, cut: int, line: int) -> Block:
     """``buf`` up to ``cut`` (after a line break), a view, for the reader to check."""
-    crs = buf.count(b"\r", 0, cut)
-    lone_cr = bool(crs) and crs != buf.count(b"\r\n", 0, cut)
+    lone_cr = buf.find(b"\r", 0, cut) >= 0 and buf.count(b"\r", 0, cut) != buf.count(
+        b"\r\n", 0, cut
+    )
     view = memoryview(buf)[:cut]
     return Block(view, line, buf.count(b"\n", 0, cut), True, lone_cr, tentative=Tentative())
 
