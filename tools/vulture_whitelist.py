@@ -55,6 +55,7 @@ _.CONNECTOR_CODES
 # dpone.run.v1's ``timings.stages``: written by ``to_json()`` over the dataclass fields.
 _.dlq_writer
 _.sink_write
+_.sink_writer
 # ``source.options.storage`` keys: read by name (``getattr``) over STORAGE_TEXT_KEYS.
 _.endpoint_url
 _.project_id

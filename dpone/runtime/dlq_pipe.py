@@ -21,7 +21,6 @@ the run's own (:class:`OwnDlqRun`), or a scale-out driver's or task's share of o
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
 from time import perf_counter
 from typing import Protocol
 
@@ -33,6 +32,7 @@ from dpone.dlq.writer import RunWriter
 from dpone.errors import DponeError
 from dpone.faults import checkpoint
 from dpone.runtime.identity import RunIdentity
+from dpone.runtime.inflight import InFlight
 
 
 class DlqRun(Protocol):
@@ -83,8 +83,7 @@ class DlqPipe:
         self._store = store
         self._run = run
         self._writer: RunWriter | None = None
-        self._pool: ThreadPoolExecutor | None = None
-        self._pending: Future[tuple[int, float]] | None = None
+        self._flight: InFlight[tuple[int, float]] = InFlight("dpone-dlq")
         #: records durable so far (after an abort: every record the aborted index lists)
         self.records = 0
         #: whether any record of this run reached the DLQ (its DLQ run exists)
@@ -99,9 +98,7 @@ class DlqPipe:
         """Hand one chunk's records over; the error of the chunk before, if any, is raised."""
         self.drain()
         writer = self.open()
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpone-dlq")
-        self._pending = self._pool.submit(_write, writer, rows)
+        self._flight.start(_write, writer, rows)
 
     def open(self) -> RunWriter:
         """The DLQ run's writer, opened at the first call (its ``open`` index then exists)."""
@@ -123,21 +120,16 @@ class DlqPipe:
 
     def drain(self) -> None:
         """Wait for the chunk in flight; its error, if any, is raised here."""
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            written, seconds = pending.result()
+        done = self._flight.result()
+        if done is not None:
+            written, seconds = done
             self.records += written
             self.writer_seconds += seconds
             self.used = True
 
     def stop(self) -> None:
         """Let the write in flight end (its outcome is not looked at) and end the thread."""
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            wait([pending])
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+        self._flight.stop()
 
     def close(self) -> RunResult | None:
         """Every record durable, then the DLQ run's ``closed`` index (None: no DLQ run)."""

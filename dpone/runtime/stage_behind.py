@@ -25,12 +25,12 @@ follows.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor, wait
 from time import perf_counter
 
 import pyarrow as pa
 
 from dpone.faults import checkpoint
+from dpone.runtime.inflight import InFlight
 from dpone.runtime.staging import Staging
 
 Nested = tuple[pa.StringArray, Mapping[str, pa.RecordBatch]]
@@ -50,8 +50,7 @@ class StageBehind:
     def __init__(self, staging: Staging, *, behind: bool) -> None:
         self._staging = staging
         self._behind = behind
-        self._pool: ThreadPoolExecutor | None = None
-        self._pending: Future[float] | None = None
+        self._flight: InFlight[float] = InFlight("dpone-stage")
         #: seconds the staging thread spent staging (read after ``Future.result()``)
         self.thread_seconds = 0.0
 
@@ -61,15 +60,13 @@ class StageBehind:
         if not self._behind:
             _stage(self._staging, batch, nested)
             return
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpone-stage")
-        self._pending = self._pool.submit(_stage, self._staging, batch, nested)
+        self._flight.start(_stage, self._staging, batch, nested)
 
     def drain(self) -> None:
         """Wait for the chunk in flight; its error, if any, is raised here."""
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            self.thread_seconds += pending.result()
+        seconds = self._flight.result()
+        if seconds is not None:
+            self.thread_seconds += seconds
 
     def close(self) -> None:
         """Every chunk staged (its error raised), the thread ended."""
@@ -81,12 +78,7 @@ class StageBehind:
     def stop(self) -> None:
         """After a failure: let the chunk in flight end (its outcome is not looked at), so
         that the staging's abort has the sink's connection to itself."""
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            wait([pending])
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+        self._flight.stop()
 
 
 __all__ = ["StageBehind"]
