@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from dpone.connectors.fs import LocalFile
 from dpone.connectors.sources.file import FileSource
-from dpone.connectors.sources.file.blocks import Block, record_blocks
+from dpone.connectors.sources.file.blocks import TENTATIVE_REFUSALS, Block, record_blocks
 from dpone.connectors.sources.file.quotes import Records
 from dpone.manifest.specs import FileSourceSpec
 
@@ -229,3 +229,22 @@ def test_a_tentative_block_is_refused_where_a_line_is_not_one_row(tmp_path: Path
         {"id": "4", "note": 'x"y'},
     ]
     assert source.read_progress() == (len(data), len(data))
+
+
+def test_a_file_whose_blocks_keep_being_refused_stops_being_cut_tentatively(
+    tmp_path: Path,
+) -> None:
+    """Every value holds a line break: each tentative block would be refused, and a refusal
+    costs a parse; after TENTATIVE_REFUSALS the file is cut where its records end only."""
+    path = tmp_path / "x.csv"
+    path.write_bytes(b"id,note\n" + b"".join(b'%d,"a\nb"\n' % i for i in range(2000)))
+    tentative = 0
+    blocks = []
+    for block in record_blocks(LocalFile(path), "x.csv", "utf-8", 64, 1 << 20, Records(",", QUOTE)):
+        if block.tentative is not None:
+            tentative += 1
+            block.tentative.refused = True
+            continue
+        blocks.append(block.raw)
+    assert tentative == TENTATIVE_REFUSALS
+    assert b"".join(blocks) == path.read_bytes()

@@ -13,6 +13,9 @@ from dpone.connectors.sources.file.quotes import Records
 
 #: How much of an undecodable line a DecodeFailure keeps (for ``pii_policy: preserve``).
 MAX_FAILURE_TEXT = 16 << 10
+#: Tentative blocks refused (less those taken) before a file's blocks are no longer cut
+#: tentatively (see record_blocks).
+TENTATIVE_REFUSALS = 3
 
 
 class Tentative:
@@ -113,10 +116,13 @@ def record_blocks(
     bytes are first handed over cut at their last line break, as a :class:`Tentative` view
     (no copy); the CSV reader parses them, Arrow's own grammar deciding, and only when Arrow
     did not make one row of each line (or failed) are the bytes cut where ``Records`` says
-    and handed over again.
+    and handed over again. A file whose blocks keep being refused (its values hold line
+    breaks throughout, or blank lines) stops being cut tentatively: each refusal costs a parse,
+    so a file pays at most :data:`TENTATIVE_REFUSALS` more of them than it had blocks taken.
     """
     line = 1
     pending = b""
+    refusals = 0  # tentative blocks refused, less those taken
     read_size = min(block_size, max_row_bytes)
 
     def next_read() -> int:
@@ -133,16 +139,20 @@ def record_blocks(
                 if first_line > max_row_bytes or (first_line < 0 and len(buf) > max_row_bytes):
                     raise row_too_long(partition, line, max_row_bytes)
                 cut = buf.rfind(b"\n") + 1
-                if not eof and not again and cut and records.quote in buf:
+                # Not the file's first block: its header names the columns the check needs.
+                tentative = line > 1 and refusals < TENTATIVE_REFUSALS and not again
+                if tentative and not eof and cut and records.quote in buf:
                     block = _tentative(buf, cut, line)
                     yield block
                     assert block.tentative is not None
                     if not block.tentative.refused:
+                        refusals = max(refusals - 1, 0)
                         buf = buf[cut:]
                         line += block.newlines
                         continue
                     # The same bytes, cut where their last record ends, and no other
                     # tentative cut before the next read.
+                    refusals += 1
                     again = True
                 end = records.complete(buf)
                 # Only the first record can be longer than the limit: the others start in
