@@ -14,7 +14,9 @@ import pytest
 import yaml
 
 import dpone
-from dpone.connectors.errors import SinkSchemaError
+from dpone.connectors.errors import SinkSchemaError, SinkUnavailable
+from dpone.connectors.sinks.duckdb_load import DuckDbLoad
+from dpone.dlq.store import DlqStore
 from dpone.runtime.stage_behind import StageBehind
 
 
@@ -82,7 +84,7 @@ def test_the_last_chunks_error_is_raised_by_close() -> None:
     assert not [t for t in threading.enumerate() if t.name.startswith("dpone-stage")]
 
 
-def _run(tmp: Path, name: str) -> dict[str, Any]:
+def _run(tmp: Path, name: str, *, check: bool = True) -> dict[str, Any]:
     (tmp / "data").mkdir(exist_ok=True)
     lines = ["id,amount,note"]
     for i in range(5000):
@@ -111,9 +113,11 @@ def _run(tmp: Path, name: str) -> dict[str, Any]:
     }
     path = tmp / f"{name}.yaml"
     path.write_text(yaml.safe_dump(manifest), encoding="utf-8")
-    report = dpone.run(path).to_json()
+    report = dpone.run(path, check=check).to_json()
     with duckdb.connect(str(tmp / f"{name}.duckdb"), read_only=True) as con:
-        report["table"] = con.execute("SELECT * FROM main.t ORDER BY id").fetchall()
+        exists = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 't'")
+        if exists.fetchall()[0][0]:
+            report["table"] = con.execute("SELECT * FROM main.t ORDER BY id").fetchall()
     return report
 
 
@@ -134,3 +138,39 @@ def test_a_run_on_two_cores_stages_behind_and_loads_what_one_core_loads(tmp_path
     assert behind["timings"]["sink_writer"] > 0
     assert behind["rows"] == inline["rows"]
     assert behind["table"] == inline["table"]
+
+
+def test_a_staging_error_on_the_staging_thread_fails_the_run_and_commits_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DuckDB failing to stage the third chunk, on the staging thread: the run fails
+    with the sink's error (no traceback, the main thread raised it), no row is committed,
+    its DLQ run is aborted, no staging thread is left, and the next run loads every row once."""
+    assert len(os.sched_getaffinity(0)) > 1, "this test needs a machine of two cores or more"
+    real = DuckDbLoad._stage
+    calls = 0
+    threads: set[str] = set()
+
+    def failing(self: DuckDbLoad, batch: pa.RecordBatch) -> None:
+        nonlocal calls
+        calls += 1
+        threads.add(threading.current_thread().name)
+        if calls == 3:
+            raise SinkUnavailable("DuckDB sink: staging rows failed: disk I/O error")
+        real(self, batch)
+
+    monkeypatch.setattr(DuckDbLoad, "_stage", failing)
+    failed = _run(tmp_path, "fail", check=False)
+    assert failed["status"] == "failed"
+    assert failed["error"]["code"] == "DPONE_SINK_UNAVAILABLE"
+    assert "table" not in failed  # nothing committed: the run's table was never created
+    assert threads == {"dpone-stage_0"}
+    assert not [t for t in threading.enumerate() if t.name.startswith("dpone-stage")]
+    store = DlqStore(tmp_path / ".dpone-fail" / "dlq")
+    assert store.read_index(failed["run_id"]).status == "aborted"
+
+    monkeypatch.setattr(DuckDbLoad, "_stage", real)
+    again = _run(tmp_path, "fail")
+    assert again["status"] == "succeeded"
+    assert len(again["table"]) == 5000 - 52
+    assert [r[0] for r in again["table"]] == sorted({r[0] for r in again["table"]})
