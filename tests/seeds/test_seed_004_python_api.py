@@ -47,7 +47,7 @@ def _python_api() -> Any:
         policy=policy,
     )
     result = ContractEnforcementService(quarantine=dlq).enforce(
-        rows=[{"amount": "12.30"}, {"amount": "bad"}],
+        rows=[{"amount": "12.30"}, {"amount": "zz-not-money"}],
         contract=contract,
         run_id=RUN_ID,
         load_id=LOAD_ID,
@@ -78,7 +78,7 @@ def test_python_api_block_runs_and_writes_a_verified_reference_only_record(in_tm
     assert record.payload.value is None  # reference_only: no value anywhere
     segments = list((in_tmp / ".dpone/dlq/runs" / RUN_ID / "segments").glob("*.jsonl"))
     assert segments
-    assert all(b"bad" not in s.read_bytes() for s in segments)
+    assert all(b"zz-not-money" not in s.read_bytes() for s in segments)
     for line in segments[0].read_text().splitlines():
         assert schema_errors(json.loads(line), "dpone.dlq.v1") == []
     assert dlq.summary(RUN_ID).to_json()["runs"][0]["record_count"] == 1
@@ -112,7 +112,7 @@ def test_evidence_block_writes_a_schema_valid_value_free_bundle(in_tmp: Path) ->
     assert index == (in_tmp / ".dpone/dlq/runs" / RUN_ID / "index.json").resolve()
     text = Path(artifact.path).read_text()
     assert "12.30" not in text
-    assert "bad" not in text
+    assert "zz-not-money" not in text
     assert "target_rows" not in text
     gate = dpone_subprocess(
         ["ops", "release-gate", str(artifact.path), "--max-quarantine-ratio", "1"],
@@ -132,7 +132,7 @@ class MemoryResolver:
 
     def resolve(self, record: DlqRecord) -> Mapping[str, Any] | None:
         n = int(record.record_ref.rsplit("/", 1)[1])
-        return {"amount": "45.60"} if self.rows[n - 1]["amount"] == "bad" else None
+        return {"amount": "45.60"} if self.rows[n - 1]["amount"] == "zz-not-money" else None
 
 
 class DuckdbSink:
@@ -187,7 +187,7 @@ def _replay(store: Any, resolver: Any, sink: Any) -> Any:
 def test_replay_block_applies_once_then_nothing(in_tmp: Path) -> None:
     _, dlq = _python_api()
     store = dlq.store
-    resolver = MemoryResolver([{"amount": "12.30"}, {"amount": "bad"}])
+    resolver = MemoryResolver([{"amount": "12.30"}, {"amount": "zz-not-money"}])
     sink = DuckdbSink(in_tmp / "orders.duckdb")
     plan, result = _replay(store, resolver, sink)
     assert plan.to_json()["schema"] == "dpone.dlq-replay-plan.v1"
@@ -213,7 +213,7 @@ def test_a_changed_identity_plan_or_key_is_refused_before_any_row(in_tmp: Path) 
     from dpone.ops.replay import ReplayPlanMismatch
 
     _, dlq = _python_api()
-    resolver = MemoryResolver([{"amount": "12.30"}, {"amount": "bad"}])
+    resolver = MemoryResolver([{"amount": "12.30"}, {"amount": "zz-not-money"}])
     sink = DuckdbSink(in_tmp / "orders.duckdb")
     replay = DlqReplayService(dlq.store)
     plan = replay.plan(
@@ -234,7 +234,7 @@ def test_a_changed_identity_plan_or_key_is_refused_before_any_row(in_tmp: Path) 
 
 def test_an_ack_is_written_only_after_the_sink_returned(in_tmp: Path) -> None:
     _, dlq = _python_api()
-    resolver = MemoryResolver([{"amount": "12.30"}, {"amount": "bad"}])
+    resolver = MemoryResolver([{"amount": "12.30"}, {"amount": "zz-not-money"}])
     failing = DuckdbSink(in_tmp / "orders.duckdb", fail_after_commit=True)
     with pytest.raises(RuntimeError):
         _replay(dlq.store, resolver, failing)
