@@ -55,6 +55,8 @@ class SignatureError(DponeError):
 
 @dataclass(frozen=True, slots=True)
 class SigningKey:
+    """One HMAC key: the id its signatures name, and its secret (kept out of the repr)."""
+
     key_id: str
     secret: bytes = field(repr=False)
 

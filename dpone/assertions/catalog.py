@@ -28,6 +28,8 @@ def _no_problems(params: Mapping[str, Any]) -> list[str]:
 
 @dataclass(frozen=True, slots=True)
 class AssertionTypeInfo:
+    """One registered assertion type: scope, value kind, origin, and how to build and check it."""
+
     name: str
     scope: Scope
     value: ValueKind

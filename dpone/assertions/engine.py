@@ -113,6 +113,8 @@ def load_predicate(spec: str, base_dir: Path) -> Callable[..., Any]:
 
 @dataclass(slots=True)
 class _Tally:
+    """One assertion's running count over a run: rows observed and failed, warnings logged."""
+
     spec: AssertionSpec
     scope: str
     check: RowCheck

@@ -38,6 +38,8 @@ class AssertionSpec:
 
 @dataclass(frozen=True, slots=True)
 class AssertionVerdict:
+    """What a run concluded about one assertion, with the rows it judged and those that failed."""
+
     name: str
     type: str
     scope: Scope

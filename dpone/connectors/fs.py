@@ -79,6 +79,8 @@ class LocalFile:
 
 @dataclass(frozen=True, slots=True)
 class LocalInputs:
+    """The local files a glob names; a relative glob is resolved under ``base_dir``."""
+
     pattern: str
     base_dir: Path
 

@@ -32,6 +32,8 @@ class ReasonCode(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ReasonInfo:
+    """What a reason code fixes: the lifecycle stage that raises it and its value-free message."""
+
     stage: str
     message: str
 

@@ -76,6 +76,8 @@ class EvolutionSpec:
 
 @dataclass(frozen=True, slots=True)
 class TypeInferenceSpec:
+    """``type_inference``: how the columns the contract does not declare get their types."""
+
     enabled: bool = True
     sample_rows: int = 10_000
     empty_string_is_null: bool = False

@@ -150,6 +150,8 @@ def _entries_fingerprint(entries: list[dict[str, Any]]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class IndexEntry:
+    """One record as the run index lists it: its id, checksum, reason code and column."""
+
     record_id: str
     sha256: str
     code: ReasonCode

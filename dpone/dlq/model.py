@@ -96,6 +96,8 @@ def reason_block(code: ReasonCode, column: str | None) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class Reason:
+    """The record's ``reason``: its code (with its fixed category, stage, message) and column."""
+
     category: str
     code: ReasonCode
     stage: str
@@ -108,6 +110,8 @@ class Reason:
 
 @dataclass(frozen=True, slots=True)
 class Diagnostics:
+    """The record's ``diagnostics``: value-free metadata (types, column, rule, source position)."""
+
     actual_type: str | None = None
     column: str | None = None
     expected_type: str | None = None
@@ -121,6 +125,8 @@ class Diagnostics:
 
 @dataclass(frozen=True, slots=True)
 class Payload:
+    """The record's ``payload``: the row's values as its PII policy allows (none, masked, kept)."""
+
     policy: PiiPolicy
     value: Any = field(default=None, repr=False)
 
@@ -130,6 +136,8 @@ class Payload:
 
 @dataclass(frozen=True, slots=True)
 class Replay:
+    """The record's ``replay``: whether its row can be re-read from the source, and its status."""
+
     status: ReplayStatus
     replayable: bool
 

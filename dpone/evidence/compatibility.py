@@ -73,6 +73,8 @@ class CompatibilityChange:
 
 @dataclass(frozen=True, slots=True)
 class CompatibilityReport:
+    """The schema changes of a run, each additive or breaking (the evidence's ``compatibility``)."""
+
     changes: tuple[CompatibilityChange, ...] = ()
 
     @property

@@ -25,6 +25,8 @@ DataOutcome = Literal[
 
 @dataclass(frozen=True, slots=True)
 class Summary:
+    """The run's row counts and its number of chunks (the evidence's ``summary``)."""
+
     rows_read: int = 0
     rows_loaded: int = 0
     rows_quarantined: int = 0
@@ -56,6 +58,8 @@ MAX_RECORD_IDS = 100
 
 @dataclass(frozen=True, slots=True)
 class DlqEvidence:
+    """The evidence's ``dlq``: the run's DLQ records by reason, and the index that lists them."""
+
     record_count: int
     reasons: Mapping[str, int]
     index_ref: str | None
@@ -121,6 +125,8 @@ def schema_changes(
 
 @dataclass(frozen=True, slots=True)
 class Evidence:
+    """One run's ``dpone.data_contract_evidence.v1`` bundle: what it did, without a row value."""
+
     run_id: str
     pipeline: str
     manifest_fingerprint: str

@@ -35,6 +35,9 @@ RESERVED_ASSERTION_KEYS = ("on_failure", "custom")
 
 @dataclass(frozen=True, slots=True)
 class CompileContext:
+    """What the passes and checks of one compile share: the manifest, the registered assertion
+    types, whether predicates may name any module, and the pointers the schema refused."""
+
     manifest: LoadedManifest
     assertion_types: Mapping[str, AssertionTypeInfo]
     allow_any_import: bool = False

@@ -27,6 +27,8 @@ MAX_MANIFEST_BYTES = 1_048_576
 
 @dataclass(frozen=True, slots=True)
 class LoadedManifest:
+    """A parsed manifest: its document as plain data and the line/column marks of its pointers."""
+
     path: Path
     display_path: str
     document: Any

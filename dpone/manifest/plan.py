@@ -37,6 +37,8 @@ def _connection(spec: SourceSpec | SinkSpec) -> SecretRef | None:
 
 @dataclass(frozen=True, slots=True)
 class SourcePlan:
+    """The plan's source: the spec its connector is built from, and the secrets it names."""
+
     spec: SourceSpec
     """What the source connector is built from (``dpone.manifest.specs``)."""
 
@@ -63,6 +65,8 @@ class SourcePlan:
 
 @dataclass(frozen=True, slots=True)
 class StrategyPlan:
+    """How a load writes into the sink table (``sink.strategy``): mode, keys, merge settings."""
+
     mode: StrategyMode
     unique_key: tuple[str, ...]
     #: None unless ``mode`` is merge (then ``upsert`` unless the manifest says otherwise)
@@ -83,6 +87,8 @@ class StrategyPlan:
 
 @dataclass(frozen=True, slots=True)
 class SinkPlan:
+    """The plan's sink: its connector spec, strategy, contract, DLQ policy and evidence folder."""
+
     spec: SinkSpec
     """What the sink connector is built from (``dpone.manifest.specs``)."""
     strategy: StrategyPlan
@@ -114,6 +120,8 @@ class SinkPlan:
 
 @dataclass(frozen=True, slots=True)
 class QualityPlan:
+    """The manifest's ``quality.assertions``: the default policy and every configured assertion."""
+
     on_failure: Policy
     assertions: tuple[AssertionSpec, ...]
 
@@ -130,6 +138,8 @@ class DaskPlan:
 
 @dataclass(frozen=True, slots=True)
 class RuntimePlan:
+    """The manifest's ``runtime``: work dir, chunk size, column limit, engine and Dask settings."""
+
     work_dir: Path
     chunk_size: int
     engine: Literal["local", "dask"]
@@ -140,6 +150,8 @@ class RuntimePlan:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
+    """One manifest compiled: what a run executes, every default filled in (see the module)."""
+
     name: str
     environment: str
     description: str | None

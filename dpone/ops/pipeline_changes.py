@@ -93,6 +93,8 @@ class ResetDecision:
 
 @dataclass(frozen=True, slots=True)
 class ResetResult:
+    """What a reset did: whether it removed the state and emptied the table, and what it removed."""
+
     decision: ResetDecision
     state_removed: bool
     table_emptied: bool
@@ -119,6 +121,8 @@ class ResetResult:
 
 @dataclass(frozen=True, slots=True)
 class DropResult:
+    """What a drop did: the pipeline's files it removed (relative to the work dir)."""
+
     pipeline: str
     removed: tuple[str, ...]
     state_removed: bool = False

@@ -38,6 +38,8 @@ CHART_RUNS = 30
 
 @dataclass(frozen=True, slots=True)
 class GateVerdict:
+    """One ``release_gate.json`` under the work dir: its decision, bundles checked and blocked."""
+
     path: str
     decision: str
     generated_at: str

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class ReasonCount:
+    """How many records of a run have one reason code and column (None: no column)."""
+
     code: str
     column: str | None
     count: int
@@ -39,6 +41,8 @@ class ReasonCount:
 
 @dataclass(frozen=True, slots=True)
 class RunSummary:
+    """One DLQ run's record counts by reason and by reason and column, with its evidence's hints."""
+
     run_id: str
     load_id: str
     pipeline: str | None
@@ -68,6 +72,8 @@ class RunSummary:
 
 @dataclass(frozen=True, slots=True)
 class DlqSummary:
+    """The summaries of the DLQ runs asked for (one run, or every run), and their totals."""
+
     runs: tuple[RunSummary, ...]
 
     @property

@@ -39,6 +39,9 @@ def environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class RunOptions:
+    """What a caller gives a run besides its plan, each optional: its id, environment, clock,
+    progress callback, signal handling, and a source or sink to use instead of the manifest's."""
+
     run_id: str | None = None
     env: Mapping[str, str] = field(default_factory=environment)
     clock: Clock = utc_now

@@ -69,6 +69,8 @@ class JournalInvalid(DponeError):
 
 @dataclass(frozen=True, slots=True)
 class JournalEntry:
+    """The journal's one entry: which run, in which phase, and what it publishes once it commits."""
+
     pipeline: str
     run_id: str
     load_id: str

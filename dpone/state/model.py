@@ -65,6 +65,8 @@ class Boundary:
 
 @dataclass(frozen=True, slots=True)
 class PipelineState:
+    """A pipeline's committed state (``dpone.state.v1``): its revision, cursor and last run."""
+
     pipeline: str
     revision: int = 0
     cursor: Cursor | None = None

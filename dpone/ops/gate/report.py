@@ -113,6 +113,8 @@ class BundleResult:
 
 @dataclass(frozen=True, slots=True)
 class GateReport:
+    """The release gate's verdict on every bundle it checked: ``blocked`` when any has a finding."""
+
     policy: GatePolicy
     roots: tuple[str, ...]
     bundles: tuple[BundleResult, ...]

@@ -110,6 +110,8 @@ class ReplaySink(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class ItemOutcome:
+    """One record's outcome in an execution; a rejected or unreplayable row names its reason."""
+
     record_id: str
     idempotency_key: str
     outcome: Outcome

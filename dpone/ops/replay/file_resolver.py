@@ -70,6 +70,8 @@ def resolver_identity(manifest: Plan, source_identity: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class _Wanted:
+    """A row to re-read from a file: its row number in the file and the record that names it."""
+
     row: int
     record_id: str
 

@@ -286,6 +286,8 @@ def _decision_from_json(doc: Any) -> RunDecision:
 
 @dataclass(frozen=True, slots=True)
 class RunSweep:
+    """What a retention apply did to one DLQ run: records deleted, the run's index afterwards."""
+
     run_id: str
     deleted: int
     record_count: int

@@ -117,6 +117,8 @@ class TaskFailure:
 
 @dataclass(frozen=True, slots=True)
 class PartitionResult:
+    """What a partition's task hands the driver: counts, cursor, segments, staged files; no rows."""
+
     index: int
     read: int = 0
     loaded: int = 0
