@@ -18,6 +18,7 @@ import contextlib
 import os
 import sys
 
+from dpone import startup
 from dpone.errors import EXIT_INTERRUPTED
 
 _PR_SET_THP_DISABLE = 41  # <linux/prctl.h>
@@ -45,6 +46,7 @@ def _huge_pages_off() -> bool:
 
 
 def main() -> None:
+    startup.pause()  # until the command's modules are loaded (dpone/startup.py)
     _without_huge_pages()
     try:
         from dpone.cli.main import main as cli_main

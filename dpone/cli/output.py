@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 import click
 import orjson
 
+from dpone import startup
 from dpone.errors import EXIT_CONFIG, EXIT_RUN_FAILED, DponeError, ErrorDetail, InternalError
 
 FORMAT_OPTION = click.option(
@@ -112,9 +113,17 @@ def fail(err: DponeError, fmt: str) -> NoReturn:
     sys.exit(err.exit_code)
 
 
-def run_command(fmt: str, body: Callable[[], int | None]) -> NoReturn:
+def run_command(
+    fmt: str, body: Callable[[], int | None], *, resumes_collector: bool = False
+) -> NoReturn:
     """Run a command body; map its outcome and any error to an exit code (an error is a
-    ``dpone.error.v1`` document when ``fmt`` is ``json``, else text, ``md`` included)."""
+    ``dpone.error.v1`` document when ``fmt`` is ``json``, else text, ``md`` included).
+
+    The garbage collector, paused while the command started (``dpone/startup.py``), is on
+    again before ``body`` runs, unless the body says it turns it on itself
+    (``resumes_collector``: ``dpone run``, once its connectors are loaded)."""
+    if not resumes_collector:
+        startup.resume()
     try:
         code = body()
     except DponeError as err:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import signal
 import sys
 from types import FrameType
@@ -67,9 +66,6 @@ def run_cmd(
 
             configure(verbose=verbose)
             plan = api.compile(manifest, evolution=evolution, allow_any_import=allow_any_import)
-            # What the imports and the compile made lives as long as the process: the garbage
-            # collector need not walk it again in every full collection of the run.
-            gc.freeze()
             watch.check()
             report = api.run(
                 plan, run_id=run_id, on_progress=progress, check=False, handle_signals=watch
@@ -87,4 +83,5 @@ def run_cmd(
         print_document(fmt, doc, lambda: render_text(doc), newline=True)
         return report.exit_code
 
-    run_command(fmt, body)
+    # The run resumes the garbage collector itself, once its connectors are loaded.
+    run_command(fmt, body, resumes_collector=True)

@@ -14,12 +14,15 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, Protocol, get_args, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args, runtime_checkable
 
 import pyarrow as pa
 
 from dpone.connectors.errors import SinkConfigError
 from dpone.manifest.plan import LoadColumn, MergeStrategy, StrategyMode
+
+if TYPE_CHECKING:  # the system tables' module is imported only by a run that keeps them
+    from dpone.connectors.systables import RunRow, SystemRows
 
 #: How a load applies its rows: the strategy the manifest chose (one vocabulary, in the plan).
 LOAD_MODES: tuple[str, ...] = get_args(StrategyMode)
@@ -129,6 +132,26 @@ class StagesBehind(Protocol):
 def stages_behind(sink: Sink) -> bool:
     """Whether ``sink``'s load may be staged on another thread."""
     return isinstance(sink, StagesBehind) and bool(sink.stages_behind)
+
+
+@runtime_checkable
+class SystemTablesLoad(Protocol):
+    """A load that writes the system tables' rows (``connectors/systables.py``) in its
+    commit's transaction."""
+
+    def attach_system_rows(self, rows: SystemRows) -> None:
+        """Write ``rows`` with this load's rows and marker when it commits."""
+        ...
+
+
+@runtime_checkable
+class RecordsRuns(Protocol):
+    """A sink that keeps the system tables: a failed run's row goes in on its own."""
+
+    def record_run(self, row: RunRow) -> None:
+        """Insert ``row`` into ``_dpone_runs`` in a transaction of its own (nothing when the
+        run is there already). Raises the sink's typed error when it cannot."""
+        ...
 
 
 PartitionKind = Literal["file", "row_groups", "key_range", "whole"]

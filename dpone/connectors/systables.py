@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal
 
 import orjson
 import pyarrow as pa
@@ -46,6 +46,8 @@ _ARROW = {
 
 @dataclass(frozen=True, slots=True)
 class Column:
+    """One column of a system table: its name, its kind (typed per dialect) and its nullability."""
+
     name: str
     kind: Literal["text", "bigint", "timestamp"]
     nullable: bool = False
@@ -181,35 +183,14 @@ class SystemRows:
         return (RUNS_TABLE, self.run.to_table()), (REJECTED_TABLE, self.rejected)
 
 
-@runtime_checkable
-class SystemTablesLoad(Protocol):
-    """A load that writes :class:`SystemRows` in its commit's transaction."""
-
-    def attach_system_rows(self, rows: SystemRows) -> None:
-        """Write ``rows`` with this load's rows and marker when it commits."""
-        ...
-
-
-@runtime_checkable
-class RecordsRuns(Protocol):
-    """A sink that keeps the system tables: a failed run's row goes in on its own."""
-
-    def record_run(self, row: RunRow) -> None:
-        """Insert ``row`` into ``_dpone_runs`` in a transaction of its own (nothing when the
-        run is there already). Raises the sink's typed error when it cannot."""
-        ...
-
-
 __all__ = [
     "REJECTED",
     "REJECTED_TABLE",
     "RUNS",
     "RUNS_TABLE",
-    "RecordsRuns",
     "RunRow",
     "SystemRows",
     "SystemTable",
-    "SystemTablesLoad",
     "error_summary",
     "rejected_table",
 ]

@@ -24,6 +24,7 @@ from dataclasses import replace
 from time import perf_counter
 from typing import Any
 
+from dpone import startup
 from dpone.assertions.engine import AssertionEngine
 from dpone.connectors.base import KeyedSink, Sink
 from dpone.errors import (
@@ -71,6 +72,7 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
     )
     systables.preflight(plan, parts.sink)
     engine = parts.assertion_engine()
+    startup.resume()  # the command's modules are loaded (dpone/startup.py)
     parts.paths.check_owned()  # a link where dpone keeps a folder: refused before any write
     parts.journal.lock()
     # Logged once the run is this process's: a refused preflight or a locked pipeline logs

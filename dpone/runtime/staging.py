@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from time import perf_counter
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -15,12 +16,15 @@ from dpone.connectors.base import (
     NestedLoad,
     Sink,
     SinkLoad,
+    SystemTablesLoad,
     TableDefinition,
 )
 from dpone.connectors.errors import SinkConfigError, SinkSchemaError
-from dpone.connectors.systables import SystemRows, SystemTablesLoad
 from dpone.contracts.spec import VARIANT_PREFIX
 from dpone.logs import get_logger
+
+if TYPE_CHECKING:  # imported only by a run that keeps the system tables
+    from dpone.connectors.systables import SystemRows
 
 log = get_logger("dpone.run")
 

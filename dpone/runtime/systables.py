@@ -10,22 +10,19 @@ own error, never this one.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from dpone.connectors.base import Sink
+from dpone.connectors.base import RecordsRuns, Sink
 from dpone.connectors.errors import SinkConfigError
-from dpone.connectors.systables import (
-    RecordsRuns,
-    RunRow,
-    SystemRows,
-    error_summary,
-    rejected_table,
-)
 from dpone.errors import DponeError
 from dpone.logs import get_logger
 from dpone.manifest.plan import Plan
 from dpone.runtime.context import RunContext
 from dpone.runtime.report import RowCounts
 from dpone.runtime.stream import Stream
+
+if TYPE_CHECKING:
+    from dpone.connectors.systables import RunRow, SystemRows
 
 log = get_logger("dpone.run")
 
@@ -48,6 +45,9 @@ def _row(
     data_outcome: str | None,
     error: DponeError | None = None,
 ) -> RunRow:
+    # The system tables' module is imported by a run that keeps them, not by every run.
+    from dpone.connectors.systables import RunRow, error_summary
+
     return RunRow(
         run_id=ctx.run_id,
         pipeline=ctx.plan.name,
@@ -68,6 +68,8 @@ def _row(
 def committed_rows(ctx: RunContext, stream: Stream, data_outcome: str) -> SystemRows:
     """What the run's commit adds to the system tables. Reads the run's DLQ records back
     through the store (checksums verified); their values only under ``preserve``."""
+    from dpone.connectors.systables import SystemRows, rejected_table
+
     plan, dlq = ctx.plan, stream.parts.dlq
     records = dlq.iter_records(ctx.run_id) if dlq is not None and stream.pipe.used else ()
     preserve = plan.sink.dlq.pii_policy == "preserve"

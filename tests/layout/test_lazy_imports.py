@@ -110,7 +110,8 @@ def test_an_ops_submodule_never_shadows_an_api_function() -> None:
 def test_a_csv_run_into_duckdb_loads_only_what_it_uses(tmp_path: Path) -> None:
     """``dpone run`` (JSON logs, as when scheduled) of a CSV file into DuckDB: no console
     logging (structlog pulls rich and asyncio), no other file format's reader, no DLQ
-    acknowledgement or deletion code, no dlt or PostgreSQL driver; each is start-up time."""
+    acknowledgement or deletion code, no dlt or PostgreSQL driver, no system tables; each is
+    start-up time."""
     (tmp_path / "data.csv").write_text("id,name\n1,a\n2,\n", encoding="utf-8")
     manifest = {
         "name": "lazy_run",
@@ -153,5 +154,6 @@ def test_a_csv_run_into_duckdb_loads_only_what_it_uses(tmp_path: Path) -> None:
         "dpone.connectors.sources.file.parquet",
         "dpone.dlq.acks",
         "dpone.dlq.compaction",
+        "dpone.connectors.systables",  # only a run with sink.options.system_tables
     )
     assert sorted(m for m in loaded if m.split(".")[0] in unwanted or m in unwanted) == []

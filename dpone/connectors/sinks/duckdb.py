@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyarrow as pa
@@ -61,8 +61,10 @@ from dpone.connectors.sinks.nativejson import native_schema
 from dpone.connectors.sources.duckdb import interruptible, utc_labels
 from dpone.connectors.sql.identifiers import qualify, quote_ident, short_hash
 from dpone.connectors.sql.merge import ROW_ID_COLUMN, is_dpone_column
-from dpone.connectors.systables import RUNS_TABLE, RunRow
 from dpone.manifest.specs import DuckdbSinkSpec
+
+if TYPE_CHECKING:  # imported only by a run that keeps the system tables
+    from dpone.connectors.systables import RunRow
 
 
 class DuckDbSink(KeyProbes):
@@ -272,6 +274,8 @@ class DuckDbSink(KeyProbes):
 
     def record_run(self, row: RunRow) -> None:
         """``row`` into ``_dpone_runs`` in a transaction of its own."""
+        from dpone.connectors.systables import RUNS_TABLE
+
         con = self.connect(create=True)
         assert con is not None
         step = Step(f"creating the schema {self._schema}")

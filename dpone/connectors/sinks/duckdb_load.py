@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import duckdb
 import pyarrow as pa
@@ -30,7 +30,9 @@ from dpone.connectors.sinks.nativejson import native_schema
 from dpone.connectors.sources.duckdb import interruptible
 from dpone.connectors.sql.identifiers import quote_ident
 from dpone.connectors.sql.merge import MergeSql, extra_columns
-from dpone.connectors.systables import SystemRows, SystemTable
+
+if TYPE_CHECKING:  # imported only by a run that keeps the system tables
+    from dpone.connectors.systables import SystemRows, SystemTable
 
 #: DuckDB's row group size (rows): staging inserts whole row groups (see DuckDbLoad._stage).
 ROW_GROUP_ROWS = 122_880
