@@ -5,7 +5,6 @@ dpone is a library."""
 from __future__ import annotations
 
 import gc
-import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ import pytest
 
 from dpone import api, startup
 from dpone.cli.output import run_command
+from tests.support.project import good, make_project, ts
 
 
 @pytest.fixture(autouse=True)
@@ -27,27 +27,11 @@ def _collector_restored() -> Iterator[None]:
         gc.enable()
 
 
-def _manifest(tmp_path: Path) -> Path:
-    (tmp_path / "rows.csv").write_text("id,name\n1,a\n2,b\nx,c\n", encoding="utf-8")
-    doc = {
-        "name": "startup_run",
-        "runtime": {"work_dir": str(tmp_path / "work")},
-        "source": {"type": "file", "format": "csv", "path": "rows.csv"},
-        "sink": {
-            "type": "duckdb",
-            "database": str(tmp_path / "w.duckdb"),
-            "table": "t",
-            "options": {
-                "schema_contract": {
-                    "enforcement": "quarantine",
-                    "columns": {"id": {"type": "integer"}, "name": {"type": "string"}},
-                }
-            },
-        },
-    }
-    path = tmp_path / "manifest.yaml"
-    path.write_text(json.dumps(doc), encoding="utf-8")
-    return path
+def _manifest(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    """Two good rows and one whose id is not an integer, into DuckDB."""
+    project = make_project(request, tmp_path, "duckdb")
+    project.write_csv("rows.csv", [good(1), good(2), ("x", "c", "1.00", ts(1), "true")])
+    return project.write_manifest()
 
 
 def test_resume_without_pause_leaves_the_collector_as_it_is() -> None:
@@ -68,9 +52,11 @@ def test_pause_then_resume_freezes_what_start_up_made_and_turns_the_collector_on
     assert gc.isenabled()
 
 
-def test_a_paused_run_turns_the_collector_on_before_it_streams(tmp_path: Path) -> None:
+def test_a_paused_run_turns_the_collector_on_before_it_streams(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
     startup.pause()
-    plan = api.compile(_manifest(tmp_path))
+    plan = api.compile(_manifest(request, tmp_path))
     assert not gc.isenabled()  # the compile is start-up
     report = api.run(plan)
     assert (report.rows.loaded, report.rows.quarantined) == (2, 1)
@@ -92,10 +78,12 @@ def test_any_other_command_runs_its_body_with_the_collector_on() -> None:
     assert seen == [True]
 
 
-def test_the_command_runs_with_the_collector_on_once_started(tmp_path: Path) -> None:
+def test_the_command_runs_with_the_collector_on_once_started(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
     """The real entry point, in a process of its own, with probes on the compile and on the
     stream: the collector is off while the manifest compiles, on while the chunks stream."""
-    manifest = _manifest(tmp_path)
+    manifest = _manifest(request, tmp_path)
     probe = (
         "import gc, sys\n"
         "import dpone.api as api\n"
