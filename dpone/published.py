@@ -8,19 +8,19 @@ and ``dpone schemas export`` copies them out unchanged.
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable, Iterator
 from importlib import resources
 from importlib.resources.abc import Traversable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from jsonschema import Draft202012Validator, ValidationError
-from jsonschema.validators import extend
-from referencing import Registry, Resource
-from referencing.jsonschema import DRAFT202012
 
+from dpone import validity
 from dpone.canonical import verify_checksum
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator, ValidationError
+    from referencing import Registry
 
 SCHEMA_SUFFIX = ".schema.json"
 
@@ -51,6 +51,9 @@ def load_schema(name: str) -> dict[str, Any]:
 @functools.cache
 def registry() -> Registry:
     """Every published schema by its ``$id``, so schemas can ``$ref`` one another."""
+    from referencing import Registry, Resource
+    from referencing.jsonschema import DRAFT202012
+
     resources_by_id = []
     for name in schema_names():
         schema = load_schema(name)
@@ -58,36 +61,60 @@ def registry() -> Registry:
     return Registry().with_resources(resources_by_id)
 
 
-@functools.cache
-def _whole(pattern: str) -> re.Pattern[str]:
-    """A trailing ``$`` as the end of the text: Python's ``$`` also matches before a final
-    newline, which would let ``"name\\n"`` pass an identifier pattern into a file name."""
-    if pattern.endswith("$") and not pattern.endswith("\\$"):
-        pattern = pattern[:-1] + r"\Z"
-    return re.compile(pattern)
-
-
 def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    if validator.is_type(instance, "string") and not _whole(pattern).search(instance):
+    from jsonschema import ValidationError
+
+    if validator.is_type(instance, "string") and not validity.whole(pattern).search(instance):
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
-
-
-_Validator = extend(Draft202012Validator, validators={"pattern": _pattern})
 
 
 @functools.cache
 def validator(name: str) -> Draft202012Validator:
+    """jsonschema's validator of schema ``name``, for what is wrong with a document; whether
+    it is valid at all is :func:`is_valid`'s to say, which imports no jsonschema."""
     # The published schemas are checked against the metaschema by the test suite
     # (tests/manifest/test_schema_doc.py), not in every process that validates a document.
-    schema = load_schema(name)
-    strict: Draft202012Validator = _Validator(
-        schema, registry=registry(), format_checker=Draft202012Validator.FORMAT_CHECKER
+    from jsonschema import Draft202012Validator
+    from jsonschema.validators import extend
+
+    strict: Draft202012Validator = extend(Draft202012Validator, validators={"pattern": _pattern})(
+        load_schema(name), registry=registry(), format_checker=Draft202012Validator.FORMAT_CHECKER
     )
     return strict
 
 
+def by_id(address: str) -> dict[str, Any]:
+    """The published schema whose ``$id`` is ``address``."""
+    for name in schema_names():
+        schema = load_schema(name)
+        if schema.get("$id") == address:
+            return schema
+    raise validity.Unsupported(f"no published schema has the $id {address!r}")
+
+
+@functools.cache
+def _checker() -> validity.Checker:
+    return validity.Checker(by_id)
+
+
+def matches(name: str, schema: Any, value: Any) -> bool:
+    """Whether ``value`` is valid against ``schema``, a part of the published schema
+    ``name`` (its ``$ref`` resolve in it)."""
+    try:
+        return _checker().check(schema, load_schema(name), value)
+    except validity.Unsupported:  # a schema beyond dpone.validity: jsonschema answers
+        return bool(validator(name).evolve(schema=schema).is_valid(value))
+
+
+def is_valid(doc: Any, name: str) -> bool:
+    """Whether ``doc`` is valid against the published schema ``name``."""
+    return matches(name, load_schema(name), doc)
+
+
 def schema_errors(doc: Any, name: str) -> list[str]:
     """Human-readable problems of ``doc`` against schema ``name`` (empty when valid)."""
+    if is_valid(doc, name):
+        return []
     out = []
     for err in sorted(validator(name).iter_errors(doc), key=lambda e: list(e.absolute_path)):
         pointer = "/" + "/".join(str(p) for p in err.absolute_path)

@@ -12,6 +12,7 @@ pytest_plugins = [
     "tests.support.postgres",
     "tests.support.s3server",
     "tests.support.scaleout",
+    "tests.support.crosscheck",
 ]
 
 #: A fault-injection test runs dpone several times, each a process of its own with a 300 s

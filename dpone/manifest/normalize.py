@@ -18,7 +18,7 @@ from dpone.manifest.context import (
     PassResult,
 )
 from dpone.manifest.schema import MANIFEST_SCHEMA
-from dpone.published import load_schema, validator
+from dpone.published import load_schema, matches
 
 
 def drop_extensions(doc: Document, ctx: CompileContext) -> PassResult:
@@ -101,4 +101,4 @@ def apply_defaults(doc: Document, ctx: CompileContext) -> PassResult:
 
 
 def _matches(subschema: Mapping[str, Any], value: Any) -> bool:
-    return bool(validator(MANIFEST_SCHEMA).evolve(schema=subschema).is_valid(value))
+    return matches(MANIFEST_SCHEMA, subschema, value)

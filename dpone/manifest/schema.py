@@ -12,15 +12,16 @@ import ast
 import difflib
 import re
 from collections.abc import Iterable, Iterator
-from typing import Any
-
-from jsonschema.exceptions import ValidationError, best_match
+from typing import TYPE_CHECKING, Any
 
 from dpone.errors import ErrorDetail
 from dpone.manifest.dltwords import dlt_word_fix
 from dpone.manifest.loader import LoadedManifest, locate
 from dpone.manifest.pointers import join_pointer
-from dpone.published import validator
+from dpone.published import is_valid, validator
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
 
 MANIFEST_SCHEMA = "dpone.manifest.v1"
 
@@ -111,6 +112,8 @@ def _known_properties(schema: Any, instance: Any = None) -> set[str]:
 def _leaf(error: ValidationError) -> ValidationError:
     """For oneOf/anyOf failures, the most relevant branch error."""
     if error.validator in ("oneOf", "anyOf") and error.context:
+        from jsonschema.exceptions import best_match
+
         best = best_match(error.context)
         if best is not None:
             return _leaf(best)
@@ -273,6 +276,8 @@ def _pattern_hint(pointer: str, pattern: str) -> str:
 
 def schema_errors(manifest: LoadedManifest) -> list[ErrorDetail]:
     """Every schema problem of the manifest, sorted by position."""
+    if is_valid(manifest.document, MANIFEST_SCHEMA):
+        return []  # the common case, answered without importing jsonschema
     found: list[ErrorDetail] = []
     seen: set[tuple[str, str | None, str]] = set()
     for error in validator(MANIFEST_SCHEMA).iter_errors(manifest.document):
