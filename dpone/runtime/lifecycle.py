@@ -26,7 +26,7 @@ from typing import Any
 
 from dpone import startup
 from dpone.assertions.engine import AssertionEngine
-from dpone.connectors.base import KeyedSink, Sink
+from dpone.connectors.base import KeyedSink, Sink, SourceChunk
 from dpone.errors import (
     EXIT_OK,
     ConfigError,
@@ -44,6 +44,7 @@ from dpone.manifest.plan import Plan
 from dpone.runtime import commit, outcome, systables
 from dpone.runtime.context import RunContext, RunOptions
 from dpone.runtime.journal import JournalEntry, JournalPhase
+from dpone.runtime.prefetch import ReadAhead
 from dpone.runtime.recovery import recover
 from dpone.runtime.report import (
     DlqSection,
@@ -54,7 +55,7 @@ from dpone.runtime.report import (
     StateSection,
     Timings,
 )
-from dpone.runtime.stream import Stream
+from dpone.runtime.stream import Stream, early_chunks
 from dpone.runtime.wiring import Components, relative, wire
 from dpone.state.model import PipelineState
 
@@ -83,10 +84,14 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
     engine.announce(pipeline=plan.name, run_id=ctx.run_id)
     if ctx.owns_watch:
         ctx.interrupts.start()
+    early: ReadAhead[SourceChunk] | None = None
     try:
+        early = early_chunks(plan, parts.source)
         with _one_connection(plan, parts.sink):
-            return _Run(ctx, parts, engine).execute()
+            return _Run(ctx, parts, engine, early).execute()
     finally:
+        if early is not None:
+            early.close()  # a run that failed before its stream: the reader lets go
         if ctx.owns_watch:
             ctx.interrupts.stop()
         parts.journal.unlock()
@@ -110,10 +115,17 @@ class _Run:
     """The steps of one run once its pipeline is locked. Single-threaded: every attribute is
     the calling thread's; the DLQ writer thread is reached only through the stream's pipe."""
 
-    def __init__(self, ctx: RunContext, parts: Components, engine: AssertionEngine) -> None:
+    def __init__(
+        self,
+        ctx: RunContext,
+        parts: Components,
+        engine: AssertionEngine,
+        early: ReadAhead[SourceChunk] | None = None,
+    ) -> None:
         self.ctx = ctx
         self.parts = parts
         self.engine = engine
+        self.early = early
         self.lineage = _Lineage(ctx, parts)
         self.recovered: tuple[Recovery, ...] = ()
 
@@ -129,7 +141,7 @@ class _Run:
         self._refuse_used_run_id()
         state = parts.states.read(ctx.plan.name)
         self._journal("running")
-        stream = _stream(ctx, parts, self.engine, state)
+        stream = _stream(ctx, parts, self.engine, state, self.early)
         try:
             streamed = stream.run()
             held = commit.holds_state(ctx.plan, stream.tally.rejected)
@@ -320,7 +332,11 @@ class _Run:
 
 
 def _stream(
-    ctx: RunContext, parts: Components, engine: AssertionEngine, state: PipelineState
+    ctx: RunContext,
+    parts: Components,
+    engine: AssertionEngine,
+    state: PipelineState,
+    early: ReadAhead[SourceChunk] | None = None,
 ) -> Stream:
     """This process reads the source (``engine: local``), or a Dask cluster does (§12), or
     this process checks a prevalidated source's files and the sink reads them."""
@@ -332,7 +348,7 @@ def _stream(
         from dpone.runtime.scaleout.driver import scale_out_stream
 
         return scale_out_stream(ctx, parts, engine, state)
-    return Stream(ctx, parts, engine, state)
+    return Stream(ctx, parts, engine, state, early=early)
 
 
 class _Lineage:

@@ -19,7 +19,7 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from time import perf_counter
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -50,6 +50,9 @@ from dpone.runtime.staging import Staging
 from dpone.runtime.tally import Tally
 from dpone.runtime.wiring import Components
 from dpone.state.model import Boundary, PipelineState
+
+if TYPE_CHECKING:
+    from dpone.manifest.plan import Plan
 
 log = get_logger("dpone.run")
 
@@ -86,7 +89,8 @@ class Stream:
 
     ``pipe`` and ``staging`` replace the run's own (a scale-out run's share of them);
     ``scale_out`` reads the source elsewhere; ``batch_verdicts=False`` leaves the batch
-    assertions to whoever sees every row (a scale-out task sees one partition)."""
+    assertions to whoever sees every row (a scale-out task sees one partition); ``early``:
+    the source's chunks, already being read (:func:`early_chunks`)."""
 
     def __init__(
         self,
@@ -99,6 +103,7 @@ class Stream:
         staging: Staging | None = None,
         scale_out: ScaleOut | None = None,
         batch_verdicts: bool = True,
+        early: ReadAhead[SourceChunk] | None = None,
     ) -> None:
         self.ctx = ctx
         self.parts = parts
@@ -109,6 +114,7 @@ class Stream:
         self.pipe = pipe or DlqPipe(parts.dlq, OwnDlqRun(ctx.identity))
         self.scale_out = scale_out
         self.batch_verdicts = batch_verdicts
+        self.early = early
         self.quarantine = Quarantine(ctx, self.tally, self.pipe, dlq_enabled=parts.dlq is not None)
         #: ``source.normalize: {nested: child_tables}``: the lists of objects' tables
         self.children = ChildTables.of(ctx.plan, parts.sink)
@@ -179,8 +185,9 @@ class Stream:
         stager = self.stager = StageBehind(
             self.staging, behind=stages_behind(self.parts.sink) and _usable_cores() > 1
         )
+        reading = self.early or _chunks(source, plan.runtime.chunk_size, after)
         try:
-            with _chunks(source, plan.runtime.chunk_size, after) as chunks:
+            with reading as chunks:
                 # Named in this thread, before inference sees a name (the read-ahead's is not).
                 bounded_chunks = bounded(timed(chunks, seconds), plan.runtime.max_columns)
                 order = ColumnOrder()
@@ -372,6 +379,30 @@ def _chunks(
     return Inline(source.chunks(chunk_size, after=after))
 
 
+def early_chunks(plan: Plan, source: Source) -> ReadAhead[SourceChunk] | None:
+    """The source's chunks, read on a thread from now on (None: not for this run).
+
+    A run of a file source (``engine: local``) on more than one core starts reading its
+    first chunk once its pipeline is locked, while this thread opens the sink, recovers,
+    reads the state and journals: what a run does before its first chunk otherwise leaves
+    the other core idle. Only where what is read cannot depend on those steps: a source that
+    reads ahead (pure reading, nothing bound to a thread) and takes no cursor from the state.
+    """
+    if (
+        plan.runtime.engine != "local"
+        or getattr(plan.source.spec, "prevalidated", False)
+        or source.cursor_pushdown
+        or not reads_ahead(source)
+        or _usable_cores() < 2
+    ):
+        return None
+
+    def make() -> Iterator[SourceChunk]:
+        return source.chunks(plan.runtime.chunk_size, after=None)
+
+    return ReadAhead(make, depth=1)
+
+
 def _usable_cores() -> int:
     """The cores this process may run on (its CPU affinity, where the OS reports one)."""
     affinity = getattr(os, "sched_getaffinity", None)
@@ -380,4 +411,4 @@ def _usable_cores() -> int:
     return os.cpu_count() or 1
 
 
-__all__ = ["ScaleOut", "Stream", "Streamed", "bounded", "streamed"]
+__all__ = ["ScaleOut", "Stream", "Streamed", "bounded", "early_chunks", "streamed"]

@@ -5,14 +5,19 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from dpone import api
+from dpone.clock import utc_now
 from dpone.connectors.sources.file import FileSource
 from dpone.runtime.prefetch import Inline, ReadAhead
-from dpone.runtime.stream import _chunks
+from dpone.runtime.stream import _chunks, early_chunks
+from dpone.runtime.wiring import wire
 from tests.connectors.specs import build_source
+from tests.support.project import good, make_project
 
 
 class Tracked:
@@ -120,3 +125,59 @@ def test_a_file_source_is_read_inline_on_one_core(tmp_path: Path) -> None:
         with _chunks(source, 10, None) as chunks:
             assert isinstance(chunks, ReadAhead)
             assert [c.num_rows for c in chunks] == [2]
+
+
+def _two_cores_or_one() -> set[int]:
+    """The cores to run on: two when this process may use two, else its one."""
+    cores = sorted(os.sched_getaffinity(0))
+    return set(cores[:2])
+
+
+def test_a_file_run_reads_its_first_chunk_while_it_prepares_on_two_cores(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    project = make_project(request, tmp_path, "duckdb")
+    project.write_csv("rows.csv", [good(1), good(2)])
+    plan = api.compile(project.write_manifest())
+    source = wire(plan, env=os.environ, clock=utc_now).source
+    cores = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, _two_cores_or_one())
+        early = early_chunks(plan, source)
+        if len(os.sched_getaffinity(0)) > 1:
+            assert isinstance(early, ReadAhead)
+            with early as chunks:
+                assert [c.num_rows for c in chunks] == [2]
+        else:
+            assert early is None
+        os.sched_setaffinity(0, {min(cores)})
+        assert early_chunks(plan, source) is None  # one core: nothing would overlap
+    finally:
+        os.sched_setaffinity(0, cores)
+
+
+def test_a_cursor_pushed_to_the_source_or_a_dask_run_is_not_read_early(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    project = make_project(request, tmp_path, "duckdb")
+    project.write_csv("rows.csv", [good(1)])
+    plan = api.compile(project.write_manifest())
+    source = wire(plan, env=os.environ, clock=utc_now).source
+    dask = replace(plan, runtime=replace(plan.runtime, engine="dask"))
+    assert early_chunks(dask, source) is None
+    source.cursor_pushdown = True  # as a SQL source has it
+    assert early_chunks(plan, source) is None
+
+
+def test_a_run_that_fails_before_its_stream_lets_go_of_the_file(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    project = make_project(request, tmp_path, "duckdb")
+    project.write_csv("rows.csv", [good(1), good(2)])
+    project.write_manifest()
+    assert project.run()["exit_code"] == 0
+    project.state_path.write_bytes(b"{not json")  # the state is read after the lock
+    failed = project.cli()
+    assert failed.exit_code != 0
+    assert "DPONE_STATE" in failed.stdout
+    assert [t.name for t in threading.enumerate() if t.name == "dpone-read-ahead"] == []
