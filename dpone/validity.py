@@ -231,9 +231,13 @@ class Checker:
         if fragment and not fragment.startswith("/"):
             raise Unsupported(f"the $ref {ref!r}")  # anchors
         node: Any = target_root
-        for part in fragment.split("/")[1:]:
-            key = unquote(part).replace("~1", "/").replace("~0", "~")
-            node = node[int(key)] if isinstance(node, list) else node[key]
+        try:
+            for part in fragment.split("/")[1:]:
+                key = unquote(part).replace("~1", "/").replace("~0", "~")
+                node = node[int(key)] if isinstance(node, list) else node[key]
+        except (KeyError, IndexError, ValueError, TypeError):
+            # A pointer to nothing: jsonschema's referencing says so in its own words.
+            raise Unsupported(f"the $ref {ref!r}") from None
         return node, target_root
 
     # --- the answer ---------------------------------------------------------------------
@@ -246,7 +250,10 @@ class Checker:
         for key, sub in schema.items():
             if key in _ANNOTATIONS or key in ("then", "else") or key.startswith("x-"):
                 continue
-            if not _KEYWORDS[key](self, sub, schema, root, value):
+            check = _KEYWORDS.get(key)
+            if check is None:  # _walk refused it already; kept so a gap can never pass silently
+                raise Unsupported(f"the keyword {key!r}")
+            if not check(self, sub, schema, root, value):
                 return False
         return True
 

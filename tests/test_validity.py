@@ -227,6 +227,8 @@ def test_the_draft_2020_12_corners_as_jsonschema_has_them(
         {"format": "email"},
         {"properties": {"a": {"$dynamicRef": "#x"}}},
         {"type": "decimal"},
+        {"$ref": "#/$defs/missing"},
+        {"$defs": {"a": [1]}, "$ref": "#/$defs/a/7"},
     ],
 )
 def test_what_it_does_not_know_it_refuses_to_answer(schema: dict[str, Any]) -> None:
