@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dpone import logs
 from dpone.errors import ConfigError, DponeError, ErrorDetail, ManifestError
+from dpone.records import frozen
 
 if TYPE_CHECKING:
     from dpone.contracts.spec import EvolutionMode
@@ -49,7 +49,7 @@ class RunFailed(DponeError):
             self.exit_code = report.exit_code
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Validation:
     """The outcome of :func:`validate`: ``ok``, or every error found (``dpone.error.v1``);
     ``warnings`` either way (a deprecated key: valid, but say so)."""

@@ -10,8 +10,9 @@ from __future__ import annotations
 import os
 import traceback
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
+
+from dpone.records import frozen
 
 Severity = Literal["error", "warning"]
 Stage = Literal[
@@ -44,7 +45,7 @@ EXIT_REPLAY_EXECUTOR_REQUIRED = 4
 EXIT_INTERRUPTED = 130
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ErrorDetail:
     """One problem, as data: what a person needs to find and fix it, never a row value."""
 

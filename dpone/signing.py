@@ -21,11 +21,12 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from dpone.canonical import canonical_json
 from dpone.errors import ConfigError, DponeError, Stage
+from dpone.records import frozen
 
 ALG = "hmac-sha256"
 MEMBER = "signature"
@@ -53,7 +54,7 @@ class SignatureError(DponeError):
     exit_code = 1
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SigningKey:
     """One HMAC key: the id its signatures name, and its secret (kept out of the repr)."""
 
@@ -61,7 +62,7 @@ class SigningKey:
     secret: bytes = field(repr=False)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Keyring:
     """The key that signs (if any) and every key that verifies, by id."""
 

@@ -35,7 +35,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
@@ -47,6 +46,7 @@ from dpone.connectors.base import LoadMarker, LoadSpec, Sink, Source, SourceChun
 from dpone.connectors.batches import conform, position_mask, rechunk
 from dpone.connectors.errors import SinkUnavailable, SourceUnavailable
 from dpone.connectors.sinks.loadstate import LoadState, keys_committed_twice
+from dpone.records import frozen
 
 if TYPE_CHECKING:
     from dpone.manifest.plan import Plan
@@ -186,7 +186,7 @@ class MemorySource:
 FailurePoint = Literal["begin", "stage", "commit"]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CommittedLoad:
     """A load :class:`MemorySink` committed: its marker, its rows and idempotency keys."""
 

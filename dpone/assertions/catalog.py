@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from dpone.assertions.builtins import BUILTINS
 from dpone.assertions.spec import Scope, ValueKind
 from dpone.logs import get_logger
+from dpone.records import frozen
 
 ENTRY_POINT_GROUP = "dpone.assertion"
 
@@ -26,7 +27,7 @@ def _no_problems(params: Mapping[str, Any]) -> list[str]:
     return []
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class AssertionTypeInfo:
     """One registered assertion type: scope, value kind, origin, and how to build and check it."""
 

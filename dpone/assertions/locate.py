@@ -16,10 +16,10 @@ import ast
 import importlib.machinery
 import importlib.util
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from dpone.assertions.catalog import ENTRY_POINT_GROUP
+from dpone.records import frozen
 from dpone.usercode import local_module_file, split_reference
 
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -37,7 +37,7 @@ _VALUES = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PredicateProblem:
     """Why a predicate reference does not resolve; ``code`` is a stable ``DPONE_*`` string."""
 

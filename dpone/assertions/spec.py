@@ -7,8 +7,9 @@ reverse.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
+
+from dpone.records import frozen
 
 Scope = Literal["row", "batch"]
 #: How the compiler checks an assertion's value: a row count, contract column names, anything.
@@ -17,7 +18,7 @@ Policy = Literal["fail", "quarantine", "warn"]
 Verdict = Literal["passed", "failed", "warned", "quarantined"]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class AssertionSpec:
     """One configured assertion, its policy already resolved by precedence."""
 
@@ -36,7 +37,7 @@ class AssertionSpec:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class AssertionVerdict:
     """What a run concluded about one assertion, with the rows it judged and those that failed."""
 

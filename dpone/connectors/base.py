@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args, runtime_checkable
@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from dpone.connectors.errors import SinkConfigError
 from dpone.manifest.plan import LoadColumn, MergeStrategy, StrategyMode
+from dpone.records import frozen
 
 if TYPE_CHECKING:  # the system tables' module is imported only by a run that keeps them
     from dpone.connectors.systables import RunRow, SystemRows
@@ -36,7 +37,7 @@ VALID_FROM, VALID_TO, ROW_HASH = "_dpone_valid_from", "_dpone_valid_to", "_dpone
 ID_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class DecodeFailure:
     """A physical line (1-based; a CSV header is line 1) the source could not decode.
 
@@ -50,7 +51,7 @@ class DecodeFailure:
     text: str = field(repr=False, compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SourceChunk:
     """One bounded piece of the source.
 
@@ -157,7 +158,7 @@ class RecordsRuns(Protocol):
 PartitionKind = Literal["file", "row_groups", "key_range", "whole"]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Partition:
     """One task's share of the source; small and picklable (it travels to a worker)."""
 
@@ -177,7 +178,7 @@ class Partition:
     row_offset: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Partitioning:
     """A source's partitions in the order every attempt sees them."""
 
@@ -205,7 +206,7 @@ class Partitionable(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class LoadSpec:
     """What one load is: who, which rows' schema, how to apply them, how far the cursor goes."""
 
@@ -288,7 +289,7 @@ class LoadSpec:
             raise SinkConfigError("valid_at must be an aware datetime")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class LoadMarker:
     """The proof a load committed, written in the same transaction as its rows.
 
@@ -378,7 +379,7 @@ class NestedLoad(SinkLoad, Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ColumnDefinition:
     """One column as the sink's own catalog names it (``type`` in the sink's dialect)."""
 
@@ -390,7 +391,7 @@ class ColumnDefinition:
         return {"name": self.name, "type": self.type, "nullable": self.nullable}
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TableDefinition:
     """A target table's definition as the sink reports it: names and types, never values."""
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from dpone.connectors.errors import (
 from dpone.connectors.inputs import Inputs, SourceFile
 from dpone.connectors.objectstore import ObjectInputs, object_filesystem
 from dpone.manifest.specs import StorageOptions
+from dpone.records import frozen
 
 
 def open_inputs(
@@ -51,7 +51,7 @@ def sha256_file(path: Path) -> str:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class LocalFile:
     """A file on a local disk: hashed before it is read (a file is re-read by the replay)."""
 
@@ -77,7 +77,7 @@ class LocalFile:
         del sha256  # hashed right before the read; the replay hashes again before trusting it
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class LocalInputs:
     """The local files a glob names; a relative glob is resolved under ``base_dir``."""
 

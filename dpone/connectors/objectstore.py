@@ -43,6 +43,7 @@ from dpone.connectors.errors import (
 from dpone.connectors.inputs import SourceFile
 from dpone.manifest.secrets import resolve_all
 from dpone.manifest.specs import StorageOptions
+from dpone.records import frozen
 
 if TYPE_CHECKING:  # pyarrow.fs is loaded by the object stores only: a local run skips it
     import pyarrow.fs as pafs
@@ -191,7 +192,7 @@ class _ObjectReader(io.RawIOBase):
             raise _object_error(exc, self.uri) from None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ObjectInputs:
     """The objects an ``s3://``/``gs://``/``az://`` glob names, listed under its literal prefix."""
 

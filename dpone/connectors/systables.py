@@ -16,7 +16,6 @@ column is a name, a code, a reference or a count.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
@@ -25,6 +24,7 @@ import pyarrow as pa
 
 from dpone.connectors.sql.identifiers import quote_ident
 from dpone.dlq.model import DlqRecord, parse_timestamp
+from dpone.records import frozen
 
 RUNS = "_dpone_runs"
 REJECTED = "_dpone_rejected"
@@ -44,7 +44,7 @@ _ARROW = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Column:
     """One column of a system table: its name, its kind (typed per dialect) and its nullability."""
 
@@ -53,7 +53,7 @@ class Column:
     nullable: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SystemTable:
     """One system table: its columns (in order) and its primary key."""
 
@@ -121,7 +121,7 @@ REJECTED_TABLE = SystemTable(
 )
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RunRow:
     """A run as ``_dpone_runs`` holds it. ``error_summary`` is ``CODE: message`` (the error's
     own message: value-free, cut at :data:`MAX_SUMMARY`)."""
@@ -172,7 +172,7 @@ def rejected_table(pipeline: str, records: Iterable[DlqRecord], *, with_values: 
     return pa.Table.from_pydict(columns, schema=REJECTED_TABLE.schema)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SystemRows:
     """What a committing load adds to the system tables: its run and its rejected records."""
 

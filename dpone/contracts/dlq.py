@@ -8,10 +8,10 @@ Pure data, so it lives in the bottom layer: the manifest compiler builds it from
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from dpone.errors import ConfigError, ErrorDetail
+from dpone.records import frozen
 
 PiiPolicy = Literal["reference_only", "masked", "preserve"]
 PII_POLICIES: tuple[str, ...] = get_args(PiiPolicy)
@@ -48,7 +48,7 @@ def is_production(environment: str) -> bool:
     return environment.strip().lower().startswith("prod")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class DlqPolicy:
     """How rejected rows are kept. ``directory`` is absolute once the plan is compiled."""
 

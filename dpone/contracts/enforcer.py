@@ -54,6 +54,7 @@ from dpone.contracts.types import (
     spec_from_arrow,
     type_label,
 )
+from dpone.records import frozen
 
 #: How many positions a warning diagnostic keeps (positions only, never values).
 DIAGNOSTIC_POSITIONS = 5
@@ -73,7 +74,7 @@ _NEW_COLUMN_ACTIONS: dict[EvolutionMode, Action] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ColumnPlan:
     """What to do with one output column, decided once per (input schema, sink schema)."""
 
@@ -91,7 +92,7 @@ class ColumnPlan:
         return sink_field(self.spec, nullable=self.nullable)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class EnforcementPlan:
     """How one input schema (against one sink schema) is enforced, computed once per pair."""
 

@@ -7,13 +7,14 @@ so the callers can combine masks with plain ``and``/``or`` and count them with `
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dpone.records import frozen
 
-@dataclass(frozen=True, slots=True)
+
+@frozen
 class Conversion:
     """The outcome of converting one column to its logical type.
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+
+from dpone.records import frozen
 
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
@@ -35,7 +36,7 @@ def positional(position: int) -> str:
     return f"column_{position}"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Renamed:
     """One source column the run names otherwise than the source wrote it."""
 
@@ -48,7 +49,7 @@ class Renamed:
         return {"position": self.position, "source": self.source, "name": self.name}
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Naming:
     """The names of one source schema under the rule (see the module docstring)."""
 

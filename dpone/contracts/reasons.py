@@ -6,8 +6,9 @@ contains a value. Vendor text never becomes a code or a durable diagnostic.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
+
+from dpone.records import frozen
 
 
 class ReasonCode(StrEnum):
@@ -30,7 +31,7 @@ class ReasonCode(StrEnum):
         return REASONS[self]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ReasonInfo:
     """What a reason code fixes: the lifecycle stage that raises it and its value-free message."""
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 from typing import Any
 
@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 
 from dpone.contracts.errors import ContractError
 from dpone.contracts.reasons import ReasonCode
+from dpone.records import frozen
 
 #: The ``column`` of a violation that concerns the whole table (``evolution.tables``).
 TABLE_SCOPE = "*"
@@ -27,7 +28,7 @@ class Action(StrEnum):
     FAIL = "fail"  # evolution freeze: the run fails before the sink commits
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Violation:
     """One value of one row that broke the contract. Names and types only, never the value."""
 
@@ -45,7 +46,7 @@ class Violation:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RowRejection:
     """One rejected row of a chunk by position; ``reason``/``column`` name its first violation.
 
@@ -58,7 +59,7 @@ class RowRejection:
     violations: tuple[Violation, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Diagnostic:
     """A warning: how many values of a column were handled by ``action``, first positions only."""
 
@@ -256,7 +257,7 @@ def clean(mask: pa.Array) -> pa.BooleanArray:
     return mask if mask.null_count == 0 else pc.fill_null(mask, False)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class EnforcementResult:
     """The outcome of enforcing a contract on one chunk.
 

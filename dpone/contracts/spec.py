@@ -6,8 +6,10 @@ Pure data: frozen, slotted dataclasses whose vocabularies mirror the enums of
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal, get_args
+
+from dpone.records import frozen
 
 LogicalType = Literal[
     "string",
@@ -36,7 +38,7 @@ COERCIONS: tuple[str, ...] = get_args(Coercion)
 VARIANT_PREFIX = "__dpone__nc__"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ColumnSpec:
     """One declared column. ``precision``/``scale`` only for decimal, ``timezone`` for timestamp.
     ``source``: the source column's name as written, when it is not ``name`` (a rename)."""
@@ -62,7 +64,7 @@ class ColumnSpec:
         return doc
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class EvolutionSpec:
     """dlt's vocabulary for what the contract does not declare (see SPEC §3)."""
 
@@ -74,7 +76,7 @@ class EvolutionSpec:
         return {"tables": self.tables, "columns": self.columns, "data_type": self.data_type}
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TypeInferenceSpec:
     """``type_inference``: how the columns the contract does not declare get their types."""
 
@@ -92,7 +94,7 @@ class TypeInferenceSpec:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ContractSpec:
     """The whole declared contract of one sink table."""
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any, Literal, get_args
 
@@ -39,6 +39,7 @@ from dpone.dlq.layout import ACKS_DIR, dumps
 from dpone.dlq.model import TIMESTAMP_PATTERN
 from dpone.dlq.rundir import RunDir
 from dpone.ids import is_identifier, is_ulid
+from dpone.records import frozen
 
 ACK_SCHEMA = "dpone.dlq-replay-ack.v1"
 AckOutcome = Literal["applied", "still_rejected"]
@@ -67,7 +68,7 @@ _CHECKSUM = re.compile(CHECKSUM_PATTERN)
 _TIMESTAMP = re.compile(TIMESTAMP_PATTERN)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ReplayAck:
     """One acknowledged replay of one record. ``sha256`` is filled in by :meth:`sealed`."""
 

@@ -21,7 +21,7 @@ import re
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from itertools import compress
 from operator import itemgetter, not_
 from typing import Any, Literal, get_args
@@ -42,6 +42,7 @@ from dpone.dlq.errors import DlqIndexInvalid
 from dpone.dlq.model import MAX_NAME_LENGTH, TIMESTAMP_PATTERN
 from dpone.dlq.segments import SegmentEntry
 from dpone.ids import is_identifier, is_ulid
+from dpone.records import frozen
 from dpone.signing import well_formed
 
 INDEX_SCHEMA = "dpone.dlq-index.v1"
@@ -148,7 +149,7 @@ def _entries_fingerprint(entries: list[dict[str, Any]]) -> str:
     return fingerprint(zip(ids, shas, strict=True))
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class IndexEntry:
     """One record as the run index lists it: its id, checksum, reason code and column."""
 
@@ -161,7 +162,7 @@ class IndexEntry:
         return entry(self.record_id, self.sha256, self.code.value, self.column)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class DlqIndex:
     """A verified run index (the store checked its checksum before building this).
 

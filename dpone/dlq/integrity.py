@@ -9,7 +9,6 @@ operator plane: :mod:`dpone.ops.verification`, built on what is here.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Any
 
 from dpone import durable
@@ -20,6 +19,7 @@ from dpone.dlq.indexfile import read_index_at
 from dpone.dlq.layout import HARD_MAX_SEGMENT_BYTES, INDEX_FILE, RUNS_DIR, segment_where
 from dpone.dlq.rundir import RunDir
 from dpone.dlq.segments import SEGMENTS_DIR, bytes_checksum
+from dpone.records import frozen
 
 RUN_ABANDONED = "DPONE_DLQ_RUN_ABANDONED"
 TORN_SEGMENT = "DPONE_DLQ_TORN_SEGMENT"
@@ -30,7 +30,7 @@ DRIFT = "DPONE_DLQ_INDEX_DRIFT"
 CHECKSUM = "DPONE_DLQ_CHECKSUM_MISMATCH"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Finding:
     """One integrity problem. ``path`` is relative to the store's root."""
 

@@ -9,7 +9,6 @@ A record enters it only once its segment is durable.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -22,6 +21,7 @@ from dpone.dlq.errors import DlqInvalidReject, DlqLimitExceeded, DlqRecordConfli
 from dpone.dlq.index import entry
 from dpone.dlq.model import DlqRecord
 from dpone.dlq.segments import SegmentEntry
+from dpone.records import frozen
 
 # Room the index header and reason counts take besides the entries (bytes, generous).
 INDEX_OVERHEAD = 2048
@@ -33,7 +33,7 @@ _Columns = tuple[list[str], list[str], list[str], list[str | None]]
 EntryColumns = tuple[Sequence[str], Sequence[str], Sequence[str], Sequence[str | None]]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Item:
     """One record ready to be written one by one (a retry): where, what, and what its index
     entry holds."""

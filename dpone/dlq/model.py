@@ -9,7 +9,7 @@ fixed reason vocabulary on top. How a record is built from a rejected row is
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
 from typing import Any, ClassVar, Literal, get_args
 
@@ -19,6 +19,7 @@ from dpone.contracts.reasons import REASONS, ReasonCode
 from dpone.dlq.errors import DlqRecordInvalid
 from dpone.dlq.refs import MAX_REF_LENGTH, is_replayable
 from dpone.ids import is_identifier, is_ulid
+from dpone.records import frozen
 
 RECORD_SCHEMA = "dpone.dlq.v1"
 REDACTED = "[REDACTED]"
@@ -94,7 +95,7 @@ def reason_block(code: ReasonCode, column: str | None) -> dict[str, Any]:
 # --- the record as read back --------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Reason:
     """The record's ``reason``: its code (with its fixed category, stage, message) and column."""
 
@@ -108,7 +109,7 @@ class Reason:
         return reason_block(self.code, self.column)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Diagnostics:
     """The record's ``diagnostics``: value-free metadata (types, column, rule, source position)."""
 
@@ -123,7 +124,7 @@ class Diagnostics:
         return {key: getattr(self, key) for key in DIAGNOSTIC_KEYS}
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Payload:
     """The record's ``payload``: the row's values as its PII policy allows (none, masked, kept)."""
 
@@ -134,7 +135,7 @@ class Payload:
         return {"policy": self.policy, "value": self.value}
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Replay:
     """The record's ``replay``: whether its row can be re-read from the source, and its status."""
 
@@ -179,7 +180,7 @@ def _only_redacted(value: Any) -> bool:
     return bool(value == REDACTED)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class DlqRecord:
     """One rejected row, as durable metadata. Immutable once written."""
 

@@ -23,7 +23,6 @@ index entries — so the driver never reads the segments back
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from datetime import datetime
 
 from dpone.dlq import fsio
@@ -35,6 +34,7 @@ from dpone.dlq.rundir import RunDir, RunHeader
 from dpone.dlq.segments import SEGMENT_SUFFIX, SEGMENTS_DIR, SegmentEntry
 from dpone.dlq.writer import RunWriter
 from dpone.ids import ulids_at
+from dpone.records import frozen
 
 # The 80 bits under the ULID's timestamp: partition, chunk, row (most significant first).
 PARTITION_BITS = 20
@@ -61,7 +61,7 @@ def partition_segment_name(partition: int, chunk: int, piece: int = 0) -> str:
     return f"p{partition:05d}-c{chunk:06d}{suffix}{SEGMENT_SUFFIX}"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PartitionSegments:
     """What a partition published, for the driver's index: the segments' descriptors (JSON
     form, in record-id order) and their records' index entries as columns (in the same order)."""

@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
 from dpone.dlq.errors import DlqInvalidRef
 from dpone.dlq.fsio import check_identifier
 from dpone.ids import IDENTIFIER_PATTERN
+from dpone.records import frozen
 from dpone.sourcepaths import is_object_uri, source_path_problem
 
 REF_PREFIX = "dpone://"
@@ -54,7 +54,7 @@ _RUN_REF = re.compile(
 _PATH_SAFE = "/-._~"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class FileRef:
     """A row of a file source: ``path`` as the manifest spells it, the file's SHA-256, its row."""
 
@@ -66,7 +66,7 @@ class FileRef:
         return file_ref(self.path, self.sha256, self.row)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class FileLineRef:
     """A physical line of a file that the source could not decode (not replayable)."""
 
@@ -78,7 +78,7 @@ class FileLineRef:
         return file_line_refs(self.path, self.sha256, [self.line])[0]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RunRowRef:
     """A row of a source that cannot be re-read: the run and load that saw it, its row."""
 

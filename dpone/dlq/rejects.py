@@ -12,7 +12,7 @@ import base64
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import date, datetime, time
 from decimal import Decimal
 from typing import Any
@@ -33,6 +33,7 @@ from dpone.dlq.model import (
     reason_block,
 )
 from dpone.dlq.refs import has_ref_shape, is_replayable
+from dpone.records import frozen
 
 _SAFE_TOKEN = re.compile(SAFE_TOKEN_PATTERN)
 
@@ -40,7 +41,7 @@ _SAFE_TOKEN = re.compile(SAFE_TOKEN_PATTERN)
 # --- the writer's input -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RejectedRow:
     """One rejected row as the lifecycle hands it over. ``value`` is never shown in a repr.
 

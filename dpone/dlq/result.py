@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from dpone.dlq.layout import INDEX_FILE, RUNS_DIR
+from dpone.records import frozen
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RunResult:
     """What the lifecycle and the evidence bundle need once a run has ended."""
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -33,11 +32,12 @@ from dpone.dlq.lock import release_lock, take_lock
 from dpone.dlq.scan import scan_segments
 from dpone.dlq.segments import SEGMENTS_DIR, SegmentEntry
 from dpone.logs import get_logger
+from dpone.records import frozen
 
 log = get_logger("dpone.dlq")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RunHeader:
     """What an index says about its run besides status and records."""
 

@@ -39,6 +39,7 @@ from dpone.dlq.errors import (
 from dpone.dlq.model import TIMESTAMP_PATTERN, DlqRecord
 from dpone.faults import checkpoint
 from dpone.ids import is_ulid
+from dpone.records import frozen
 
 SEGMENTS_DIR = "segments"
 SEGMENT_SUFFIX = ".jsonl"
@@ -69,7 +70,7 @@ def bytes_checksum(data: bytes | memoryview) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SegmentEntry:
     """One segment as the run index lists it."""
 
@@ -243,7 +244,7 @@ def segment_documents(
         yield doc
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Line:
     """One line of a segment whose bytes the index pins: its bytes, record id and expiry."""
 

@@ -11,7 +11,6 @@ is :func:`widens`. Names and logical types only, never a value.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -19,6 +18,7 @@ import pyarrow as pa
 from dpone.contracts.spec import VARIANT_PREFIX
 from dpone.contracts.types import spec_from_arrow, type_label
 from dpone.evidence.model import SchemaChange
+from dpone.records import frozen
 
 Compatibility = Literal["additive", "breaking"]
 Level = Literal["none", "additive", "breaking"]
@@ -46,7 +46,7 @@ _INTEGER_DIGITS = 19
 _SAME = {frozenset({"string", "json"})}
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CompatibilityChange:
     """One change of the table's schema, ``before`` and ``after`` as logical type labels."""
 
@@ -71,7 +71,7 @@ class CompatibilityChange:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CompatibilityReport:
     """The schema changes of a run, each additive or breaking (the evidence's ``compatibility``)."""
 

@@ -7,7 +7,7 @@ verdicts, never passed in, so a bundle cannot claim more than it shows.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -15,6 +15,7 @@ import pyarrow as pa
 from dpone.assertions.spec import AssertionVerdict
 from dpone.contracts.spec import VARIANT_PREFIX
 from dpone.contracts.types import TYPE_METADATA_KEY
+from dpone.records import frozen
 
 EVIDENCE_SCHEMA_ID = "dpone.data_contract_evidence.v1"
 ExecutionStatus = Literal["succeeded", "failed"]
@@ -23,7 +24,7 @@ DataOutcome = Literal[
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Summary:
     """The run's row counts and its number of chunks (the evidence's ``summary``)."""
 
@@ -56,7 +57,7 @@ class Summary:
 MAX_RECORD_IDS = 100
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class DlqEvidence:
     """The evidence's ``dlq``: the run's DLQ records by reason, and the index that lists them."""
 
@@ -84,7 +85,7 @@ class DlqEvidence:
 SchemaChangeKind = Literal["table_created", "column_added", "variant_column_created"]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SchemaChange:
     """One change this run made to the sink's schema (SPEC §7); names and types, no values."""
 
@@ -123,7 +124,7 @@ def schema_changes(
     return tuple(changes)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Evidence:
     """One run's ``dpone.data_contract_evidence.v1`` bundle: what it did, without a row value."""
 

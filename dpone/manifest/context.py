@@ -8,13 +8,13 @@ them; the checks import this).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from dpone.assertions.catalog import AssertionTypeInfo
 from dpone.errors import ErrorDetail, Severity
 from dpone.manifest.loader import LoadedManifest, locate
 from dpone.manifest.salvage import touches
+from dpone.records import frozen
 
 Document = dict[str, Any]
 PassResult = Document | list[ErrorDetail]
@@ -33,7 +33,7 @@ EVOLUTION_KEYS = ("tables", "columns", "data_type")
 RESERVED_ASSERTION_KEYS = ("on_failure", "custom")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CompileContext:
     """What the passes and checks of one compile share: the manifest, the registered assertion
     types, whether predicates may name any module, and the pointers the schema refused."""

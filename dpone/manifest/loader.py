@@ -6,7 +6,6 @@ reports what cannot be parsed; ``yamlnodes`` decides what a manifest may hold.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +20,12 @@ from dpone.manifest.yamlnodes import (
     compose,
     value_mark,
 )
+from dpone.records import frozen
 
 MAX_MANIFEST_BYTES = 1_048_576
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class LoadedManifest:
     """A parsed manifest: its document as plain data and the line/column marks of its pointers."""
 

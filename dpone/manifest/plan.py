@@ -8,7 +8,6 @@ JSON Schema, so nothing here (nor in the connectors built from it) defaults a ma
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -20,6 +19,7 @@ from dpone.contracts.spec import ContractSpec
 from dpone.errors import ErrorDetail
 from dpone.manifest.secrets import SecretRef
 from dpone.manifest.specs import IncrementalPlan, SinkSpec, SourceSpec
+from dpone.records import frozen
 
 PLAN_SCHEMA_ID = "dpone.plan.v1"
 
@@ -35,7 +35,7 @@ def _connection(spec: SourceSpec | SinkSpec) -> SecretRef | None:
     return found if isinstance(found, SecretRef) else None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SourcePlan:
     """The plan's source: the spec its connector is built from, and the secrets it names."""
 
@@ -63,7 +63,7 @@ class SourcePlan:
         return tuple(found)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class StrategyPlan:
     """How a load writes into the sink table (``sink.strategy``): mode, keys, merge settings."""
 
@@ -85,7 +85,7 @@ class StrategyPlan:
         return datetime.fromisoformat(self.boundary_timestamp)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SinkPlan:
     """The plan's sink: its connector spec, strategy, contract, DLQ policy and evidence folder."""
 
@@ -118,7 +118,7 @@ class SinkPlan:
         return _connection(self.spec)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class QualityPlan:
     """The manifest's ``quality.assertions``: the default policy and every configured assertion."""
 
@@ -126,7 +126,7 @@ class QualityPlan:
     assertions: tuple[AssertionSpec, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class DaskPlan:
     """``runtime.dask``: a scheduler's address, or the shape of a local cluster (None: the
     manifest does not say; ``n_workers`` is then the machine's cores, ``memory_limit`` Dask's)."""
@@ -136,7 +136,7 @@ class DaskPlan:
     memory_limit: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RuntimePlan:
     """The manifest's ``runtime``: work dir, chunk size, column limit, engine and Dask settings."""
 
@@ -148,7 +148,7 @@ class RuntimePlan:
     max_columns: int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Plan:
     """One manifest compiled: what a run executes, every default filled in (see the module)."""
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlsplit
 
 from dpone.errors import SecretError
+from dpone.records import frozen
 
 REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _OPENING = "${"
@@ -19,7 +19,7 @@ _LIBPQ_PASSWORD = re.compile(r"(?:^|\s)password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)", 
 _SECRET_PARAMS = {"password", "pass", "pwd", "secret", "token", "sslpassword"}
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SecretRef:
     """A string that may contain ``${NAME}`` references, resolved only when used."""
 

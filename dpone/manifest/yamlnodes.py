@@ -19,7 +19,6 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from ruamel.yaml import YAML
@@ -32,6 +31,7 @@ from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from dpone.errors import ErrorDetail, ManifestError
 from dpone.manifest.pointers import join_pointer
+from dpone.records import frozen
 
 MAX_DEPTH = 64
 MAX_NODES = 100_000
@@ -45,7 +45,7 @@ _MAP_TAG = f"{_CORE}map"
 _SEQ_TAG = f"{_CORE}seq"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Mark:
     """1-based positions of a mapping key (if any) and of its value."""
 

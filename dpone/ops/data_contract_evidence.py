@@ -11,16 +11,16 @@ contract that was enforced.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from dpone.evidence import lineage
 from dpone.evidence.model import MAX_RECORD_IDS, DlqEvidence, Evidence, Summary
 from dpone.evidence.writer import bundle_dir, write_evidence
+from dpone.records import frozen
 from dpone.type_system.enforcement import EnforcementOutcome
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class EvidenceArtifact:
     """The published bundle: ``path`` of its JSON (the Markdown is beside it)."""
 

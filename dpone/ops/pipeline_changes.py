@@ -21,7 +21,6 @@ import os
 import shutil
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from dpone.durable import fsync_dir
 from dpone.errors import UsageError
 from dpone.ops.pipeline_files import PipelineDirs, check_name
 from dpone.ops.pipelines import PipelineInfo, pipeline_info
+from dpone.records import frozen
 
 CHANGE_SCHEMA = "dpone.pipeline-change.v1"
 #: Strategies a reset cannot load twice into.
@@ -49,7 +49,7 @@ class DropTableUnsupported(UsageError):
     code = "DPONE_PIPELINE_DROP_TABLE_UNSUPPORTED"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ResetDecision:
     """What a reset of ``pipeline`` will do, decided before anything changes."""
 
@@ -91,7 +91,7 @@ class ResetDecision:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ResetResult:
     """What a reset did: whether it removed the state and emptied the table, and what it removed."""
 
@@ -119,7 +119,7 @@ class ResetResult:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class DropResult:
     """What a drop did: the pipeline's files it removed (relative to the work dir)."""
 

@@ -14,7 +14,6 @@ import os
 import re
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +22,7 @@ from dpone.errors import UsageError
 from dpone.evidence.writer import EVIDENCE_FILE
 from dpone.ids import is_identifier
 from dpone.published import checked_document
+from dpone.records import frozen
 
 if TYPE_CHECKING:
     from dpone.manifest.plan import Plan
@@ -58,7 +58,7 @@ def check_name(name: str) -> str:
     return name
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PipelineDirs:
     """The folders a pipeline's files live in."""
 

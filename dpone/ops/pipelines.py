@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -21,6 +21,7 @@ from dpone.ops.pipeline_files import (
     check_name,
     evidence_docs,
 )
+from dpone.records import frozen
 
 #: How many runs ``info`` shows (``runs`` takes a ``limit``).
 INFO_RUNS = 5
@@ -31,7 +32,7 @@ READ_STATUSES: tuple[str, ...] = get_args(ReadStatus)
 LIST_SCHEMA = "dpone.pipeline-list.v1"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class StateView:
     """The committed state: ``status`` is ``none`` (never committed), ``ok`` or ``invalid``
     (``code`` says why: it does not verify, so no run will start until it is reset)."""
@@ -76,7 +77,7 @@ class StateView:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class JournalView:
     """The run journal: ``none``, or the last run's ``phase``; ``invalid`` with its code."""
 
@@ -99,7 +100,7 @@ class JournalView:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RunView:
     """One run as its evidence bundle recorded it (counts, outcome, sink, state move)."""
 
@@ -176,7 +177,7 @@ class RunView:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class DlqRunView:
     """One DLQ run of the pipeline: its status, records per reason and bytes on disk."""
 
@@ -198,7 +199,7 @@ class DlqRunView:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PipelineInfo:
     """``dpone pipeline info NAME`` (``runs`` holds the last runs, newest first)."""
 
@@ -234,7 +235,7 @@ class PipelineInfo:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PipelineList:
     """``dpone pipeline list``: every pipeline of a work dir, with its state and last run."""
 

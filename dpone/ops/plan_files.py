@@ -9,7 +9,6 @@ Checking what the plan says against the store is the caller's business.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +16,10 @@ import orjson
 
 from dpone import signing
 from dpone.errors import DponeError
+from dpone.records import frozen
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PlanFileKind:
     """How the errors about one kind of plan file read (``what``: "the replay plan")."""
 

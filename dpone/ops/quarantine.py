@@ -17,7 +17,6 @@ import hashlib
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -27,6 +26,7 @@ from dpone import durable
 from dpone.dlq.layout import ACKS_DIR, RUNS_DIR
 from dpone.errors import DponeError, ErrorDetail, PathIsSymlink, UsageError
 from dpone.ids import is_identifier
+from dpone.records import frozen
 from dpone.runtime.legacy_export import SUFFIX
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ class LegacyReplayFailed(DponeError):
         self.replay = replay
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ExportedRow:
     """One line of the raw export: the rejected row's values and how to find its DLQ record."""
 
@@ -69,7 +69,7 @@ class ExportedRow:
     row: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class LegacyReplay:
     """What a legacy replay achieved: ``succeeded`` only when no row of the run is pending."""
 

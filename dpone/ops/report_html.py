@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from dpone.ops.pipeline_files import PipelineDirs, Unreadable, read_plain
 from dpone.ops.pipelines import PipelineInfo, dlq_runs, pipeline_info
 from dpone.ops.report_svg import bars_with_line, esc, grouped_bars, horizontal_bars
 from dpone.published import schema_errors
+from dpone.records import frozen
 
 REPORT_SCHEMA = "dpone.ops-report.v1"
 GATE_FILE = "release_gate.json"
@@ -36,7 +36,7 @@ GATE_DEPTH = 4
 CHART_RUNS = 30
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class GateVerdict:
     """One ``release_gate.json`` under the work dir: its decision, bundles checked and blocked."""
 
@@ -56,7 +56,7 @@ class GateVerdict:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RetentionView:
     """What a retention plan made now would delete (records, and their bytes on disk)."""
 
@@ -76,7 +76,7 @@ class RetentionView:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class OpsReport:
     """The page and what it shows, as data."""
 

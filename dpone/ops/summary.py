@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,12 +21,13 @@ import orjson
 from dpone.canonical import verify_checksum
 from dpone.dlq.fsio import check_identifier
 from dpone.evidence.writer import EVIDENCE_FILE
+from dpone.records import frozen
 
 if TYPE_CHECKING:
     from dpone.dlq.store import DlqStore
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ReasonCount:
     """How many records of a run have one reason code and column (None: no column)."""
 
@@ -39,7 +39,7 @@ class ReasonCount:
         return {"code": self.code, "column": self.column, "count": self.count}
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RunSummary:
     """One DLQ run's record counts by reason and by reason and column, with its evidence's hints."""
 
@@ -70,7 +70,7 @@ class RunSummary:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class DlqSummary:
     """The summaries of the DLQ runs asked for (one run, or every run), and their totals."""
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 from bisect import bisect_left
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dpone.dlq import fsio
@@ -54,6 +53,7 @@ from dpone.dlq.lock import name_exists, writer_alive
 from dpone.dlq.scan import SegmentScan, scan_segments
 from dpone.dlq.segments import SEGMENTS_DIR
 from dpone.ids import is_identifier
+from dpone.records import frozen
 
 if TYPE_CHECKING:
     from dpone.dlq.store import DlqStore
@@ -79,7 +79,7 @@ FINDING_CODES: Mapping[str, str] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Verification:
     """What ``dpone ops dlq verify`` found (and, with ``repair``, fixed)."""
 

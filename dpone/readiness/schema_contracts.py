@@ -11,13 +11,13 @@ at ``/sink/options/schema_contract/...``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dpone.contracts.spec import ContractSpec, Enforcement
 from dpone.manifest.compiler import compile_loaded
 from dpone.manifest.loader import LoadedManifest
+from dpone.records import frozen
 
 #: What the contract is compiled inside of; nothing of it reaches the contract.
 _DISPLAY = "schema_contract"
@@ -41,7 +41,7 @@ def _skeleton(options: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SchemaContract:
     """A compiled schema contract; ``spec`` is what the enforcement engine takes."""
 

@@ -12,7 +12,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import pyarrow as pa
 
@@ -21,6 +21,7 @@ from dpone.connectors.base import LoadSpec, Sink, Source
 from dpone.errors import ConfigError, UsageError
 from dpone.ids import UlidSequence, is_identifier
 from dpone.manifest.plan import Plan
+from dpone.records import frozen
 from dpone.runtime.children import normalize_of
 from dpone.runtime.identity import RunIdentity
 from dpone.runtime.interrupts import InterruptWatch
@@ -37,7 +38,7 @@ def environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
     return dict(os.environ) if env is None else dict(env)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RunOptions:
     """What a caller gives a run besides its plan, each optional: its id, environment, clock,
     progress callback, signal handling, and a source or sink to use instead of the manifest's."""
@@ -60,7 +61,7 @@ class RunOptions:
     sink: Sink | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RunContext:
     """The identity of one run, fixed before anything is written."""
 

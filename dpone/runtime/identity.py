@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 
+from dpone.records import frozen
 
-@dataclass(frozen=True, slots=True)
+
+@frozen
 class RunIdentity:
     """A run's pipeline, its run id (the evidence bundle, the DLQ run), its load id (the
     sink's load marker) and when it started. Created once at the run's start and passed

@@ -25,7 +25,6 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -36,6 +35,7 @@ from dpone.canonical import with_checksum
 from dpone.errors import DponeError, PathIsSymlink, Stage
 from dpone.ids import is_identifier
 from dpone.published import checked_document, schema_errors
+from dpone.records import frozen
 from dpone.runtime.identity import RunIdentity
 
 JOURNAL_SCHEMA = "dpone.run-journal.v1"
@@ -67,7 +67,7 @@ class JournalInvalid(DponeError):
     stage = "recover"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class JournalEntry:
     """The journal's one entry: which run, in which phase, and what it publishes once it commits."""
 

@@ -7,10 +7,11 @@ each section's ``to_json`` is that section of the document, so the published sch
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import TYPE_CHECKING, Any, Literal
 
 from dpone.errors import ErrorDetail
+from dpone.records import frozen
 
 if TYPE_CHECKING:  # the report stays importable without pyarrow (evidence.model needs it)
     from dpone.contracts.names import Renamed
@@ -22,7 +23,7 @@ RunStatus = Literal["succeeded", "failed"]
 CursorValue = str | int | None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Recovery:
     """What the start of a run did about an earlier run of the pipeline that died."""
 
@@ -42,7 +43,7 @@ class Recovery:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RowCounts:
     """``rows``: what the run read, loaded, quarantined, warned about and skipped."""
 
@@ -72,7 +73,7 @@ class RowCounts:
         return doc
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RunProgress(RowCounts):
     """What a run's progress callback gets after each chunk: the counts so far and, when the
     source knows its size (file sources), the bytes read of it and its total size."""
@@ -88,7 +89,7 @@ class RunProgress(RowCounts):
         return cls(**rows, bytes_read=bytes_read, bytes_total=bytes_total)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class DlqSection:
     """``dlq``: where the run's dead letters are (``directory`` None: ``dlq.enabled`` false;
     ``run_id`` None: nothing reached the DLQ)."""
@@ -101,7 +102,7 @@ class DlqSection:
         return {"directory": self.directory, "run_id": self.run_id, "records": self.records}
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SinkSection:
     """``sink``: the run's load and whether it committed."""
 
@@ -124,7 +125,7 @@ class SinkSection:
         return doc
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class StateSection:
     """``state``: the move of the pipeline's state (``from``/``to`` are its cursor)."""
 
@@ -142,7 +143,7 @@ class StateSection:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class StageSeconds:
     """Seconds the run's main thread spent in each stage (``time.perf_counter``, always on).
 
@@ -168,7 +169,7 @@ class StageSeconds:
         return doc | {"total": round(total, 6)}
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Timings:
     """When the run started and finished (ISO-8601 UTC), its wall time and its stages."""
 
@@ -178,7 +179,7 @@ class Timings:
     stages: StageSeconds = StageSeconds()
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Hint:
     """What to change so that rejected rows load, or a warning the counts alone hide.
 
@@ -209,7 +210,7 @@ class Hint:
 WARNING_HINTS = frozenset({"nothing_loaded", "column_all_rejected"})
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RunReport:
     """One run's outcome (``dpone.run.v1``); ``error`` is None when it succeeded."""
 

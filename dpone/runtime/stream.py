@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -34,6 +33,7 @@ from dpone.contracts.result import EnforcementResult
 from dpone.contracts.types import sink_schema
 from dpone.faults import checkpoint
 from dpone.logs import get_logger
+from dpone.records import frozen
 from dpone.runtime.children import ChildTables
 from dpone.runtime.context import RunContext
 from dpone.runtime.cursor import CursorTracker
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 log = get_logger("dpone.run")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Streamed:
     """What the stream leaves for the commit: the cursor, the unplaced-row memory and the
     boundary window (None: not incremental)."""

@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 from dpone.connectors.base import SourceChunk
 from dpone.errors import DponeError
 from dpone.manifest.specs import IncrementalPlan
+from dpone.records import frozen
 from dpone.runtime.cursor_values import to_scalar, to_text
 from dpone.state.model import Boundary, PipelineState
 
@@ -365,7 +366,7 @@ class Window:
         return Boundary(start=start_text, digests=packed, files=dict(self.read_files))
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class BoundarySeen:
     """What one scale-out task saw of the boundary: its candidates (each task prunes them by
     its own highest cursor, a superset of what the run's highest keeps), its files, its top."""

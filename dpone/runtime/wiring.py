@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from dpone.dlq.store import DlqStore
 from dpone.evidence.writer import EVIDENCE_FILE, bundle_dir, publish_evidence_doc
 from dpone.manifest.plan import Plan
 from dpone.manifest.secrets import SecretRef, require
+from dpone.records import frozen
 from dpone.runtime.children import run_enforcer
 from dpone.runtime.journal import RunJournal
 from dpone.state.store import StateStore
@@ -38,7 +38,7 @@ from dpone.state.store import StateStore
 OTHER_WORK_FOLDERS = ("scaleout", "dlt")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Paths:
     """Where a run keeps its files. The work dir is the user's (it may be a link, followed
     once); every folder dpone keeps below it is opened without following links
@@ -84,7 +84,7 @@ def relative(path: Path, base: Path) -> str:
         return path.name
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class EvidenceOutput:
     """Where a pipeline's evidence bundles are published (create-only, never overwritten)."""
 
@@ -162,7 +162,7 @@ def assertion_engine(plan: Plan) -> AssertionEngine:
     return AssertionEngine(plan.quality.assertions, plan.manifest_dir)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Components:
     """Everything one run of a plan talks to; ``dlq`` is None under ``dlq.enabled: false``."""
 

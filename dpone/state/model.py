@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
+
+from dpone.records import frozen
 
 STATE_SCHEMA_ID = "dpone.state.v1"
 CursorValue = str | int | None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Cursor:
     """The incremental cursor: the highest value actually committed to the sink.
 
@@ -29,7 +31,7 @@ class Cursor:
         return cls(column=doc["column"], type=doc["type"], value=doc["value"])
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Boundary:
     """What the committed runs read at the cursor's boundary (``runtime/window.py``).
 
@@ -63,7 +65,7 @@ class Boundary:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PipelineState:
     """A pipeline's committed state (``dpone.state.v1``): its revision, cursor and last run."""
 

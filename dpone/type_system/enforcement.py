@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -39,6 +39,7 @@ from dpone.dlq.rejects import RejectedRow, rejected_rows
 from dpone.errors import ConfigError
 from dpone.evidence.model import DataOutcome
 from dpone.ids import new_ulid
+from dpone.records import frozen
 
 if TYPE_CHECKING:
     from dpone.contracts.dlq import DlqPolicy
@@ -64,7 +65,7 @@ class QuarantineWriter(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class EnforcementOutcome:
     """What one ``enforce`` call decided. Names, counts and ids only; row values are only in
     ``target_rows``, which are the caller's own rows."""

@@ -34,7 +34,6 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -49,6 +48,7 @@ from dpone.connectors.errors import (
 )
 from dpone.errors import Interrupted
 from dpone.logs import get_logger
+from dpone.records import frozen
 
 log = get_logger("dpone.source")
 
@@ -84,7 +84,7 @@ def origin_text(origin: Origin) -> str:
     return f"{scheme}://{shown}" + ("" if _DEFAULT_PORTS[scheme] == port else f":{port}")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Limits:
     """What a source's requests may do (the manifest's options, resolved)."""
 

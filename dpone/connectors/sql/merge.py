@@ -17,7 +17,6 @@ reach the SQL as literals are dpone's own: the load id (``[A-Za-z0-9._-]``) and 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -25,6 +24,7 @@ import pyarrow as pa
 
 from dpone.connectors.base import LOAD_ID_COLUMN, ROW_HASH, VALID_FROM, VALID_TO, LoadSpec
 from dpone.connectors.sql.identifiers import quote_ident
+from dpone.records import frozen
 
 Dialect = Literal["duckdb", "postgres"]
 #: a row's id with child tables: their ``_dpone_parent_id`` / ``_dpone_root_id``
@@ -45,7 +45,7 @@ def under_kept_roots(merge: bool, target: str) -> str:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Statement:
     """One statement and what it does (the error of a failed one names it)."""
 
@@ -53,7 +53,7 @@ class Statement:
     sql: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class MergeSql:
     """The statements of one load: ``target``, ``stage`` and ``scratch`` are quoted names;
     ``select`` the staged columns as the target takes them (PostgreSQL casts JSON)."""

@@ -4,16 +4,16 @@ SELECT with cursor pushdown."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import date, datetime, time
 from decimal import Decimal
 
 from dpone.connectors.errors import SourceConfigError
 from dpone.connectors.sql.identifiers import qualify, quote_ident, short_hash
 from dpone.manifest.specs import IncrementalPlan
+from dpone.records import frozen
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Relation:
     """A table or a read-only query, and how it names itself."""
 
@@ -53,7 +53,7 @@ class Relation:
         return f"SELECT * FROM {qualify(*parts)}"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class KeyRange(Relation):
     """A table's rows whose key is in one range, in key order (a partition of a scale-out run)."""
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from dpone.records import frozen
 
 Section = Mapping[str, Any]
 
@@ -29,7 +30,7 @@ def display_path(path: Path, base: Path) -> str:
     return path.name if rel.startswith("..") else Path(rel).as_posix()
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class IncrementalPlan:
     """``source.incremental``: rows with ``cursor_column`` at or above the committed cursor
     (minus ``lag``, in the cursor's unit), below ``end_value`` when it is set (SPEC §6)."""

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from dpone.manifest.secrets import SecretRef
 from dpone.manifest.specs.common import Section, display_path, resolve_under
+from dpone.records import frozen
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SinkTarget:
     """What every sink loads into: ``dataset.table``."""
 
@@ -20,7 +20,7 @@ class SinkTarget:
     table: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class DuckdbSinkSpec(SinkTarget):
     """A DuckDB file."""
 
@@ -29,7 +29,7 @@ class DuckdbSinkSpec(SinkTarget):
     display: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PostgresSinkSpec(SinkTarget):
     """A PostgreSQL database (``dataset`` is the schema)."""
 
@@ -37,7 +37,7 @@ class PostgresSinkSpec(SinkTarget):
     connection: SecretRef
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class FilesystemSinkSpec(SinkTarget):
     """Parquet files under ``path/dataset/table``."""
 
@@ -46,7 +46,7 @@ class FilesystemSinkSpec(SinkTarget):
     display: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class DltSinkSpec(SinkTarget):
     """Any dlt destination (``destination`` is dlt's name for it).
 
@@ -69,7 +69,7 @@ class DltSinkSpec(SinkTarget):
 SinkSpec = DuckdbSinkSpec | PostgresSinkSpec | FilesystemSinkSpec | DltSinkSpec
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SinkPlace:
     """What a sink's spec is built with besides its section: the manifest's folder (relative
     paths resolve under it), the pipeline's name and its absolute work dir (a dlt sink keeps

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -17,11 +16,12 @@ from dpone.manifest.specs.common import (
     incremental_plan,
     resolve_under,
 )
+from dpone.records import frozen
 
 FileFormat = Literal["csv", "jsonl", "parquet"]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CsvOptions:
     """``source.options.csv``: how CSV text is read (see the manifest schema for each key)."""
 
@@ -34,14 +34,14 @@ class CsvOptions:
     max_row_bytes: int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class JsonlOptions:
     """``source.options.jsonl``."""
 
     encoding: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class StorageOptions:
     """``source.options.storage``: the object store settings of an ``s3://``, ``gs://`` or
     ``az://`` path (which keys apply to which store: ``sourcepaths.STORAGE_OPTIONS``).
@@ -88,7 +88,7 @@ STORAGE_TEXT_KEYS: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class FileSourceSpec:
     """Files matching the glob ``path`` (as written; relative paths under ``base_dir``), or
     objects of a store when ``path`` is an ``s3://``, ``gs://`` or ``az://`` URI (then
@@ -114,7 +114,7 @@ class FileSourceSpec:
         return () if self.storage is None else self.storage.secrets
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PythonSourceSpec:
     """A callable ``module:attr`` (found next to the manifest first), called with ``args``."""
 
@@ -127,7 +127,7 @@ class PythonSourceSpec:
     child_tables: bool
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class DatabaseFileSpec:
     """A table or a read-only query of a database file (exactly one of ``table``/``query``)."""
 
@@ -139,21 +139,21 @@ class DatabaseFileSpec:
     incremental: IncrementalPlan | None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class DuckdbSourceSpec(DatabaseFileSpec):
     """A DuckDB file."""
 
     type: ClassVar[str] = "duckdb"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SqliteSourceSpec(DatabaseFileSpec):
     """A SQLite file."""
 
     type: ClassVar[str] = "sqlite"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PostgresSourceSpec:
     """A table or a read-only query of a PostgreSQL database."""
 
@@ -168,7 +168,7 @@ class PostgresSourceSpec:
     partitions: int | None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RestApiSourceSpec:
     """dlt's declarative REST API source: ``client`` and ``resource`` in dlt's vocabulary.
 
@@ -188,7 +188,7 @@ class RestApiSourceSpec:
     max_response_bytes: int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class DltSourceSpec:
     """Any dlt source or resource, ``ref: module:callable`` called with ``args``.
 

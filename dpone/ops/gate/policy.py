@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, get_args
 
 from dpone.errors import ConfigError, Stage
 from dpone.evidence.model import DataOutcome
+from dpone.records import frozen
 
 POLICY_SCHEMA_ID = "dpone.gate-policy.v1"
 DATA_OUTCOMES: tuple[str, ...] = get_args(DataOutcome)
@@ -38,7 +38,7 @@ class GateUsageError(ConfigError):
     stage: Stage = "release_gate"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class GatePolicy:
     """What a release accepts. ``max_quarantine_ratio`` is exact (``Fraction("0.1")``)."""
 

@@ -9,7 +9,6 @@ by the CLI: :func:`dpone.ops.release_gate` writes both files.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import StrEnum
 from fractions import Fraction
 from pathlib import Path
@@ -21,6 +20,7 @@ from dpone._version import __version__
 from dpone.canonical import with_checksum
 from dpone.durable import replace_atomic
 from dpone.ops.gate.policy import GatePolicy, GateUsageError
+from dpone.records import frozen
 
 GATE_SCHEMA_ID = "dpone.release-gate.v1"
 REPORT_JSON = "release_gate.json"
@@ -54,7 +54,7 @@ class GateCode(StrEnum):
 # --- results ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class GateFinding:
     """One reason to block, as data. ``pointer`` is a JSON pointer into ``subject``."""
 
@@ -72,7 +72,7 @@ class GateFinding:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class BundleResult:
     """The verdict on one bundle. ``evidence`` is set only when the bundle verified."""
 
@@ -111,7 +111,7 @@ class BundleResult:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class GateReport:
     """The release gate's verdict on every bundle it checked: ``blocked`` when any has a finding."""
 

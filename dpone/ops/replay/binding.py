@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -39,6 +38,7 @@ from dpone.ops.replay.errors import (
 from dpone.ops.replay.executor import ReplayResult, execute
 from dpone.ops.replay.file_resolver import FileRowResolver, bounded_identity
 from dpone.ops.replay.reading import plan, read_run, replayable_index
+from dpone.records import frozen
 from dpone.runtime import wiring
 from dpone.runtime.children import normalize_of
 from dpone.runtime.context import environment
@@ -113,7 +113,7 @@ class SinkReplayTarget:
 # --- binding a manifest -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ReplayBinding:
     """A manifest bound for replaying one DLQ run: its store, resolver and target."""
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -28,6 +27,7 @@ from dpone.dlq.model import TIMESTAMP_PATTERN
 from dpone.ids import is_identifier, is_ulid
 from dpone.ops.plan_files import PlanFileKind, read_plan_file
 from dpone.ops.replay.errors import ReplayPlanInvalid
+from dpone.records import frozen
 
 if TYPE_CHECKING:
     from dpone.manifest.plan import Plan
@@ -111,7 +111,7 @@ class ReplayItem(NamedTuple):
         return self.body() | {"idempotency_key": self.idempotency_key}
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ReplayPlan:
     """A bounded, immutable replay plan of one closed run (``dpone.dlq-replay-plan.v1``)."""
 

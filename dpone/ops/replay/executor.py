@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 
 from dpone.canonical import CHECKSUM_PREFIX
@@ -36,6 +35,7 @@ from dpone.logs import get_logger
 from dpone.ops.replay.document import ReplayItem, ReplayPlan
 from dpone.ops.replay.errors import ReplayError, ReplayPlanMismatch, RowStillRejected
 from dpone.ops.replay.reading import RunRead, read_run
+from dpone.records import frozen
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -57,7 +57,7 @@ MANIFEST_FIXES = (
 # --- the two Protocols --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Resolution:
     """What a resolver made of the records it was given: the rows that pass now (row ``i``
     is the row of ``record_ids[i]``) and why each other record still fails."""
@@ -108,7 +108,7 @@ class ReplaySink(Protocol):
 # --- executing ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ItemOutcome:
     """One record's outcome in an execution; a rejected or unreplayable row names its reason."""
 
@@ -130,7 +130,7 @@ class ItemOutcome:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ReplayResult:
     """What one execution did, item by item (``dpone.dlq-replay-result.v1``)."""
 

@@ -42,6 +42,7 @@ from dpone.ops.replay.errors import (
     RowStillRejected,
 )
 from dpone.ops.replay.executor import Resolution
+from dpone.records import frozen
 from dpone.runtime import wiring
 from dpone.runtime.names import SourceNames
 
@@ -68,7 +69,7 @@ def resolver_identity(manifest: Plan, source_identity: str) -> str:
 # --- resolving ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class _Wanted:
     """A row to re-read from a file: its row number in the file and the record that names it."""
 

@@ -13,7 +13,6 @@ import gc
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -40,6 +39,7 @@ from dpone.ops.replay.errors import (
     ReplayRunAborted,
     ReplayRunOpen,
 )
+from dpone.records import frozen
 
 if TYPE_CHECKING:
     from dpone.dlq.acks import ReplayAck
@@ -155,7 +155,7 @@ def _doc_row(
     return (record_id, doc["sha256"], ref, replayable, code)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class _PlanColumns:
     """The plan fields of a segment's records, line by line (see :func:`_plan_columns`)."""
 
@@ -325,7 +325,7 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RunRead:
     """One verified read of a run for an execution: its index, every record's plan fields,
     its acknowledgements and the replayable records not acknowledged yet."""

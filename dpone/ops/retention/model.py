@@ -9,7 +9,6 @@ verifies whenever a signing key is configured, unless ``--allow-unsigned``.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
 from itertools import compress
 from operator import not_
 from pathlib import Path
@@ -20,6 +19,7 @@ from dpone.canonical import checksum
 from dpone.dlq.columns import columns_checksum
 from dpone.errors import EXIT_CONFIG, DponeError, Stage
 from dpone.ops.plan_files import PlanFileKind, read_plan_file
+from dpone.records import frozen
 
 if TYPE_CHECKING:
     from dpone.dlq.integrity import Finding
@@ -56,7 +56,7 @@ class RetentionEvidenceInvalid(RetentionError):
 # --- the snapshot -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RunSnapshot:
     """What retention saw of one run."""
 
@@ -113,7 +113,7 @@ def snapshot_fingerprint(runs: Iterable[RunSnapshot], pinned: Iterable[str]) -> 
 # --- the plan -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Cut:
     """What the plan deletes from one segment: all of it (``whole``) or ``record_ids``."""
 
@@ -149,7 +149,7 @@ class Cut:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RunDecision:
     """What the plan does with one run; ``after`` is its snapshot once the deletes are done."""
 
@@ -175,7 +175,7 @@ class RunDecision:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RetentionPlan:
     """``dpone.dlq-retention-plan.v1``: what to delete, and the snapshot it was decided on."""
 
@@ -284,7 +284,7 @@ def _decision_from_json(doc: Any) -> RunDecision:
 # --- the result -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RunSweep:
     """What a retention apply did to one DLQ run: records deleted, the run's index afterwards."""
 
@@ -304,7 +304,7 @@ class RunSweep:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RetentionResult:
     """``dpone.dlq-retention-result.v1``: what an apply deleted, and the verify afterwards."""
 

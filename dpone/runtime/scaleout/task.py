@@ -27,7 +27,7 @@ import io
 import os
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, cast
 
@@ -52,6 +52,7 @@ from dpone.dlq.writer import RunWriter
 from dpone.durable import create_only
 from dpone.errors import DponeError, Stage
 from dpone.manifest.plan import Plan
+from dpone.records import frozen
 from dpone.runtime import wiring
 from dpone.runtime.context import RunContext
 from dpone.runtime.dlq_pipe import DlqPipe
@@ -70,7 +71,7 @@ FAULT_ENV = "DPONE_SCALEOUT_FAULT"
 FAULT_MARKER = "fault-fired"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TaskSpec:
     """What every task of a run shares (sent once per task; small)."""
 
@@ -89,7 +90,7 @@ class TaskSpec:
         return Path(self.folder) / "staged"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class StagedFile:
     """A staged Parquet file as its task wrote it: the driver checks the file against it."""
 
@@ -99,7 +100,7 @@ class StagedFile:
     sha256: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TaskFailure:
     """An expected failure of a task, rebuilt on the driver as the same error class."""
 
@@ -115,7 +116,7 @@ class TaskFailure:
         return err
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PartitionResult:
     """What a partition's task hands the driver: counts, cursor, segments, staged files; no rows."""
 

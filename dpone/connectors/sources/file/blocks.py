@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import codecs
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from dpone.connectors.errors import SourceRowTooLong
 from dpone.connectors.fs import SourceFile
 from dpone.connectors.sources.file.quotes import Records
+from dpone.records import frozen
 
 #: How much of an undecodable line a DecodeFailure keeps (for ``pii_policy: preserve``).
 MAX_FAILURE_TEXT = 16 << 10
@@ -30,7 +30,7 @@ class Tentative:
         self.refused = False
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Block:
     """Whole lines of a file as UTF-8 bytes (invalid bytes kept as they are), from ``line``;
     ``newlines`` counts its line breaks when known (-1: not counted)."""

@@ -9,7 +9,6 @@ never a value.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -18,13 +17,14 @@ import pyarrow.parquet as pq
 from dpone.connectors.errors import PrevalidatedFileError
 from dpone.connectors.fs import sha256_file
 from dpone.contracts.prevalidated import MARK_KEY, read_mark
+from dpone.records import frozen
 
 #: The checks every file passed, in the order they run (the evidence lists them).
 CHECKS: tuple[str, ...] = ("readable", "marked", "fingerprint", "schema", "not_null")
 _MARK = MARK_KEY.encode("ascii")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CheckedFile:
     """A file that passed every check: where it is, its rows and its bytes' SHA-256 (hex)."""
 
