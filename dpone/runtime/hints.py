@@ -9,6 +9,14 @@ that rejected values only, and is kept as counts: how many rejected values equal
 fixed list of null markers, how many would pass the contract's safe-coercion parser. A
 marker is not a row value: only a marker of that fixed list is ever named. Nothing else of a
 value is kept, logged or written.
+
+The rejected values of a type mismatch are counted in batches, not chunk by chunk: each
+chunk's are set aside (in memory, up to :data:`SETTLE_VALUES` values or
+:data:`SETTLE_BYTES` bytes of them) and counted together when that much has gathered or the
+hints are asked for. Counting is a fixed number of Arrow calls whatever their number of
+values (the safe-coercion parser alone is a dozen, with regular expressions compiled on each
+call). Counted chunk by chunk, they cost a run of 1,000,000 CSV rows (1% rejected) in the
+default chunks of 10,000 about 0.1 s of its 1.5 s on one core.
 """
 
 from __future__ import annotations
@@ -23,12 +31,17 @@ from dpone.contracts.enforcer import EnforcementPlan
 from dpone.contracts.kernels import as_string
 from dpone.contracts.reasons import ReasonCode
 from dpone.contracts.result import EnforcementResult
+from dpone.contracts.spec import ColumnSpec
 from dpone.contracts.types import is_text
 from dpone.runtime.report import Hint
 
 #: The null markers a hint may name (and count): the only text of a value a hint ever shows.
 NULL_TOKENS: tuple[str, ...] = ("NA", "N/A", "NULL", "null", "-", "")
 _TOKENS = pa.array(NULL_TOKENS, pa.string())
+#: Rejected values set aside before they are counted (all columns together): at most this
+#: many, and at most this many bytes of text.
+SETTLE_VALUES = 65_536
+SETTLE_BYTES = 8 << 20
 
 
 @dataclass(slots=True)
@@ -39,6 +52,10 @@ class _Column:
     rows: int = 0  # rows rejected with any violation on this column
     tokens: dict[str, int] = field(default_factory=dict)
     repairable: int = 0  # mismatched values the safe-coercion parser would load
+    #: the column's contract (what the safe-coercion parser parses to)
+    spec: ColumnSpec | None = None
+    #: rejected values not counted yet (:meth:`HintTally._settle`)
+    pending: list[pa.Array] = field(default_factory=list)
 
 
 class HintTally:
@@ -51,11 +68,15 @@ class HintTally:
         #: rows enforced (the stream counts every chunk's, :meth:`observe` sees those with
         #: rejects only)
         self.rows = 0
+        #: values and bytes set aside in the columns' ``pending``
+        self._pending_values = 0
+        self._pending_bytes = 0
 
     def observe(
         self, batch: pa.RecordBatch, result: EnforcementResult, plan: EnforcementPlan
     ) -> None:
-        """Count this chunk's rejected values by null marker and by safe-coercion repair."""
+        """Count this chunk's rejected rows; set its rejected text values aside to be counted
+        by null marker and by safe-coercion repair (:meth:`_settle`)."""
         rejects = result.rejects
         mask = rejects.mask
         if mask is None:
@@ -74,18 +95,38 @@ class HintTally:
             raw = batch.column(cp.source)
             if not is_text(raw.type):
                 continue
+            if entry.pending and entry.spec != cp.spec:
+                self._settle_column(entry)  # values are counted against their own contract
+            entry.spec = cp.spec
             values = as_string(raw.filter(rejected))
-            entry.mismatched += len(values)
-            counts = pc.value_counts(pc.filter(values, pc.is_in(values, value_set=_TOKENS)))
-            for item in counts:
-                token = item["values"].as_py()
-                entry.tokens[token] = entry.tokens.get(token, 0) + item["counts"].as_py()
-            if not self._safe_coercion:
-                failed = convert(values, cp.spec, lenient=True, fast_path=False).failed
-                entry.repairable += len(values) - (0 if failed is None else failed.true_count)
+            entry.pending.append(values)
+            self._pending_values += len(values)
+            self._pending_bytes += values.nbytes
+        if self._pending_values >= SETTLE_VALUES or self._pending_bytes >= SETTLE_BYTES:
+            self._settle()
+
+    def _settle(self) -> None:
+        """Count every value set aside, column by column."""
+        for entry in self._columns.values():
+            if entry.pending:
+                self._settle_column(entry)
+        self._pending_values = self._pending_bytes = 0
+
+    def _settle_column(self, entry: _Column) -> None:
+        pending, entry.pending = entry.pending, []
+        values = pending[0] if len(pending) == 1 else pa.concat_arrays(pending)
+        entry.mismatched += len(values)
+        counts = pc.value_counts(pc.filter(values, pc.is_in(values, value_set=_TOKENS)))
+        for item in counts:
+            token = item["values"].as_py()
+            entry.tokens[token] = entry.tokens.get(token, 0) + item["counts"].as_py()
+        if not self._safe_coercion and entry.spec is not None:
+            failed = convert(values, entry.spec, lenient=True, fast_path=False).failed
+            entry.repairable += len(values) - (0 if failed is None else failed.true_count)
 
     def hints(self, *, read: int, loaded: int, quarantined: int) -> tuple[Hint, ...]:
         """The hints of the run so far."""
+        self._settle()
         found: list[Hint] = []
         if read and not loaded and quarantined:
             found.append(
@@ -157,4 +198,4 @@ class HintTally:
         )
 
 
-__all__ = ["NULL_TOKENS", "HintTally"]
+__all__ = ["NULL_TOKENS", "SETTLE_BYTES", "SETTLE_VALUES", "HintTally"]

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pytest
 
 from dpone.published import schema_errors
 from tests.support.processes import dpone_subprocess
@@ -262,3 +263,49 @@ def test_timings_are_reported_per_stage(tmp_path: Path) -> None:
     [stages] = [line for line in text.splitlines() if line.startswith("  stages")]
     for stage in ("read ", "enforce ", "dlq ", "sink write ", "commit ", "dlq writer thread "):
         assert stage in stages
+
+
+def _many_chunks_csv(rows: int) -> str:
+    """Rows whose rejects spread over every chunk: "NA" counts and quantities written "+N" (a
+    lossless variant), in two columns of other types."""
+    lines = ["id,qty,active"]
+    for i in range(rows):
+        qty = "NA" if i % 7 == 0 else (f"+{i % 9}" if i % 11 == 0 else str(i % 5))
+        active = "yes" if i % 13 == 0 else ("maybe" if i % 17 == 0 else "true")
+        lines.append(f"{i},{qty},{active}")
+    return "\n".join(lines) + "\n"
+
+
+def test_hints_counted_in_batches_equal_hints_counted_chunk_by_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rejected values are counted in batches (dpone/runtime/hints.py): in-process, one
+    run counting every chunk's values at once (a threshold of one value) and one counting
+    them all at the end give the same hints, over 40 chunks."""
+    from dpone import api
+    from dpone.runtime import hints
+
+    columns = """\
+        id: {type: integer, nullable: false}
+        qty: {type: integer}
+        active: {type: boolean}"""
+    found = []
+    for settle in (1, 10**9):
+        monkeypatch.setattr(hints, "SETTLE_VALUES", settle)
+        root = project(tmp_path / f"settle{settle}", _many_chunks_csv(4_000), columns)
+        text = (root / "manifest.yaml").read_text(encoding="utf-8")
+        (root / "manifest.yaml").write_text(
+            text.replace("work_dir: .dpone}", "work_dir: .dpone, chunk_size: 100}"),
+            encoding="utf-8",
+        )
+        monkeypatch.chdir(root)
+        report = api.run(root / "manifest.yaml", env={}, check=False)
+        doc = report.to_json()
+        assert doc["rows"]["read"] == 4_000
+        found.append(doc["hints"])
+    by_batch, by_chunk = found[1], found[0]
+    assert by_batch == by_chunk
+    assert {(h["code"], h.get("column"), h["rows"]) for h in by_batch} >= {
+        ("null_values", "qty", 572),  # every 7th of 4,000 rows
+        ("coercion_safe", "active", 308),  # every 13th ("yes"; "maybe" is not repairable)
+    }
