@@ -7,14 +7,17 @@ most of the staging (for 1,000,000 rows into DuckDB, 0.45 s of 1.5 s). A process
 on one core, or a sink whose connection is bound to the thread that opened it, stages inline:
 nothing would overlap.
 
-Order is kept: one thread, one chunk in flight, the next hand-off waits for the one before;
-so memory holds at most one more chunk's valid rows. ``after_chunk_staged`` is passed where
-the chunk's rows are staged (on the staging thread, or inline), so a crash test that kills
-the process there finds exactly the chunks before it staged. The main thread hands a chunk
-over only after its rejected rows went to the DLQ pipe, so a chunk's rows are never staged
-before its rejects were handed over (SPEC §6's order of durability is the commit's, and the
-commit waits for both). An error of the staging thread is raised on the main thread at the
-next hand-off or at :meth:`StageBehind.close`, as the chunk's own would have been.
+Order is kept: one thread stages the chunks in the order they were handed over, at most
+``depth`` of them in flight (one, unless chunks are small: ``runtime/stream.stage_depth``); a
+hand-off past that waits for the oldest. So memory holds at most ``depth`` more chunks' valid
+rows. ``after_chunk_staged`` is passed where the chunk's rows are staged (on the staging
+thread, or inline), so a crash test that kills the process there finds exactly the chunks
+before it staged. The main thread hands a chunk over only after its rejected rows went to
+the DLQ pipe, so a chunk's rows are never staged before its rejects were handed over (SPEC
+§6's order of durability is the commit's, and the commit waits for both). An error of the
+staging thread is raised on the main thread at a later hand-off or at
+:meth:`StageBehind.close`, as the chunk's own would have been; the chunks handed over after
+it are not staged (nor after :meth:`StageBehind.stop`).
 
 Threads: the staging thread is the one user of the :class:`Staging` (and so of the sink's
 connection) while a chunk is in flight; the main thread touches it again only after the
@@ -24,6 +27,7 @@ follows.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from time import perf_counter
 
@@ -47,23 +51,41 @@ def _stage(staging: Staging, batch: pa.RecordBatch, nested: Nested | None) -> fl
 class StageBehind:
     """Stages each chunk on one background thread (``behind``), or inline."""
 
-    def __init__(self, staging: Staging, *, behind: bool) -> None:
+    def __init__(self, staging: Staging, *, behind: bool, depth: int = 1) -> None:
         self._staging = staging
         self._behind = behind
-        self._flight: InFlight[float] = InFlight("dpone-stage")
+        self._flight: InFlight[float] = InFlight("dpone-stage", depth)
+        #: set when a chunk's staging failed or the stager was stopped: the chunks still
+        #: waiting are not staged
+        self._halted = threading.Event()
         #: seconds the staging thread spent staging (read after ``Future.result()``)
         self.thread_seconds = 0.0
 
     def write(self, batch: pa.RecordBatch, nested: Nested | None = None) -> None:
-        """Stage one chunk's valid rows; the error of the chunk before, if any, is raised."""
-        self.drain()
+        """Stage one chunk's valid rows; the error of a chunk before, if any, is raised."""
         if not self._behind:
             _stage(self._staging, batch, nested)
             return
-        self._flight.start(_stage, self._staging, batch, nested)
+        while self._flight.full:
+            self._collect()
+        self._flight.start(self._behind_stage, batch, nested)
+
+    def _behind_stage(self, batch: pa.RecordBatch, nested: Nested | None) -> float:
+        """On the staging thread: one chunk, unless one before failed or the run stopped."""
+        if self._halted.is_set():
+            return 0.0
+        try:
+            return _stage(self._staging, batch, nested)
+        except BaseException:
+            self._halted.set()
+            raise
 
     def drain(self) -> None:
-        """Wait for the chunk in flight; its error, if any, is raised here."""
+        """Wait for every chunk in flight; the first error, if any, is raised here."""
+        while self._flight.busy:
+            self._collect()
+
+    def _collect(self) -> None:
         seconds = self._flight.result()
         if seconds is not None:
             self.thread_seconds += seconds
@@ -76,8 +98,10 @@ class StageBehind:
             self.stop()
 
     def stop(self) -> None:
-        """After a failure: let the chunk in flight end (its outcome is not looked at), so
-        that the staging's abort has the sink's connection to itself."""
+        """After a failure: let the chunk being staged end (its outcome is not looked at;
+        those waiting are dropped), so that the staging's abort has the sink's connection to
+        itself."""
+        self._halted.set()
         self._flight.stop()
 
 

@@ -37,6 +37,7 @@ from dpone.dlq.store import DlqStore
 from dpone.ops.verification import verify_store
 from dpone.published import schema_errors
 from dpone.runtime.journal import RunJournal
+from dpone.runtime.stream import stage_depth
 from tests import dltkit
 from tests.support.processes import CliRun, dpone_subprocess
 from tests.support.project import CANARY, Project
@@ -294,9 +295,10 @@ def _play(run: RunModel, rejects: list[list[SourceRow]]) -> None:
     over before the last one is durable, and the last one may or may not be.
 
     On more than one core a chunk is staged by a thread of its own (``StageBehind``), which
-    passes ``after_chunk_staged`` there: by then the main thread may have handed the next
-    chunk's rejects to the DLQ pipe (it hands a chunk to staging after its rejects), so they
-    may be on disk too; they are never required to be.
+    passes ``after_chunk_staged`` there: by then the main thread may have handed up to
+    ``stage_depth(CHUNK)`` more chunks to staging and the rejects of the one after them to
+    the DLQ pipe (it hands a chunk to staging after its rejects), so they may be on disk too;
+    they are never required to be.
     """
     name, _, nth = (run.point or "").partition(":")
     wanted = int(nth) if nth else 1
@@ -328,7 +330,8 @@ def _play(run: RunModel, rejects: list[list[SourceRow]]) -> None:
         return
     run.killed = True
     handed = [c for c in rejects[: hits[wanted - 1]] if c]
-    ahead = hits[wanted - 1] + 1 if name == "after_chunk_staged" else hits[wanted - 1]
+    staged_ahead = stage_depth(CHUNK) if name == "after_chunk_staged" else 0
+    ahead = hits[wanted - 1] + staged_ahead
     run.dlq_max = [r for c in rejects[:ahead] for r in c]
     drained = handed if hits[wanted - 1] > len(rejects) else handed[:-1]
     run.dlq_min = [r for c in drained for r in c]

@@ -18,6 +18,7 @@ from dpone.connectors.errors import SinkSchemaError, SinkUnavailable
 from dpone.connectors.sinks.duckdb_load import DuckDbLoad
 from dpone.dlq.store import DlqStore
 from dpone.runtime.stage_behind import StageBehind
+from dpone.runtime.stream import stage_depth
 
 
 class FakeStaging:
@@ -38,8 +39,8 @@ def _batch(i: int) -> pa.RecordBatch:
     return pa.record_batch({"id": pa.array([i, i], pa.int64())})
 
 
-def _stager(staging: FakeStaging, *, behind: bool) -> StageBehind:
-    return StageBehind(staging, behind=behind)  # type: ignore[arg-type]  # the fake's write
+def _stager(staging: FakeStaging, *, behind: bool, depth: int = 1) -> StageBehind:
+    return StageBehind(staging, behind=behind, depth=depth)  # type: ignore[arg-type]
 
 
 def test_behind_stages_every_chunk_in_order_on_one_thread() -> None:
@@ -82,6 +83,77 @@ def test_the_last_chunks_error_is_raised_by_close() -> None:
     with pytest.raises(SinkSchemaError, match="chunk 2"):
         stager.close()
     assert not [t for t in threading.enumerate() if t.name.startswith("dpone-stage")]
+
+
+class GatedStaging(FakeStaging):
+    """Stages a chunk only once ``gate`` is open."""
+
+    def __init__(self, fail_at: int | None = None) -> None:
+        super().__init__(fail_at)
+        self.gate = threading.Event()
+
+    def write(self, batch: pa.RecordBatch, nested: object = None) -> None:
+        assert self.gate.wait(timeout=60)
+        super().write(batch, nested)
+
+
+def test_small_chunks_queue_up_to_the_depth_in_order() -> None:
+    """With depth 4, four chunks are handed over while the first is still being staged; the
+    fifth hand-off waits for the oldest; every chunk is staged once, in order."""
+    staging = GatedStaging()
+    stager = _stager(staging, behind=True, depth=4)
+    for i in range(4):
+        stager.write(_batch(i))  # none waits: the staging thread is held at the gate
+    fifth = threading.Thread(target=stager.write, args=(_batch(4),))
+    fifth.start()
+    fifth.join(timeout=0.5)
+    assert fifth.is_alive()  # waiting for chunk 0's staging
+    assert staging.staged == []
+    staging.gate.set()
+    fifth.join(timeout=60)
+    assert not fifth.is_alive()
+    for i in range(5, 20):
+        stager.write(_batch(i))
+    stager.close()
+    assert [i for i, _ in staging.staged] == list(range(20))
+    assert {name for _, name in staging.staged} == {"dpone-stage_0"}
+
+
+def test_with_depth_nothing_handed_over_after_a_failed_chunk_is_staged() -> None:
+    staging = FakeStaging(fail_at=3)
+    stager = _stager(staging, behind=True, depth=4)
+
+    def hand_over_all() -> None:
+        for i in range(10):
+            stager.write(_batch(i))  # raised at a hand-off after chunk 3's staging failed
+        stager.close()
+
+    with pytest.raises(SinkSchemaError, match="chunk 3"):
+        hand_over_all()
+    stager.stop()
+    assert [i for i, _ in staging.staged] == [0, 1, 2]
+    assert not [t for t in threading.enumerate() if t.name.startswith("dpone-stage")]
+
+
+def test_stop_drops_the_chunks_still_waiting() -> None:
+    """After a failure elsewhere (the main thread's), only the chunk being staged ends."""
+    staging = GatedStaging()
+    stager = _stager(staging, behind=True, depth=8)
+    for i in range(6):
+        stager.write(_batch(i))
+    stopping = threading.Thread(target=stager.stop)
+    stopping.start()
+    staging.gate.set()
+    stopping.join(timeout=60)
+    assert not stopping.is_alive()
+    assert [i for i, _ in staging.staged] in ([], [0])
+
+
+def test_the_depth_holds_about_a_row_group_of_small_chunks() -> None:
+    assert stage_depth(250_000) == stage_depth(131_072) == 1
+    assert stage_depth(65_536) == 2
+    assert stage_depth(10_000) == 13  # the default chunk size
+    assert stage_depth(1) == 32
 
 
 def _run(tmp: Path, name: str, *, check: bool = True) -> dict[str, Any]:
