@@ -8,16 +8,17 @@ on one core, or a sink whose connection is bound to the thread that opened it, s
 nothing would overlap.
 
 Order is kept: one thread stages the chunks in the order they were handed over, at most
-``depth`` of them in flight (one, unless chunks are small: ``runtime/stream.stage_depth``); a
-hand-off past that waits for the oldest. So memory holds at most ``depth`` more chunks' valid
-rows. ``after_chunk_staged`` is passed where the chunk's rows are staged (on the staging
-thread, or inline), so a crash test that kills the process there finds exactly the chunks
-before it staged. The main thread hands a chunk over only after its rejected rows went to
-the DLQ pipe, so a chunk's rows are never staged before its rejects were handed over (SPEC
-§6's order of durability is the commit's, and the commit waits for both). An error of the
-staging thread is raised on the main thread at a later hand-off or at
-:meth:`StageBehind.close`, as the chunk's own would have been; the chunks handed over after
-it are not staged (nor after :meth:`StageBehind.stop`).
+``depth`` of them in flight (one, unless chunks are small: ``runtime/stream.stage_depth``) and
+at most :data:`QUEUE_BYTES` of their valid rows (one chunk always, however large); a hand-off
+past either waits for the oldest. So memory holds at most that much more than the chunk being
+enforced: a run of wide rows in small chunks queues few of them. ``after_chunk_staged`` is
+passed where the chunk's rows are staged (on the staging thread, or inline), so a crash test
+that kills the process there finds exactly the chunks before it staged. The main thread hands
+a chunk over only after its rejected rows went to the DLQ pipe, so a chunk's rows are never
+staged before its rejects were handed over (SPEC §6's order of durability is the commit's,
+and the commit waits for both). An error of the staging thread is raised on the main thread
+at a later hand-off or at :meth:`StageBehind.close`, as the chunk's own would have been; the
+chunks handed over after it are not staged (nor after :meth:`StageBehind.stop`).
 
 Threads: the staging thread is the one user of the :class:`Staging` (and so of the sink's
 connection) while a chunk is in flight; the main thread touches it again only after the
@@ -28,6 +29,7 @@ follows.
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Mapping
 from time import perf_counter
 
@@ -38,6 +40,18 @@ from dpone.runtime.inflight import InFlight
 from dpone.runtime.staging import Staging
 
 Nested = tuple[pa.StringArray, Mapping[str, pa.RecordBatch]]
+
+#: The most bytes of valid rows (Arrow's count) in flight to the staging thread, unless one
+#: chunk alone is more: small chunks of wide rows must not queue a ``depth`` of them.
+QUEUE_BYTES = 64 << 20
+
+
+def _size(batch: pa.RecordBatch, nested: Nested | None) -> int:
+    """The bytes of a chunk's valid rows, its child tables' rows included."""
+    if nested is None:
+        return int(batch.nbytes)
+    ids, children = nested
+    return int(batch.nbytes + ids.nbytes + sum(c.nbytes for c in children.values()))
 
 
 def _stage(staging: Staging, batch: pa.RecordBatch, nested: Nested | None) -> float:
@@ -58,6 +72,9 @@ class StageBehind:
         #: set when a chunk's staging failed or the stager was stopped: the chunks still
         #: waiting are not staged
         self._halted = threading.Event()
+        #: the bytes of each chunk in flight, oldest first, and their sum
+        self._sizes: deque[int] = deque()
+        self._queued = 0
         #: seconds the staging thread spent staging (read after ``Future.result()``)
         self.thread_seconds = 0.0
 
@@ -66,9 +83,12 @@ class StageBehind:
         if not self._behind:
             _stage(self._staging, batch, nested)
             return
-        while self._flight.full:
+        size = _size(batch, nested)
+        while self._flight.full or (self._flight.busy and self._queued + size > QUEUE_BYTES):
             self._collect()
         self._flight.start(self._behind_stage, batch, nested)
+        self._sizes.append(size)
+        self._queued += size
 
     def _behind_stage(self, batch: pa.RecordBatch, nested: Nested | None) -> float:
         """On the staging thread: one chunk, unless one before failed or the run stopped."""
@@ -86,6 +106,10 @@ class StageBehind:
             self._collect()
 
     def _collect(self) -> None:
+        """Wait for the oldest chunk in flight (its error raised here)."""
+        if not self._flight.busy:
+            return
+        self._queued -= self._sizes.popleft()
         seconds = self._flight.result()
         if seconds is not None:
             self.thread_seconds += seconds
@@ -103,6 +127,8 @@ class StageBehind:
         itself."""
         self._halted.set()
         self._flight.stop()
+        self._sizes.clear()
+        self._queued = 0
 
 
-__all__ = ["StageBehind"]
+__all__ = ["QUEUE_BYTES", "StageBehind"]

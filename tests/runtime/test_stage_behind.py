@@ -17,6 +17,7 @@ import dpone
 from dpone.connectors.errors import SinkSchemaError, SinkUnavailable
 from dpone.connectors.sinks.duckdb_load import DuckDbLoad
 from dpone.dlq.store import DlqStore
+from dpone.runtime import stage_behind
 from dpone.runtime.stage_behind import StageBehind
 from dpone.runtime.stream import stage_depth
 
@@ -116,6 +117,41 @@ def test_small_chunks_queue_up_to_the_depth_in_order() -> None:
         stager.write(_batch(i))
     stager.close()
     assert [i for i, _ in staging.staged] == list(range(20))
+    assert {name for _, name in staging.staged} == {"dpone-stage_0"}
+
+
+def test_small_chunks_of_wide_rows_queue_up_to_the_byte_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Whatever the depth, the chunks in flight hold at most ``QUEUE_BYTES`` of rows (one
+    chunk always): with room for two 16-byte chunks, the third hand-off waits."""
+    monkeypatch.setattr(stage_behind, "QUEUE_BYTES", 40)
+    staging = GatedStaging()
+    stager = _stager(staging, behind=True, depth=8)
+    assert _batch(0).nbytes == 16
+    stager.write(_batch(0))
+    stager.write(_batch(1))
+    third = threading.Thread(target=stager.write, args=(_batch(2),))
+    third.start()
+    third.join(timeout=0.5)
+    assert third.is_alive()  # 48 bytes would be in flight: waits for chunk 0
+    staging.gate.set()
+    third.join(timeout=60)
+    assert not third.is_alive()
+    stager.close()
+    assert [i for i, _ in staging.staged] == [0, 1, 2]
+
+
+def test_one_chunk_larger_than_the_byte_bound_is_still_staged_behind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(stage_behind, "QUEUE_BYTES", 8)
+    staging = FakeStaging()
+    stager = _stager(staging, behind=True, depth=8)
+    for i in range(5):
+        stager.write(_batch(i))
+    stager.close()
+    assert [i for i, _ in staging.staged] == list(range(5))
     assert {name for _, name in staging.staged} == {"dpone-stage_0"}
 
 
