@@ -110,10 +110,11 @@ class HintTally:
         for entry in self._columns.values():
             if entry.pending:
                 self._settle_column(entry)
-        self._pending_values = self._pending_bytes = 0
 
     def _settle_column(self, entry: _Column) -> None:
         pending, entry.pending = entry.pending, []
+        self._pending_values -= sum(len(a) for a in pending)
+        self._pending_bytes -= sum(a.nbytes for a in pending)
         values = pending[0] if len(pending) == 1 else pa.concat_arrays(pending)
         entry.mismatched += len(values)
         counts = pc.value_counts(pc.filter(values, pc.is_in(values, value_set=_TOKENS)))

@@ -44,7 +44,7 @@ from dpone.runtime.prefetch import Inline, ReadAhead
 from dpone.runtime.quarantine import Quarantine
 from dpone.runtime.report import Hint, RowCounts, RunProgress, StageSeconds
 from dpone.runtime.sampling import primed
-from dpone.runtime.stage_behind import StageBehind
+from dpone.runtime.stage_behind import StageBehind, stage_depth
 from dpone.runtime.stages import stage_seconds, timed
 from dpone.runtime.staging import Staging
 from dpone.runtime.tally import Tally
@@ -405,23 +405,6 @@ def early_chunks(plan: Plan, source: Source) -> ReadAhead[SourceChunk] | None:
     return ReadAhead(make, depth=1)
 
 
-#: About how many valid rows may wait to be staged: see :func:`stage_depth`.
-STAGE_QUEUE_ROWS = 131_072
-
-
-def stage_depth(chunk_size: int) -> int:
-    """How many chunks may wait for the staging thread: one when chunks are large, more when
-    they are small, up to about :data:`STAGE_QUEUE_ROWS` rows in all (at most 32 chunks).
-
-    A sink may stage in units larger than a chunk: DuckDB inserts whole row groups (122,880
-    rows, ``connectors/sinks/duckdb_load.py``), so the chunk that completes one takes as long
-    as a dozen chunks of 10,000 rows to stage. With one chunk in flight the main thread
-    waited for each such insert instead of enforcing the chunks after it: a 336,776-row CSV
-    of 19 columns in the default chunks of 10,000 spent 0.18 s of its 0.47 s stream waiting
-    so, on two cores."""
-    return max(1, min(32, STAGE_QUEUE_ROWS // max(1, chunk_size)))
-
-
 def _usable_cores() -> int:
     """The cores this process may run on (its CPU affinity, where the OS reports one)."""
     affinity = getattr(os, "sched_getaffinity", None)
@@ -436,6 +419,5 @@ __all__ = [
     "Streamed",
     "bounded",
     "early_chunks",
-    "stage_depth",
     "streamed",
 ]

@@ -37,7 +37,7 @@ from dpone.dlq.store import DlqStore
 from dpone.ops.verification import verify_store
 from dpone.published import schema_errors
 from dpone.runtime.journal import RunJournal
-from dpone.runtime.stream import stage_depth
+from dpone.runtime.stage_behind import stage_depth
 from tests import dltkit
 from tests.support.processes import CliRun, dpone_subprocess
 from tests.support.project import CANARY, Project

@@ -18,8 +18,7 @@ from dpone.connectors.errors import SinkSchemaError, SinkUnavailable
 from dpone.connectors.sinks.duckdb_load import DuckDbLoad
 from dpone.dlq.store import DlqStore
 from dpone.runtime import stage_behind
-from dpone.runtime.stage_behind import StageBehind
-from dpone.runtime.stream import stage_depth
+from dpone.runtime.stage_behind import StageBehind, stage_depth
 
 
 class FakeStaging:
