@@ -154,8 +154,8 @@ def run(
     caller already started (the CLI's).
     """
     from dpone.manifest.plan import Plan
-    from dpone.runtime.context import environment
-    from dpone.runtime.lifecycle import RunOptions, run_pipeline
+    from dpone.runtime import environment
+    from dpone.runtime.prefetch import read_early
 
     logs.to_stderr()
     if isinstance(manifest_or_plan, Plan):
@@ -164,16 +164,25 @@ def run(
         plan = with_evolution(manifest_or_plan, _evolution(evolution))
     else:
         plan = compile(manifest_or_plan, evolution=evolution)
+    variables = environment(env)
+    # Local files start being read now, while the run's own modules are imported.
+    early = read_early(plan, variables)
+    try:
+        from dpone.runtime.lifecycle import RunOptions, run_pipeline
+    except BaseException:
+        if early is not None:
+            early.chunks.close()
+        raise
     watch = None if isinstance(handle_signals, bool) else handle_signals
     options = RunOptions(
         run_id=run_id,
-        env=environment(env),
+        env=variables,
         progress=on_progress,
         interrupts=watch,
         watch_signals=handle_signals is not False,
     )
     try:
-        report = run_pipeline(plan, options)
+        report = run_pipeline(plan, options, early)
     except ConfigError:
         raise
     except DponeError as err:

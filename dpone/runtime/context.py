@@ -8,7 +8,6 @@ is used by the run's main thread only.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -22,6 +21,7 @@ from dpone.errors import ConfigError, UsageError
 from dpone.ids import UlidSequence, is_identifier
 from dpone.manifest.plan import Plan
 from dpone.records import frozen
+from dpone.runtime import environment
 from dpone.runtime.children import normalize_of
 from dpone.runtime.identity import RunIdentity
 from dpone.runtime.interrupts import InterruptWatch
@@ -30,12 +30,6 @@ from dpone.runtime.report import RowCounts
 from dpone.runtime.wiring import Paths
 
 _PIPELINE_NAME = re.compile(r"[a-z0-9_]{3,64}")
-
-
-def environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The variables a run resolves its secrets in: a copy of ``env``, or of the process's
-    environment when none is given (a copy: later changes to either never reach the run)."""
-    return dict(os.environ) if env is None else dict(env)
 
 
 @frozen

@@ -44,7 +44,7 @@ from dpone.manifest.plan import Plan
 from dpone.runtime import commit, outcome, systables
 from dpone.runtime.context import RunContext, RunOptions
 from dpone.runtime.journal import JournalEntry, JournalPhase
-from dpone.runtime.prefetch import ReadAhead
+from dpone.runtime.prefetch import EarlyRead, ReadAhead, early_chunks
 from dpone.runtime.recovery import recover
 from dpone.runtime.report import (
     DlqSection,
@@ -55,22 +55,35 @@ from dpone.runtime.report import (
     StateSection,
     Timings,
 )
-from dpone.runtime.stream import Stream, early_chunks
+from dpone.runtime.stream import Stream
 from dpone.runtime.wiring import Components, relative, wire
 from dpone.state.model import PipelineState
 
 log = get_logger("dpone.run")
 
 
-def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
-    """Run ``plan`` once. Returns the report; failures are in it (``exit_code`` != 0)."""
-    options = options or RunOptions()
+def run_pipeline(
+    plan: Plan, options: RunOptions | None = None, early: EarlyRead | None = None
+) -> RunReport:
+    """Run ``plan`` once. Returns the report; failures are in it (``exit_code`` != 0).
+
+    ``early``: the plan's source and its chunks, already being read
+    (:func:`~dpone.runtime.prefetch.read_early`); closed whatever happens."""
+    try:
+        return _run_pipeline(plan, options or RunOptions(), early)
+    finally:
+        if early is not None:
+            early.chunks.close()  # a run that failed before its stream: the reader lets go
+
+
+def _run_pipeline(plan: Plan, options: RunOptions, given: EarlyRead | None) -> RunReport:
     ctx = RunContext.start(plan, options)
     # Preflight: secrets, connectors, stores, predicates. A problem here is exit 2 and
-    # nothing is read.
-    parts = wire(
-        plan, env=options.env, clock=options.clock, source=options.source, sink=options.sink
-    )
+    # nothing read so far is used.
+    source = options.source
+    if source is None and given is not None:
+        source = given.source
+    parts = wire(plan, env=options.env, clock=options.clock, source=source, sink=options.sink)
     systables.preflight(plan, parts.sink)
     engine = parts.assertion_engine()
     startup.resume()  # the command's modules are loaded (dpone/startup.py)
@@ -86,7 +99,7 @@ def run_pipeline(plan: Plan, options: RunOptions | None = None) -> RunReport:
         ctx.interrupts.start()
     early: ReadAhead[SourceChunk] | None = None
     try:
-        early = early_chunks(plan, parts.source)
+        early = given.chunks if given is not None else early_chunks(plan, parts.source)
         with _one_connection(plan, parts.sink):
             return _Run(ctx, parts, engine, early).execute()
     finally:

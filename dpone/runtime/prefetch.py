@@ -16,10 +16,15 @@ files or connections).
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
-from collections.abc import Callable, Iterator
-from typing import Generic, Literal, TypeVar
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Generic, Literal, NamedTuple, TypeVar
+
+if TYPE_CHECKING:
+    from dpone.connectors.base import Source, SourceChunk
+    from dpone.manifest.plan import Plan
 
 T = TypeVar("T")
 
@@ -113,4 +118,78 @@ class Inline(Generic[T]):
         self.close()
 
 
-__all__ = ["Inline", "ReadAhead"]
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, where the OS reports one)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    if affinity is not None:
+        return len(affinity(0))
+    return os.cpu_count() or 1
+
+
+def early_chunks(plan: Plan, source: Source) -> ReadAhead[SourceChunk] | None:
+    """The source's chunks, read on a thread from now on (None: not for this run).
+
+    A run of a file source (``engine: local``) on more than one core reads its first chunk
+    while the run does what comes before its first chunk (imports, the sink, recovery, the
+    state, the journal), which otherwise leaves the other core idle. Only where what is read
+    cannot depend on those steps: a source that reads ahead (pure reading, nothing bound to
+    a thread) and takes no cursor from the state.
+    """
+    from dpone.connectors.base import reads_ahead
+
+    if (
+        plan.runtime.engine != "local"
+        or getattr(plan.source.spec, "prevalidated", False)
+        or source.cursor_pushdown
+        or not reads_ahead(source)
+        or usable_cores() < 2
+    ):
+        return None
+
+    def make() -> Iterator[SourceChunk]:
+        return source.chunks(plan.runtime.chunk_size, after=None)
+
+    return ReadAhead(make, depth=1)
+
+
+class EarlyRead(NamedTuple):
+    """A run's source, built from its plan, and its chunks already being read."""
+
+    source: Source
+    chunks: ReadAhead[SourceChunk]
+
+
+def read_early(plan: Plan, env: Mapping[str, str]) -> EarlyRead | None:
+    """Local files' chunks read from right after the compile (None: not for this run).
+
+    Called before the run imports its runtime (DuckDB, the DLQ, the sinks: some 0.07 s, all
+    of it holding the GIL) and wires, recovers and journals, so that the pyarrow reading and
+    the file's hash, which release the GIL, use the other core meanwhile. What is read is held
+    in memory only (:func:`early_chunks`: one chunk waiting, one being read); the run reads
+    it after its preflight, lock, recovery and journal entry, as it reads any chunk, and a
+    run that stops before its stream closes the reader and drops what it read. Only local
+    files (an object store's files need its secrets and the network); a source this cannot
+    build is built again, and its error raised, where the run wires its connectors.
+    """
+    from dpone.manifest.specs import FileSourceSpec
+
+    spec = plan.source.spec
+    if (
+        not isinstance(spec, FileSourceSpec)
+        or spec.storage is not None
+        or spec.prevalidated
+        or plan.runtime.engine != "local"
+        or usable_cores() < 2
+    ):
+        return None
+    from dpone.connectors.sources import make_source
+
+    try:
+        source = make_source(spec, env=env, read_all_as_text=True)
+    except Exception:  # raised again, in its place, by the run's wiring
+        return None
+    chunks = early_chunks(plan, source)
+    return None if chunks is None else EarlyRead(source, chunks)
+
+
+__all__ = ["EarlyRead", "Inline", "ReadAhead", "early_chunks", "read_early", "usable_cores"]

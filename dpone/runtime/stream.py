@@ -15,10 +15,9 @@ own share of the DLQ run (``runtime/scaleout/``).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Iterator
 from time import perf_counter
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -40,7 +39,7 @@ from dpone.runtime.cursor import CursorTracker
 from dpone.runtime.dlq_pipe import DlqPipe, OwnDlqRun
 from dpone.runtime.hints import HintTally
 from dpone.runtime.names import ColumnOrder
-from dpone.runtime.prefetch import Inline, ReadAhead
+from dpone.runtime.prefetch import Inline, ReadAhead, usable_cores
 from dpone.runtime.quarantine import Quarantine
 from dpone.runtime.report import Hint, RowCounts, RunProgress, StageSeconds
 from dpone.runtime.sampling import primed
@@ -50,9 +49,6 @@ from dpone.runtime.staging import Staging
 from dpone.runtime.tally import Tally
 from dpone.runtime.wiring import Components
 from dpone.state.model import Boundary, PipelineState
-
-if TYPE_CHECKING:
-    from dpone.manifest.plan import Plan
 
 log = get_logger("dpone.run")
 
@@ -184,7 +180,7 @@ class Stream:
         after = tracker.pushdown() if source.cursor_pushdown else None
         stager = self.stager = StageBehind(
             self.staging,
-            behind=stages_behind(self.parts.sink) and _usable_cores() > 1,
+            behind=stages_behind(self.parts.sink) and usable_cores() > 1,
             depth=stage_depth(plan.runtime.chunk_size),
         )
         reading = self.early or _chunks(source, plan.runtime.chunk_size, after)
@@ -372,7 +368,7 @@ def _chunks(
     more than one core. Other sources run user code or hold driver connections bound to the
     thread that opened them: they are read inline. On a single core nothing overlaps, and the
     thread would only add switches and a chunk more in memory."""
-    if reads_ahead(source) and _usable_cores() > 1:
+    if reads_ahead(source) and usable_cores() > 1:
 
         def make() -> Iterator[SourceChunk]:
             return source.chunks(chunk_size, after=after)
@@ -381,43 +377,10 @@ def _chunks(
     return Inline(source.chunks(chunk_size, after=after))
 
 
-def early_chunks(plan: Plan, source: Source) -> ReadAhead[SourceChunk] | None:
-    """The source's chunks, read on a thread from now on (None: not for this run).
-
-    A run of a file source (``engine: local``) on more than one core starts reading its
-    first chunk once its pipeline is locked, while this thread opens the sink, recovers,
-    reads the state and journals: what a run does before its first chunk otherwise leaves
-    the other core idle. Only where what is read cannot depend on those steps: a source that
-    reads ahead (pure reading, nothing bound to a thread) and takes no cursor from the state.
-    """
-    if (
-        plan.runtime.engine != "local"
-        or getattr(plan.source.spec, "prevalidated", False)
-        or source.cursor_pushdown
-        or not reads_ahead(source)
-        or _usable_cores() < 2
-    ):
-        return None
-
-    def make() -> Iterator[SourceChunk]:
-        return source.chunks(plan.runtime.chunk_size, after=None)
-
-    return ReadAhead(make, depth=1)
-
-
-def _usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity, where the OS reports one)."""
-    affinity = getattr(os, "sched_getaffinity", None)
-    if affinity is not None:
-        return len(affinity(0))
-    return os.cpu_count() or 1
-
-
 __all__ = [
     "ScaleOut",
     "Stream",
     "Streamed",
     "bounded",
-    "early_chunks",
     "streamed",
 ]

@@ -7,14 +7,20 @@ import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from dpone import api
+from dpone.api import RunFailed
 from dpone.clock import utc_now
 from dpone.connectors.sources.file import FileSource
-from dpone.runtime.prefetch import Inline, ReadAhead
-from dpone.runtime.stream import _chunks, early_chunks
+from dpone.errors import ConfigError
+from dpone.manifest.specs import FileSourceSpec
+from dpone.runtime import prefetch
+from dpone.runtime.journal import RunJournal
+from dpone.runtime.prefetch import EarlyRead, Inline, ReadAhead, early_chunks, read_early
+from dpone.runtime.stream import _chunks
 from dpone.runtime.wiring import wire
 from tests.connectors.specs import build_source
 from tests.support.project import good, make_project
@@ -180,4 +186,127 @@ def test_a_run_that_fails_before_its_stream_lets_go_of_the_file(
     failed = project.cli()
     assert failed.exit_code != 0
     assert "DPONE_STATE" in failed.stdout
+    assert [t.name for t in threading.enumerate() if t.name == "dpone-read-ahead"] == []
+
+
+def _on_two_cores() -> set[int]:
+    """The affinity to restore; skips where this process may not use two cores."""
+    cores = os.sched_getaffinity(0)
+    if len(_two_cores_or_one()) < 2:
+        pytest.skip("reading early needs two cores")
+    return cores
+
+
+def test_a_local_file_is_read_from_right_after_the_compile_on_two_cores(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    project = make_project(request, tmp_path, "duckdb")
+    project.write_csv("rows.csv", [good(1), good(2), good(3)])
+    plan = api.compile(project.write_manifest())
+    cores = _on_two_cores()
+    try:
+        os.sched_setaffinity(0, _two_cores_or_one())
+        early = read_early(plan, {})
+        assert early is not None
+        assert isinstance(early.source, FileSource)
+        with early.chunks as chunks:
+            assert [c.num_rows for c in chunks] == [3]
+        dask = replace(plan, runtime=replace(plan.runtime, engine="dask"))
+        assert read_early(dask, {}) is None
+        assert isinstance(plan.source.spec, FileSourceSpec)
+        prevalidated = replace(plan.source, spec=replace(plan.source.spec, prevalidated=True))
+        assert read_early(replace(plan, source=prevalidated), {}) is None
+        os.sched_setaffinity(0, {min(cores)})
+        assert read_early(plan, {}) is None  # one core: nothing would overlap
+    finally:
+        os.sched_setaffinity(0, cores)
+
+
+def test_a_run_reads_its_file_once_through_the_early_source(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``api.run`` on two cores builds the source before the wiring, which takes it as it is:
+    the file source is built once, its early chunks are the run's, every row is loaded."""
+    project = make_project(request, tmp_path, "duckdb")
+    project.write_csv("rows.csv", [good(i) for i in range(1, 6)])
+    manifest = project.write_manifest()
+    built: list[FileSource] = []
+    early: list[EarlyRead | None] = []
+    wired: list[object] = []
+    real_init, real_read_early, real_wire = FileSource.__init__, prefetch.read_early, wire
+
+    def counted(self: FileSource, *args: Any, **kwargs: Any) -> None:
+        built.append(self)
+        real_init(self, *args, **kwargs)
+
+    def recorded(*args: Any, **kwargs: Any) -> EarlyRead | None:
+        early.append(real_read_early(*args, **kwargs))
+        return early[-1]
+
+    def wiring(*args: Any, **kwargs: Any) -> Any:
+        wired.append(kwargs["source"])
+        return real_wire(*args, **kwargs)
+
+    monkeypatch.setattr(FileSource, "__init__", counted)
+    monkeypatch.setattr(prefetch, "read_early", recorded)
+    monkeypatch.setattr("dpone.runtime.lifecycle.wire", wiring)
+    cores = _on_two_cores()
+    try:
+        os.sched_setaffinity(0, _two_cores_or_one())
+        report = api.run(manifest, env=project.env)
+    finally:
+        os.sched_setaffinity(0, cores)
+    assert report.exit_code == 0
+    assert report.rows.loaded == 5
+    assert len(early) == 1
+    assert early[0] is not None
+    assert built == [early[0].source]
+    assert wired == [early[0].source]
+    rows = project.rows()
+    assert rows is not None
+    assert len(rows) == 5
+    assert [t.name for t in threading.enumerate() if t.name == "dpone-read-ahead"] == []
+
+
+def test_a_locked_pipeline_drops_what_was_read_early(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    project = make_project(request, tmp_path, "duckdb")
+    project.write_csv("rows.csv", [good(i) for i in range(1, 4)])
+    manifest = project.write_manifest()
+    holder = RunJournal(project.work_dir / "runs", project.name)
+    cores = _on_two_cores()
+    holder.lock()
+    try:
+        os.sched_setaffinity(0, _two_cores_or_one())
+        with pytest.raises(RunFailed) as refused:
+            api.run(manifest, env=project.env)
+    finally:
+        os.sched_setaffinity(0, cores)
+        holder.unlock()
+    assert refused.value.code == "DPONE_PIPELINE_LOCKED"
+    assert [t.name for t in threading.enumerate() if t.name == "dpone-read-ahead"] == []
+    assert project.rows() is None
+
+
+def test_a_source_the_early_read_cannot_build_fails_where_the_run_wires_it(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """A hand-made plan whose file source is refused: no early read, and the run fails with
+    the source's own error in its report, as without reading early."""
+    project = make_project(request, tmp_path, "duckdb")
+    project.write_csv("rows.csv", [good(1)])
+    plan = api.compile(project.write_manifest())
+    assert isinstance(plan.source.spec, FileSourceSpec)
+    broken = replace(plan.source, spec=replace(plan.source.spec, path="data\\rows.csv"))
+    plan = replace(plan, source=broken)
+    cores = _on_two_cores()
+    try:
+        os.sched_setaffinity(0, _two_cores_or_one())
+        assert read_early(plan, {}) is None
+        with pytest.raises(ConfigError) as refused:
+            api.run(plan, env=project.env)
+    finally:
+        os.sched_setaffinity(0, cores)
+    assert refused.value.code == "DPONE_SOURCE_CONFIG"
     assert [t.name for t in threading.enumerate() if t.name == "dpone-read-ahead"] == []
