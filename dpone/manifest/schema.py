@@ -9,7 +9,6 @@ echo a value.
 from __future__ import annotations
 
 import ast
-import difflib
 import re
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -48,6 +47,14 @@ _JSON_TYPE_NAMES = {
     type(None): "null",
 }
 _EXTRAS = re.compile(r"\((.*) (?:was|were) unexpected\)\s*$", re.S)
+
+
+def _close_matches(word: str, choices: list[str]) -> list[str]:
+    """The allowed word closest to ``word``, if one is close (only a manifest with an error
+    pays for importing difflib)."""
+    import difflib
+
+    return difflib.get_close_matches(word, choices, n=1)
 
 
 def pointer_of(path: Iterable[Any]) -> str:
@@ -151,7 +158,7 @@ def _details(manifest: LoadedManifest, error: ValidationError) -> Iterator[Error
                 # keys as unevaluated).
                 continue
             dlt_word = dlt_word_fix(pointer, key)
-            close = difflib.get_close_matches(key, known, n=1)
+            close = _close_matches(key, known)
             fixes = [dlt_word] if dlt_word else []
             if close and not dlt_word:
                 fixes.append(f"did you mean '{close[0]}'?")
@@ -191,7 +198,7 @@ def _details(manifest: LoadedManifest, error: ValidationError) -> Iterator[Error
         allowed = error.validator_value if keyword == "enum" else [error.validator_value]
         shown = ", ".join(str(a) for a in allowed)
         close = (
-            difflib.get_close_matches(error.instance, [str(a) for a in allowed], n=1)
+            _close_matches(error.instance, [str(a) for a in allowed])
             if isinstance(error.instance, str)
             else []
         )
