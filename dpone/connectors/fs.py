@@ -10,6 +10,7 @@ Two kinds of input sit behind one small interface (:class:`SourceFile`, :class:`
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -45,10 +46,30 @@ def open_inputs(
 # --- local files ----------------------------------------------------------------------------------
 
 
-def sha256_file(path: Path) -> str:
-    """Hex SHA-256 of a file, read into one reused buffer (``hashlib.file_digest``)."""
-    with path.open("rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
+#: How much of a file is hashed between two looks at ``stop`` (:func:`sha256_file`).
+HASH_READ = 1 << 20
+
+
+class HashStopped(Exception):
+    """A file's hashing was stopped before its end (:func:`sha256_file`'s ``stop``)."""
+
+
+def sha256_file(path: Path, stop: threading.Event | None = None) -> str:
+    """Hex SHA-256 of a file, read into one reused buffer.
+
+    ``hashlib.file_digest`` does the same loop but cannot be stopped: a run that ends before
+    its first chunk (a refused preflight, a locked pipeline) would wait for the whole file to
+    be hashed, seconds for a large one. With ``stop``, the loop looks at it every
+    :data:`HASH_READ` bytes and raises :class:`HashStopped` once it is set."""
+    digest = hashlib.sha256()
+    buffer = bytearray(HASH_READ)
+    view = memoryview(buffer)
+    with path.open("rb", buffering=0) as fh:
+        while size := fh.readinto(buffer):
+            if stop is not None and stop.is_set():
+                raise HashStopped(str(path))
+            digest.update(view[:size])
+    return digest.hexdigest()
 
 
 @frozen
@@ -64,8 +85,8 @@ class LocalFile:
     def size(self) -> int:
         return self.path.stat().st_size
 
-    def sha256(self) -> str:
-        return sha256_file(self.path)
+    def sha256(self, stop: threading.Event | None = None) -> str:
+        return sha256_file(self.path, stop)
 
     def open_stream(self) -> Any:
         return pa.input_stream(str(self.path), compression="detect")
@@ -103,4 +124,13 @@ class LocalInputs:
         return LocalFile(sourcepaths.resolve(partition, self.base_dir))
 
 
-__all__ = ["Inputs", "LocalFile", "LocalInputs", "SourceFile", "open_inputs", "sha256_file"]
+__all__ = [
+    "HASH_READ",
+    "HashStopped",
+    "Inputs",
+    "LocalFile",
+    "LocalInputs",
+    "SourceFile",
+    "open_inputs",
+    "sha256_file",
+]

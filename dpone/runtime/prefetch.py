@@ -34,9 +34,18 @@ _Message = tuple[Literal["item", "error", "end"], object]
 class ReadAhead(Generic[T]):
     """Iterate ``make()`` on a background thread, up to ``depth`` items ahead."""
 
-    def __init__(self, make: Callable[[], Iterator[T]], *, depth: int = 1) -> None:
+    def __init__(
+        self,
+        make: Callable[[], Iterator[T]],
+        *,
+        depth: int = 1,
+        stop: Callable[[], None] | None = None,
+    ) -> None:
+        """``stop``: called by :meth:`close` first, to cut short what the reader may be
+        waiting for (a file source's hashing, :meth:`FileSource.stop_reading`)."""
         if depth < 1:
             raise ValueError("depth must be at least 1")
+        self._stop_source = stop
         self._queue: queue.Queue[_Message] = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
         self._finished = False
@@ -80,6 +89,8 @@ class ReadAhead(Generic[T]):
     def close(self) -> None:
         """Stop reading ahead and wait for the reader to let go of the source."""
         self._stop.set()
+        if self._stop_source is not None and not self._finished:
+            self._stop_source()
         self._finished = True
         while self._thread.is_alive():
             # The reader may be blocked on a full queue: make room until it sees the stop.
@@ -149,7 +160,9 @@ def early_chunks(plan: Plan, source: Source) -> ReadAhead[SourceChunk] | None:
     def make() -> Iterator[SourceChunk]:
         return source.chunks(plan.runtime.chunk_size, after=None)
 
-    return ReadAhead(make, depth=1)
+    # A run that ends before its stream does not wait for a large file's whole hash.
+    stop = getattr(source, "stop_reading", None)
+    return ReadAhead(make, depth=1, stop=stop)
 
 
 class EarlyRead(NamedTuple):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import threading
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from dpone.connectors.errors import (
     SourceRowTooLong,
     SourceUnavailable,
 )
+from dpone.connectors.fs import HASH_READ, HashStopped, sha256_file
 from dpone.connectors.sources.file import FileSource
 from dpone.connectors.sources.file.blocks import MAX_FAILURE_TEXT, nth_newline
 from dpone.connectors.sources.file.csv import SALVAGE_BYTES
@@ -535,7 +537,7 @@ def test_a_file_that_cannot_be_hashed_hands_out_no_chunk(
     record refs would name the hash) is never handed out: the read fails as unavailable."""
     write_csv(tmp_path / "a.csv", [(i, f"n{i}") for i in range(1, 50)])
 
-    def unreadable(path: Path) -> str:
+    def unreadable(path: Path, stop: threading.Event | None = None) -> str:
         raise PermissionError(13, "Permission denied", str(path))
 
     monkeypatch.setattr("dpone.connectors.fs.sha256_file", unreadable)
@@ -544,3 +546,47 @@ def test_a_file_that_cannot_be_hashed_hands_out_no_chunk(
         SourceUnavailable, match=r"a\.csv: cannot read the file \(PermissionError\)"
     ):
         next(chunks)
+
+
+def test_a_file_is_hashed_in_pieces_and_the_hashing_stops_when_asked(tmp_path: Path) -> None:
+    """``sha256_file`` is the file's SHA-256 across several reads; once ``stop`` is set it
+    raises instead of reading on."""
+    path = tmp_path / "big.bin"
+    data = bytes(range(256)) * (3 * HASH_READ // 256 + 7)
+    path.write_bytes(data)
+    assert sha256_file(path) == hashlib.sha256(data).hexdigest()
+    assert sha256_file(path, threading.Event()) == hashlib.sha256(data).hexdigest()
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(HashStopped):
+        sha256_file(path, stop)
+
+
+def test_a_source_stopped_while_it_hashes_hands_out_no_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``stop_reading`` ends the hashing of the file being read: the reader waiting for the
+    hash before its first chunk fails as unavailable instead of waiting for the whole file."""
+    write_csv(tmp_path / "a.csv", [(i, f"n{i}") for i in range(1, 50)])
+    hashing = threading.Event()
+
+    def slow(path: Path, stop: threading.Event | None = None) -> str:
+        assert stop is not None
+        hashing.set()
+        if not stop.wait(timeout=30):
+            return "0" * 64  # never stopped: the test fails below
+        raise HashStopped(str(path))
+
+    monkeypatch.setattr("dpone.connectors.fs.sha256_file", slow)
+    source = csv_source(tmp_path, "a.csv")
+    chunks = source.chunks(10)
+
+    def stop_once_hashing() -> None:
+        if hashing.wait(timeout=30):
+            source.stop_reading()
+
+    stopper = threading.Thread(target=stop_once_hashing)
+    stopper.start()
+    with pytest.raises(SourceUnavailable, match=r"a\.csv: reading the file was stopped"):
+        next(chunks)
+    stopper.join()

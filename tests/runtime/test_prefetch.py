@@ -14,6 +14,7 @@ import pytest
 from dpone import api
 from dpone.api import RunFailed
 from dpone.clock import utc_now
+from dpone.connectors.fs import HashStopped
 from dpone.connectors.sources.file import FileSource
 from dpone.errors import ConfigError
 from dpone.manifest.specs import FileSourceSpec
@@ -268,12 +269,23 @@ def test_a_run_reads_its_file_once_through_the_early_source(
     assert [t.name for t in threading.enumerate() if t.name == "dpone-read-ahead"] == []
 
 
-def test_a_locked_pipeline_drops_what_was_read_early(
-    request: pytest.FixtureRequest, tmp_path: Path
+def test_a_locked_pipeline_drops_what_was_read_early_without_hashing_the_rest(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A run refused at its lock, after it began reading early: refused as before, its reader
+    gone, and the file's hashing stopped rather than waited for (a large file's hash would
+    take seconds)."""
     project = make_project(request, tmp_path, "duckdb")
     project.write_csv("rows.csv", [good(i) for i in range(1, 4)])
     manifest = project.write_manifest()
+    outcome: list[str] = []
+
+    def slow(path: Path, stop: threading.Event | None = None) -> str:
+        assert stop is not None
+        outcome.append("stopped" if stop.wait(timeout=30) else "hashed to the end")
+        raise HashStopped(str(path))
+
+    monkeypatch.setattr("dpone.connectors.fs.sha256_file", slow)
     holder = RunJournal(project.work_dir / "runs", project.name)
     cores = _on_two_cores()
     holder.lock()
@@ -285,6 +297,7 @@ def test_a_locked_pipeline_drops_what_was_read_early(
         os.sched_setaffinity(0, cores)
         holder.unlock()
     assert refused.value.code == "DPONE_PIPELINE_LOCKED"
+    assert outcome == ["stopped"]
     assert [t.name for t in threading.enumerate() if t.name == "dpone-read-ahead"] == []
     assert project.rows() is None
 
