@@ -306,7 +306,7 @@ def test_a_source_the_early_read_cannot_build_fails_where_the_run_wires_it(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     """A hand-made plan whose file source is refused: no early read, and the run fails with
-    the source's own error in its report, as without reading early."""
+    the source's own configuration error where the run wires it, as without reading early."""
     project = make_project(request, tmp_path, "duckdb")
     project.write_csv("rows.csv", [good(1)])
     plan = api.compile(project.write_manifest())
