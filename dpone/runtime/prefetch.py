@@ -178,22 +178,17 @@ def read_early(plan: Plan, env: Mapping[str, str]) -> EarlyRead | None:
     Called before the run imports its runtime (DuckDB, the DLQ, the sinks: some 0.07 s, all
     of it holding the GIL) and wires, recovers and journals, so that the pyarrow reading and
     the file's hash, which release the GIL, use the other core meanwhile. What is read is held
-    in memory only (:func:`early_chunks`: one chunk waiting, one being read); the run reads
-    it after its preflight, lock, recovery and journal entry, as it reads any chunk, and a
-    run that stops before its stream closes the reader and drops what it read. Only local
-    files (an object store's files need its secrets and the network); a source this cannot
-    build is built again, and its error raised, where the run wires its connectors.
+    in memory only (:func:`early_chunks`, which also decides whether this run reads early);
+    the run reads it after its preflight, lock, recovery and journal entry, as it reads any
+    chunk, and a run that stops before its stream closes the reader, which stops the hashing
+    and drops what was read. Only local files (an object store's files need its secrets and
+    the network); a source this cannot build is built again, and its error raised, where the
+    run wires its connectors.
     """
     from dpone.manifest.specs import FileSourceSpec
 
     spec = plan.source.spec
-    if (
-        not isinstance(spec, FileSourceSpec)
-        or spec.storage is not None
-        or spec.prevalidated
-        or plan.runtime.engine != "local"
-        or usable_cores() < 2
-    ):
+    if not isinstance(spec, FileSourceSpec) or spec.storage is not None or usable_cores() < 2:
         return None
     from dpone.connectors.sources import make_source
 
