@@ -11,8 +11,11 @@ process (its start, imports and the cluster's start and close included), timed r
 - ``dask1``: ``engine: dask`` with one worker, the driver and the worker under ``taskset -c 0``;
 - ``dask2``: ``engine: dask`` with two workers, under ``taskset -c 0,1``.
 
-After each round, a control: how much faster two processes of pure Python work run on cores 0
-and 1 than one on core 0 (2.00 on an idle machine): (d2) cannot be more than that.
+After each round, two controls: how much faster two processes run on cores 0 and 1 than one on
+core 0, of pure Python work (2.00 on an idle machine) and of the runs' own kind of work (Arrow
+reading the CSV files, DuckDB inserting the rows, one thread each): (d2) cannot be more than
+that. The second is lower even on an idle machine when the two cores share their memory
+bandwidth and caches (or are two threads of one physical core, as a VM may not say).
 
 Printed: (d1) the per-core efficiency, local's time / dask1's (target >= 0.75), and (d2) the
 scaling, dask1's time / dask2's (target >= 1.7), each with the ratio of the CPU seconds of the
@@ -153,18 +156,51 @@ def _once(folder: Path, label: str, manifest: Path, cores: str) -> Outcome:
     )
 
 
-def _capacity() -> float:
-    """How much two cores give right now against one: two processes of pure Python work on
-    cores 0 and 1 against one on core 0 (2.0 on an idle machine; other work lowers it)."""
+#: The control's data work: the bench's CSV files read by Arrow, the amounts cast and the rows
+#: inserted into a DuckDB file of its own, one thread each (argv: data folder, DuckDB file).
+DATA_WORK = """\
+import glob, sys
+import duckdb, pyarrow as pa, pyarrow.compute as pc, pyarrow.csv as pacsv
+pa.set_cpu_count(1)
+pa.set_io_thread_count(1)
+con = duckdb.connect(sys.argv[2])
+con.execute("SET threads = 1")
+con.execute("CREATE TABLE t (id BIGINT, amount DECIMAL(18, 2), kind VARCHAR)")
+for path in sorted(glob.glob(sys.argv[1] + "/*.csv")):
+    t = pacsv.read_csv(path, read_options=pacsv.ReadOptions(use_threads=False))
+    amount = pc.cast(t["amount"], pa.decimal128(18, 2))
+    con.register("b", pa.table({"id": t["id"], "amount": amount, "kind": t["kind"]}))
+    con.execute("INSERT INTO t SELECT * FROM b")
+    con.unregister("b")
+con.close()
+"""
+
+
+def _capacity(folder: Path) -> tuple[float, float]:
+    """How much two cores give right now against one, for two kinds of work: two processes
+    on cores 0 and 1 against one on core 0, of pure Python work and of the runs' own kind of
+    work (:data:`DATA_WORK`: Arrow and DuckDB, which share the memory and caches of the two
+    cores). 2.0 on an idle machine with nothing shared; other work lowers both."""
     spin = [sys.executable, "-c", f"for _ in range({SPIN}): pass"]
-    began = time.perf_counter()
-    subprocess.run(["taskset", "-c", "0", *spin], check=True)
-    one = time.perf_counter() - began
-    began = time.perf_counter()
-    procs = [subprocess.Popen(["taskset", "-c", "0,1", *spin]) for _ in range(2)]
-    for proc in procs:
-        proc.wait()
-    return 2 * one / (time.perf_counter() - began)
+    work = [sys.executable, "-c", DATA_WORK, str(folder / "data")]
+
+    def timed(cores: str, commands: list[list[str]]) -> float:
+        began = time.perf_counter()
+        procs = [subprocess.Popen(["taskset", "-c", cores, *c]) for c in commands]
+        if any(proc.wait() != 0 for proc in procs):
+            raise SystemExit("the capacity control failed")
+        return time.perf_counter() - began
+
+    def db(i: int) -> str:
+        path = folder / f"capacity-{i}.duckdb"
+        path.unlink(missing_ok=True)
+        return str(path)
+
+    python = 2 * timed("0", [spin]) / timed("0,1", [spin, spin])
+    data = 2 * timed("0", [[*work, db(0)]]) / timed("0,1", [[*work, db(1)], [*work, db(2)]])
+    for i in range(3):
+        db(i)
+    return python, data
 
 
 def _stages(log: str) -> dict[str, float]:
@@ -199,12 +235,12 @@ def run() -> None:
     print(f"load average before: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}, {os.cpu_count()} cores")
     manifests = {lab: _manifest(folder, lab, eng, w) for lab, eng, w, _ in CONTENDERS}
     outcomes: dict[str, list[Outcome]] = {lab: [] for lab, *_ in CONTENDERS}
-    capacity: list[float] = []
+    capacity: list[tuple[float, float]] = []
     for r in range(REPEATS):
         order = CONTENDERS[r % len(CONTENDERS) :] + CONTENDERS[: r % len(CONTENDERS)]
         for label, _, _, cores in order:
             outcomes[label].append(_once(folder, label, manifests[label], cores))
-        capacity.append(_capacity())
+        capacity.append(_capacity(folder))
     counts = {o.counts for runs in outcomes.values() for o in runs}
     assert len(counts) == 1, f"the engines loaded other rows: {counts}"
     wall = {k: statistics.median(o.seconds for o in v) for k, v in outcomes.items()}
@@ -225,9 +261,11 @@ def run() -> None:
         f"CPU seconds dask2 / dask1: {cpu['dask2'] / cpu['dask1']:.2f})"
     )
     print(
-        "    what two cores gave against one meanwhile (pure Python work, 2.00 when idle): "
-        + " ".join(f"{c:.2f}" for c in capacity)
+        "    what two cores gave against one meanwhile, per round (2.00 when idle and nothing "
+        "is shared):"
     )
+    print("      pure Python work:     " + " ".join(f"{p:.2f}" for p, _ in capacity))
+    print("      Arrow + DuckDB work:  " + " ".join(f"{d:.2f}" for _, d in capacity))
     for label in ("dask1", "dask2"):
         parts = " ".join(
             f"{s} {statistics.median(o.stages.get(s, 0.0) for o in outcomes[label]):.2f}"

@@ -192,17 +192,22 @@ class Stream:
                 named = (order.chunk(self.ctx.names.chunk(chunk)) for chunk in bounded_chunks)
                 for chunk in primed(named, enforcer):
                     self.chunk(chunk, tracker, enforcer, existing)
+            if self.batch_verdicts:
+                self.engine.finalize()
+            # The DLQ run closes (its last records made durable, its index written and
+            # fsynced) while the staging thread may still insert the last chunk: on two cores
+            # the two overlap instead of one waiting for the other. Both end before the
+            # commit, which is all SPEC §6 orders; a staging error raised below fails the run
+            # as a failed commit does (the closed DLQ run is aborted).
             start = perf_counter()
-            stager.close()  # every chunk staged before the DLQ run closes
+            self.pipe.close()
+            seconds["dlq"] += perf_counter() - start
+            checkpoint("after_dlq_close")
+            start = perf_counter()
+            stager.close()  # every chunk staged (its error raised) before the commit
             seconds["sink_write"] += perf_counter() - start
         finally:
             stager.stop()  # a failed run's staging is aborted with the connection idle
-        if self.batch_verdicts:
-            self.engine.finalize()
-        start = perf_counter()
-        self.pipe.close()
-        seconds["dlq"] += perf_counter() - start
-        checkpoint("after_dlq_close")
         if self.ctx.options.progress is not None:  # once more: every DLQ record is durable
             self.ctx.options.progress(self._progress())
         start = perf_counter()

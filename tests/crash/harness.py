@@ -298,7 +298,9 @@ def _play(run: RunModel, rejects: list[list[SourceRow]]) -> None:
     passes ``after_chunk_staged`` there: by then the main thread may have handed up to
     ``stage_depth(CHUNK)`` more chunks to staging and the rejects of the one after them to
     the DLQ pipe (it hands a chunk to staging after its rejects), so they may be on disk too;
-    they are never required to be.
+    they are never required to be. The last chunks may even be staged after the main thread
+    closed the DLQ run (it closes the run while they are staged): the k-th
+    ``after_chunk_staged`` then finds every reject durable, which the bounds below allow.
     """
     name, _, nth = (run.point or "").partition(":")
     wanted = int(nth) if nth else 1

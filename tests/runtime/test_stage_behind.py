@@ -18,6 +18,7 @@ from dpone.connectors.errors import SinkSchemaError, SinkUnavailable
 from dpone.connectors.sinks.duckdb_load import DuckDbLoad
 from dpone.dlq.store import DlqStore
 from dpone.runtime import stage_behind
+from dpone.runtime.dlq_pipe import DlqPipe
 from dpone.runtime.stage_behind import StageBehind, stage_depth
 
 
@@ -281,3 +282,51 @@ def test_a_staging_error_on_the_staging_thread_fails_the_run_and_commits_nothing
     assert again["status"] == "succeeded"
     assert len(again["table"]) == 5000 - 52
     assert [r[0] for r in again["table"]] == sorted({r[0] for r in again["table"]})
+
+
+def test_the_dlq_run_closes_while_the_last_chunk_is_staged_and_a_late_error_aborts_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On two cores the DLQ run closes while the staging thread still inserts the last chunk
+    (the insert waits here for the close). That insert failing then fails the run as a failed
+    commit does: nothing committed, the closed DLQ run aborted, and the next run loads every
+    row once."""
+    assert len(os.sched_getaffinity(0)) > 1, "this test needs a machine of two cores or more"
+    real_stage, real_close = DuckDbLoad._stage, DlqPipe.close
+    chunks = -(-5000 // 700)
+    calls = 0
+    closed = threading.Event()
+    status_then: list[str] = []
+
+    def close(self: DlqPipe) -> Any:
+        result = real_close(self)
+        closed.set()
+        return result
+
+    def last_fails(self: DuckDbLoad, batch: pa.RecordBatch) -> None:
+        nonlocal calls
+        calls += 1
+        if calls < chunks:
+            real_stage(self, batch)
+            return
+        if closed.wait(timeout=20):  # never set if the DLQ close waited for this insert
+            store = DlqStore(tmp_path / ".dpone-late" / "dlq")
+            status_then.extend(store.read_index(r).status for r in store.run_ids())
+        raise SinkUnavailable("DuckDB sink: staging rows failed: disk I/O error")
+
+    monkeypatch.setattr(DlqPipe, "close", close)
+    monkeypatch.setattr(DuckDbLoad, "_stage", last_fails)
+    failed = _run(tmp_path, "late", check=False)
+    assert calls == chunks
+    assert status_then == ["closed"]  # while the last chunk was being staged
+    assert failed["status"] == "failed"
+    assert failed["error"]["code"] == "DPONE_SINK_UNAVAILABLE"
+    assert "table" not in failed
+    store = DlqStore(tmp_path / ".dpone-late" / "dlq")
+    assert store.read_index(failed["run_id"]).status == "aborted"
+    assert not [t for t in threading.enumerate() if t.name.startswith("dpone-stage")]
+
+    monkeypatch.setattr(DuckDbLoad, "_stage", real_stage)
+    again = _run(tmp_path, "late")
+    assert again["status"] == "succeeded"
+    assert len(again["table"]) == 5000 - 52
